@@ -1,0 +1,52 @@
+"""imperative: an eager tensor runtime with a Cython interpreter core.
+
+    import imperative as imp
+    x = imp.Tensor([1.0, 2.0, 3.0])
+    y = (x * 2 + 1).sum()
+    print(y.numpy())
+"""
+from contextlib import contextmanager
+
+from . import dtype, ops
+from ._core import (AsyncError, apply, close, full_sync, get_default_device, get_option,
+                    memory_stats, options, reset_peak_memory_stats, set_default_device,
+                    set_option, sync)
+from .device import Device, get_device
+from .dtype import dtype_promotion
+from .tensor import Parameter, Tensor, TensorWeakRef
+
+__version__ = "0.1.0"
+
+
+@contextmanager
+def option(name, value):
+    """`with imp.option("async_level", 0): ...` sets an option and restores it on exit."""
+    old = get_option(name)
+    set_option(name, value)
+    try:
+        yield
+    finally:
+        set_option(name, old)
+
+
+def config_async_level(level):
+    """2: ops return at once; 1: ops with value-dependent shapes wait; 0: every op waits."""
+    set_option("async_level", level)
+
+
+def get_async_level():
+    return get_option("async_level")
+
+
+def set_buffer_length(n):
+    """Commands held back so that a Del can fold into the last reader (0 turns it off)."""
+    set_option("buffer_length", n)
+
+
+__all__ = [
+    "Tensor", "Parameter", "TensorWeakRef", "AsyncError", "apply", "ops", "dtype",
+    "dtype_promotion", "sync", "full_sync", "close", "set_option", "get_option", "options",
+    "option", "config_async_level", "get_async_level", "set_buffer_length", "memory_stats",
+    "reset_peak_memory_stats", "get_device", "get_default_device", "set_default_device",
+    "Device",
+]

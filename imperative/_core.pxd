@@ -1,0 +1,99 @@
+# The interpreter core's contract: the records, the commands and the channel.
+#
+# Thread ownership (who may write a field; everyone reads under the GIL):
+#   [C] caller threads (Python code issuing ops), [W] the worker thread,
+#   [C/W] either, always while holding the GIL and without releasing it in between.
+# Every field below is touched only with the GIL held, except the pthread
+# primitives and the flags named "nogil" which are read and written under `_mutex`.
+
+cdef extern from "pthread.h" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_cond_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t*, void*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+    int pthread_cond_init(pthread_cond_t*, void*)
+    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
+    int pthread_cond_broadcast(pthread_cond_t*)
+    int pthread_cond_signal(pthread_cond_t*)
+
+
+# TensorInfo.status
+cpdef enum Status:
+    ALLOCATED = 0   # handle exists, value not computed yet
+    PRODUCED = 1    # value resident
+    DROPPED = 2     # value freed, producer kept: recomputed on use
+    SWAPPED = 3     # value written out, read back on use
+    DELETED = 4     # no Tensor refers to it any more; value freed
+    INVALID = 5     # its producer failed; `error` says why
+
+# Command.kind
+cpdef enum CommandKind:
+    CMD_APPLY = 0
+    CMD_DEL = 1
+
+
+cdef class Storage:
+    """One allocation. Views (reshape, transpose, slices) share their base's Storage,
+    so memory is counted once per storage, not once per tensor."""
+    cdef readonly Py_ssize_t nbytes
+    cdef readonly object device
+    cdef public int refs          # [C/W] live TensorInfos whose value lies in it
+    cdef public bint exported     # [C/W] a zero-copy numpy view was handed out: never write in place
+
+
+cdef class ErrorRecord:
+    """Why an op's outputs are unusable: the original exception and where the op came from."""
+    cdef readonly object exc
+    cdef readonly str message
+    cdef public bint raised       # [C] already surfaced as AsyncError
+
+
+cdef class TensorInfo:
+    """A handle's record in the table."""
+    cdef readonly long long handle     # id | generation << 32; -1 for internal constants
+    cdef readonly object shape         # tuple, or None while a value-dependent shape is unknown
+    cdef readonly object dtype         # numpy.dtype
+    cdef readonly object device        # Device
+    cdef readonly bint packed          # 4-bit dtype: `value` holds two values per byte
+    cdef readonly int status           # [C/W] Status
+    cdef public object value           # [W] numpy array while PRODUCED ([C] for host-computed ops)
+    cdef public Storage storage        # [W] allocation holding `value`
+    cdef public object producer        # [C] the Command that computes it (kept while drop is possible)
+    cdef public list users             # [C] commands reading it (for DTR's neighbourhood)
+    cdef public Py_ssize_t size        # bytes the value occupies (logical, from shape and dtype)
+    cdef public double cost            # [W] seconds its producer took
+    cdef public long long last_use     # [C/W] logical clock of its last access
+    cdef public int pins               # [C/W] > 0 while an op is reading it: never evict
+    cdef public int tensor_refs        # [C] live Tensor objects sharing this value
+    cdef public int pending_uses       # [C/W] queued commands that read or produce it
+    cdef public long long ready_seq    # [C] sequence number of the command producing it
+    cdef public ErrorRecord error      # [W] set when INVALID
+    cdef public str auto_name          # [C] scope path + op name + output index
+    cdef object __weakref__
+
+
+cdef class Command:
+    cdef public int kind
+    cdef public long long seq          # [C] position in the worker stream, set when queued
+    cdef public object op              # OpDef (CMD_APPLY)
+    cdef public list inputs            # TensorInfo
+    cdef public list outputs           # TensorInfo
+    cdef public list dels              # inputs whose last reader this is: freed after it runs
+    cdef public bint fast              # elementwise ufunc on equal dtypes and shapes
+    cdef public object site_code       # code object that issued the op (for error messages)
+    cdef public int site_line
+    cdef public TensorInfo target      # CMD_DEL
+
+
+cdef class OpDef:
+    """Base of every op. Python subclasses provide `infer(inputs)` and `kernel(*arrays)`."""
+    cdef readonly bint recomputable    # False for RNG ops: never dropped
+    cdef readonly bint inplace_capable # may write its output into a dying input's storage
+    cdef readonly bint aliases_input   # outputs may be views of inputs (share their Storage)
+    cdef readonly bint value_dependent # output shape known only after it runs
+    cdef public object ufunc           # numpy ufunc for the elementwise fast path, or None
+    cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
+    cdef dict _infer_cache             # input descriptions -> infer's result

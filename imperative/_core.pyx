@@ -1,0 +1,1449 @@
+# cython: language_level=3
+"""The interpreter core: handle table, command buffer and queue, worker thread,
+options, async errors and memory accounting.
+
+One `Channel` per process. The caller's thread infers every output's shape, dtype and
+device at dispatch (so errors surface at the call site), allocates handles and either
+runs the op at once (async level 0, or a tiny op whose inputs are resident) or hands a
+command to the worker thread through a short buffer that folds `Del`s into the last
+reader of the dying tensor.
+"""
+import atexit
+import os
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+
+cimport cython
+from libc.limits cimport LLONG_MAX
+from cpython.ref cimport PyObject
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyFrameObject:
+        pass
+    PyFrameObject* PyEval_GetFrame()
+    int PyFrame_GetLineNumber(PyFrameObject*)
+    object PyFrame_GetCode(PyFrameObject*)
+    PyFrameObject* PyFrame_GetBack(PyFrameObject*)
+    void Py_XDECREF(PyObject*)
+
+cdef object _ndarray = np.ndarray
+cdef object _np_asarray = np.asarray
+cdef object _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# Tiny ops whose inputs are resident run on the caller's thread: handing one to the
+# worker costs more than running it (PERF_NOTES: a wake-up is 10-100 us, a tiny add 0.5 us).
+cdef Py_ssize_t HOST_COMPUTE_MAX_ELEMENTS = 7
+
+
+class AsyncError(RuntimeError):
+    """An op failed on the worker; raised at the next sync point. `__cause__` is the
+    original exception."""
+
+
+# --------------------------------------------------------------------------- options
+
+OPTION_DEFAULTS = {
+    "async_level": 2,
+    "buffer_length": 3,
+    "enable_host_compute": 1,
+    "catch_worker_exception": 1,
+    "enable_drop": 0,
+    "enable_swap": 0,
+    "enable_dtr_auto_drop": 0,
+    "enable_dtr_sqrt_sampling": 0,
+    "dtr_eviction_threshold": 0,
+    "dtr_evictee_minimum_size": 1048576,
+    "record_computing_path": 0,
+    "worker_queue_size": 10000,
+}
+# Inclusive ranges; None means unbounded above.
+cdef dict _OPTION_RANGES = {
+    "async_level": (0, 2),
+    "buffer_length": (0, 99),
+    "dtr_eviction_threshold": (0, None),
+    "dtr_evictee_minimum_size": (0, None),
+    "worker_queue_size": (1, None),
+}
+cdef list _OPTION_NAMES = list(OPTION_DEFAULTS)
+cdef dict _OPTION_INDEX = {name: i for i, name in enumerate(_OPTION_NAMES)}
+cdef enum:  # option indices into Channel._opts
+    OPT_ASYNC_LEVEL = 0
+    OPT_BUFFER_LENGTH = 1
+    OPT_HOST_COMPUTE = 2
+    OPT_CATCH = 3
+    OPT_ENABLE_DROP = 4
+    OPT_ENABLE_SWAP = 5
+    OPT_QUEUE_SIZE = 11
+
+
+cdef long long _validate_option(str name, object value) except? -1:
+    if name not in _OPTION_INDEX:
+        raise ValueError(f"unknown option {name!r}; valid options: {', '.join(_OPTION_NAMES)}")
+    if isinstance(value, bool):
+        value = int(value)
+    if not isinstance(value, (int, np.integer)):
+        raise TypeError(f"option {name!r} takes an int, got {type(value).__name__} {value!r}")
+    lo, hi = _OPTION_RANGES.get(name, (0, 1))
+    if value < lo or (hi is not None and value > hi):
+        expected = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"option {name!r} must be {expected}, got {value}")
+    return int(value)
+
+
+cdef dict _options_from_environment():
+    values = dict(OPTION_DEFAULTS)
+    for name in _OPTION_NAMES:
+        var = "IMPERATIVE_" + name.upper()
+        text = os.environ.get(var)
+        if text is None:
+            continue
+        try:
+            values[name] = _validate_option(name, int(text.strip()))
+        except (TypeError, ValueError) as e:
+            warnings.warn(f"ignoring environment variable {var}={text!r}: {e}", RuntimeWarning)
+    return values
+
+
+# --------------------------------------------------------------------------- devices
+
+cdef class DeviceStats:
+    """Memory counters of one device, kept by the channel."""
+    cdef public long long allocated, peak_allocated, swapped
+    cdef public long long evictions, recomputes, swap_outs, swap_ins, inplace_reuses
+    cdef public double recompute_seconds
+
+    cdef inline void add(self, long long nbytes):
+        self.allocated += nbytes
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
+
+    def as_dict(self):
+        return {
+            "allocated": self.allocated, "peak_allocated": self.peak_allocated,
+            "swapped": self.swapped, "evictions": self.evictions,
+            "recomputes": self.recomputes, "swap_outs": self.swap_outs,
+            "swap_ins": self.swap_ins, "recompute_seconds": self.recompute_seconds,
+            "inplace_reuses": self.inplace_reuses,
+        }
+
+
+MAX_CPU_DEVICES = 64
+
+cdef class Device:
+    """A compute device (`cpu0`, `cpu1`, ...). One object per name, so identity compares."""
+    cdef readonly str name
+    cdef readonly str kind
+    cdef readonly int index
+    cdef readonly DeviceStats stats
+
+    def __init__(self, *args):
+        raise TypeError("use imperative.device.get(name) or a device name string")
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return f"Device({self.name!r})"
+
+    def __eq__(self, other):
+        if isinstance(other, Device):
+            return self is other
+        if isinstance(other, str):
+            return other == self.name
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __reduce__(self):
+        return (as_device, (self.name,))
+
+
+cdef dict _devices = {}
+
+
+cpdef Device as_device(object name):
+    """The Device for a name or Device; ValueError for an unknown name."""
+    if isinstance(name, Device):
+        return <Device>name
+    cdef Device d = _devices.get(name)
+    if d is not None:
+        return d
+    if not isinstance(name, str):
+        raise TypeError(f"device must be a str such as 'cpu0' or a Device, got {type(name).__name__}")
+    text = name.strip().lower()
+    if text == "cpu":
+        text = "cpu0"
+    if text.startswith("cpu") and text[3:].isdigit() and int(text[3:]) < MAX_CPU_DEVICES:
+        d = Device.__new__(Device)
+        d.name = "cpu" + str(int(text[3:]))
+        d.kind = "cpu"
+        d.index = int(text[3:])
+        d.stats = DeviceStats()
+        d = _devices.setdefault(d.name, d)
+        _devices[name] = d
+        return d
+    raise ValueError(f"unknown device {name!r}: expected 'cpu0' ... 'cpu{MAX_CPU_DEVICES - 1}' "
+                     "(no GPU backend is installed)")
+
+
+def known_devices():
+    """Devices that have been used in this process, in index order."""
+    return sorted(set(_devices.values()), key=lambda d: (d.kind, d.index))
+
+
+# --------------------------------------------------------------------------- records
+
+cdef class Storage:
+    def __cinit__(self, Py_ssize_t nbytes, Device device):
+        self.nbytes = nbytes
+        self.device = device
+        self.refs = 0
+
+
+cdef class ErrorRecord:
+    def __cinit__(self, exc, str message):
+        self.exc = exc
+        self.message = message
+        self.raised = False
+
+
+cdef class TensorInfo:
+    @property
+    def id(self):
+        return self.handle & 0xFFFFFFFF
+
+    @property
+    def generation(self):
+        return self.handle >> 32
+
+    def __repr__(self):
+        return (f"<TensorInfo {self.handle & 0xFFFFFFFF} status={Status(self.status).name} "
+                f"shape={self.shape} dtype={self.dtype} device={self.device}>")
+
+
+cdef class Command:
+    def __cinit__(self):
+        self.dels = None
+
+
+cdef class OpDef:
+    """Subclasses (see imperative.ops) set the class attributes RECOMPUTABLE,
+    INPLACE_CAPABLE, ALIASES_INPUT, VALUE_DEPENDENT and implement `infer` and `kernel`."""
+
+    def __cinit__(self, *args, **kwargs):
+        cls = type(self)
+        self.recomputable = getattr(cls, "RECOMPUTABLE", True)
+        self.inplace_capable = getattr(cls, "INPLACE_CAPABLE", False)
+        self.aliases_input = getattr(cls, "ALIASES_INPUT", False)
+        self.value_dependent = getattr(cls, "VALUE_DEPENDENT", False)
+        self.ufunc = None
+        self._same_dtype_out = {}
+        self._infer_cache = {}
+
+    def infer(self, inputs):
+        """inputs: tuple of TensorInfo (.shape, .dtype, .device).
+        Returns a tuple of (shape, dtype) or (shape, dtype, device) per output."""
+        raise NotImplementedError(f"{type(self).__name__}.infer")
+
+    def kernel(self, *arrays):
+        """numpy arrays in, an array or a tuple of arrays out."""
+        raise NotImplementedError(f"{type(self).__name__}.kernel")
+
+
+cdef inline Py_ssize_t _num_elements(tuple shape):
+    cdef Py_ssize_t n = 1
+    for s in shape:
+        n *= <Py_ssize_t>s
+    return n
+
+
+# 4-bit quantized values are stored packed two per byte; kernels see them unpacked.
+# The helpers come from imperative.dtype at its import (no import cycle).
+cdef object _is_4bit = None
+cdef object _pack_4bit = None
+cdef object _unpack_4bit = None
+
+
+def set_packing(is_4bit, pack, unpack):
+    global _is_4bit, _pack_4bit, _unpack_4bit
+    _is_4bit, _pack_4bit, _unpack_4bit = is_4bit, pack, unpack
+
+
+cdef inline bint _dtype_is_packed(object dtype):
+    return dtype.metadata is not None and _is_4bit is not None and _is_4bit(dtype)
+
+
+cdef Py_ssize_t _nbytes_of(tuple shape, object dtype, bint packed):
+    cdef Py_ssize_t n = _num_elements(shape)
+    if packed:
+        return (n + 1) // 2
+    return n * dtype.itemsize
+
+
+cdef inline object _unpacked_value(TensorInfo info):
+    """The value as kernels and users see it (4-bit storage unpacked)."""
+    if info.packed:
+        return _unpack_4bit(info.value, info.shape, info.dtype)
+    return info.value
+
+
+# --------------------------------------------------------------------------- the channel
+
+cdef class Channel:
+    cdef long long _opts[12]
+    # handle table [C]
+    cdef list _table
+    cdef list _generations
+    cdef list _free_ids
+    cdef Py_ssize_t _live
+    # command flow: [C] appends to _buffer and _pending; [W] takes _pending whole
+    cdef list _buffer
+    cdef list _pending
+    cdef long long _seq            # [C] last sequence number queued
+    cdef long long _processed      # [W] commands run by the worker (read by waiters under _mutex)
+    # worker thread and its wake-up; the "nogil" fields live under _mutex
+    cdef object _thread
+    cdef pthread_mutex_t _mutex
+    cdef pthread_cond_t _wake_cond
+    cdef pthread_cond_t _done_cond
+    cdef int _wake                 # nogil
+    cdef long long _notify_at      # nogil: smallest sequence number a waiter waits for
+    cdef int _worker_sleeping      # [C/W]
+    cdef int _n_waiters            # [C]
+    cdef int _stopping             # [C]
+    cdef int _worker_dead          # [W]
+    # errors
+    cdef list _errors              # [C/W] ErrorRecords not yet raised
+    # lifecycle: 0 usable, 1 closed, 2 forked child
+    cdef int _state
+    cdef public Device default_device
+    cdef object _pid
+
+    def __cinit__(self):
+        pthread_mutex_init(&self._mutex, NULL)
+        pthread_cond_init(&self._wake_cond, NULL)
+        pthread_cond_init(&self._done_cond, NULL)
+        self._table = []
+        self._generations = []
+        self._free_ids = []
+        self._buffer = []
+        self._pending = []
+        self._errors = []
+        self._notify_at = LLONG_MAX
+        self.default_device = as_device("cpu0")
+        self._pid = os.getpid()
+        values = _options_from_environment()
+        for i, name in enumerate(_OPTION_NAMES):
+            self._opts[i] = values[name]
+
+    # ---- options
+
+    def set_option(self, str name, value):
+        cdef long long v = _validate_option(name, value)
+        self._opts[<int>_OPTION_INDEX[name]] = v
+        if name == "buffer_length":
+            self._flush_buffer(v)
+
+    def get_option(self, str name):
+        if name not in _OPTION_INDEX:
+            _validate_option(name, 0)
+        return self._opts[<int>_OPTION_INDEX[name]]
+
+    def options(self):
+        return {name: self._opts[i] for i, name in enumerate(_OPTION_NAMES)}
+
+    # ---- lifecycle checks
+
+    cdef inline int check_usable(self) except -1:
+        if self._state != 0:
+            self._raise_unusable()
+        return 0
+
+    cdef int _raise_unusable(self) except -1:
+        if self._state == 1:
+            raise RuntimeError("interpreter closed")
+        raise RuntimeError(
+            f"this process (pid {os.getpid()}) was forked from pid {self._pid} after imperative "
+            "started; the parent's interpreter cannot be used in a child: use the 'spawn' start "
+            "method or import imperative only in the children")
+
+    # ---- handle table
+
+    cdef TensorInfo new_info(self, tuple shape, object dtype, Device device):
+        cdef TensorInfo info = TensorInfo.__new__(TensorInfo)
+        cdef Py_ssize_t idx
+        info.shape = shape
+        info.dtype = dtype
+        info.device = device
+        info.status = ALLOCATED
+        info.tensor_refs = 0
+        info.packed = _dtype_is_packed(dtype)
+        if shape is not None:
+            info.size = _nbytes_of(shape, dtype, info.packed)
+        if self._free_ids:
+            idx = self._free_ids.pop()
+            self._table[idx] = info
+        else:
+            idx = len(self._table)
+            self._table.append(info)
+            self._generations.append(0)
+        info.handle = idx | (<long long>self._generations[idx] << 32)
+        self._live += 1
+        return info
+
+    cdef void _retire_handle(self, TensorInfo info):
+        cdef Py_ssize_t idx = info.handle & 0xFFFFFFFF
+        if info.handle < 0 or self._table[idx] is not info:
+            return
+        self._table[idx] = None
+        self._generations[idx] = (self._generations[idx] + 1) & 0x7FFFFFFF
+        self._free_ids.append(idx)
+        self._live -= 1
+
+    cpdef TensorInfo lookup(self, long long handle):
+        """The live record for a handle, or None if it was deleted (stale generation)."""
+        cdef Py_ssize_t idx = handle & 0xFFFFFFFF
+        if handle < 0 or idx >= len(self._table):
+            return None
+        info = self._table[idx]
+        if info is None or (<TensorInfo>info).handle != handle:
+            return None
+        return info
+
+    # ---- values that arrive from the host
+
+    cdef TensorInfo put(self, object array, tuple shape, object dtype, Device device):
+        """A tensor whose value the caller already has (the array is owned by the runtime)."""
+        cdef TensorInfo info = self.new_info(shape, dtype, device)
+        self._set_value(info, array, None)
+        return info
+
+    cdef void _set_value(self, TensorInfo info, object array, Storage shared):
+        cdef Storage storage = shared
+        if storage is None:
+            root = array
+            while isinstance(root.base, _ndarray):
+                root = root.base
+            storage = Storage.__new__(Storage, root.nbytes, info.device)
+            (<Device>info.device).stats.add(storage.nbytes)
+        storage.refs += 1
+        info.storage = storage
+        info.value = array
+        info.status = PRODUCED
+
+    cdef void _free_value(self, TensorInfo info):
+        cdef Storage storage = info.storage
+        info.value = None
+        info.storage = None
+        if storage is not None:
+            storage.refs -= 1
+            if storage.refs == 0:
+                (<Device>storage.device).stats.allocated -= storage.nbytes
+
+    # ---- dispatch
+
+    cdef list dispatch(self, OpDef op, list inputs, object caller_frame_hint=None):
+        """Infer outputs, allocate handles and run or queue the op. Returns the output infos."""
+        cdef TensorInfo first, info
+        cdef Py_ssize_t i, n = len(inputs)
+        cdef bint fast = False
+        self.check_usable()
+        for i in range(n):
+            info = inputs[i]
+            if info.status >= DELETED:
+                self._raise_unusable_input(op, info)
+        if n:
+            first = inputs[0]
+            device = first.device
+            for i in range(1, n):
+                if (<TensorInfo>inputs[i]).device is not device:
+                    raise ValueError(
+                        f"op {op!r} got inputs on different devices: "
+                        + ", ".join(str((<TensorInfo>x).device) for x in inputs)
+                        + "; copy them to one device first (Tensor.to / functional.copy)")
+        else:
+            first = None
+            device = self.default_device
+        # Elementwise fast path: equal shapes and dtypes need no broadcasting or promotion.
+        if op.ufunc is not None and n:
+            fast = True
+            for i in range(1, n):
+                info = inputs[i]
+                if info.dtype is not first.dtype or (info.shape is not first.shape
+                                                     and info.shape != first.shape):
+                    fast = False
+                    break
+            if fast and first.shape is not None:
+                out_dtype = op._same_dtype_out.get(first.dtype)
+                if out_dtype is None:
+                    descs = op.infer(tuple(inputs))
+                    out_dtype = descs[0][1]
+                    op._same_dtype_out[first.dtype] = out_dtype
+                outputs = [self.new_info(first.shape, out_dtype, device)]
+            else:
+                fast = False
+        if not fast:
+            descs = _infer_cached(op, inputs)
+            outputs = []
+            for desc in descs:
+                outputs.append(self.new_info(
+                    None if desc[0] is None else tuple(desc[0]), desc[1],
+                    as_device(desc[2]) if len(desc) > 2 else device))
+        cdef Command cmd = Command.__new__(Command)
+        cmd.kind = CMD_APPLY
+        cmd.op = op
+        cmd.inputs = inputs
+        cmd.outputs = outputs
+        cmd.fast = fast
+        _capture_site(cmd)
+        self._submit(cmd)
+        return outputs
+
+    cdef int _raise_unusable_input(self, op, TensorInfo info) except -1:
+        if info.status == DELETED:
+            raise RuntimeError(f"op {op!r} got a deleted tensor")
+        rec = info.error
+        if not rec.raised:
+            self._errors.remove(rec) if rec in self._errors else None
+            rec.raised = True
+            raise AsyncError(rec.message) from rec.exc
+        raise RuntimeError(
+            f"tensor {info.auto_name or ''} is unusable because of an earlier error: "
+            f"{rec.message}") from rec.exc
+
+    cdef int _submit(self, Command cmd) except -1:
+        cdef TensorInfo info
+        cdef bint ready = True
+        cdef int level = self._opts[OPT_ASYNC_LEVEL]
+        for info in cmd.inputs:
+            if info.status != PRODUCED:
+                ready = False
+                break
+        if ready and (level == 0 or (self._opts[OPT_HOST_COMPUTE] and self._is_tiny(cmd))):
+            self._run_inline(cmd, level == 0)
+            return 0
+        for info in cmd.inputs:
+            info.pending_uses += 1
+        for info in cmd.outputs:
+            info.pending_uses += 1
+        self._push(cmd)
+        if level == 0 or (level == 1 and (<OpDef>cmd.op).value_dependent):
+            self._flush_buffer(0)
+            self._wait_seq(cmd.seq)
+            self._raise_error_of(cmd, level == 0)
+        return 0
+
+    cdef bint _is_tiny(self, Command cmd):
+        cdef TensorInfo info
+        for info in cmd.outputs:
+            if info.shape is None or _num_elements(info.shape) > HOST_COMPUTE_MAX_ELEMENTS:
+                return False
+        return True
+
+    cdef int _run_inline(self, Command cmd, bint raise_original) except -1:
+        """Host compute: run the op on the caller's thread, now."""
+        cdef TensorInfo info
+        for info in cmd.inputs:
+            info.pins += 1
+        try:
+            self._execute_apply(cmd)
+        finally:
+            for info in cmd.inputs:
+                info.pins -= 1
+        self._raise_error_of(cmd, raise_original)
+        return 0
+
+    cdef int _raise_error_of(self, Command cmd, bint raise_original) except -1:
+        """At level 0 a failed op raises its original exception at the call."""
+        if not raise_original or not cmd.outputs:
+            return 0
+        cdef TensorInfo out = cmd.outputs[0]
+        if out.status != INVALID:
+            return 0
+        rec = out.error
+        if rec in self._errors:
+            self._errors.remove(rec)
+        rec.raised = True
+        exc = rec.exc
+        if isinstance(exc, BaseException) and hasattr(exc, "add_note"):
+            exc.add_note(rec.message)
+        raise exc
+
+    # ---- the buffer that folds Del into the last reader
+
+    cdef void _push(self, Command cmd):
+        self._buffer.append(cmd)
+        if len(self._buffer) > self._opts[OPT_BUFFER_LENGTH]:
+            self._enqueue(self._buffer.pop(0))
+
+    cdef void _flush_buffer(self, long long keep):
+        while len(self._buffer) > keep:
+            self._enqueue(self._buffer.pop(0))
+
+    cdef void release(self, TensorInfo info):
+        """The last Tensor sharing `info` is gone."""
+        cdef Command cmd
+        cdef Py_ssize_t i
+        if self._state != 0:
+            return
+        self._retire_handle(info)
+        if info.pending_uses == 0:
+            # Nothing queued touches it: free it here instead of queueing a Del.
+            self._free_value(info)
+            info.status = DELETED
+            return
+        for i in range(len(self._buffer) - 1, -1, -1):
+            cmd = self._buffer[i]
+            if cmd.kind == CMD_APPLY:
+                if _contains(cmd.inputs, info):
+                    if cmd.dels is None:
+                        cmd.dels = []
+                    cmd.dels.append(info)
+                    return
+                if _contains(cmd.outputs, info):
+                    break
+        cmd = Command.__new__(Command)
+        cmd.kind = CMD_DEL
+        cmd.target = info
+        info.pending_uses += 1
+        self._push(cmd)
+
+    # ---- the queue to the worker
+
+    cdef void _enqueue(self, Command cmd):
+        cdef TensorInfo info
+        self._seq += 1
+        cmd.seq = self._seq
+        if cmd.kind == CMD_APPLY:
+            for info in cmd.outputs:
+                info.ready_seq = self._seq
+        self._pending.append(cmd)
+        if self._thread is None:
+            self._start_worker()
+        if self._worker_sleeping:
+            self._worker_sleeping = 0
+            pthread_mutex_lock(&self._mutex)
+            self._wake = 1
+            pthread_cond_signal(&self._wake_cond)
+            pthread_mutex_unlock(&self._mutex)
+        if self._seq - self._processed > self._opts[OPT_QUEUE_SIZE]:
+            # Backpressure: let the worker catch up before issuing more.
+            self._wait_seq(self._seq - self._opts[OPT_QUEUE_SIZE])
+
+    cdef void _start_worker(self):
+        self._thread = threading.Thread(target=self._worker_main, name="imperative-worker",
+                                        daemon=True)
+        self._thread.start()
+
+    cdef int _wait_seq(self, long long target) except -1:
+        """Block (GIL released) until the worker has run command `target`."""
+        if self._processed >= target:
+            return 0
+        if self._worker_dead:
+            raise RuntimeError("the imperative worker thread died (catch_worker_exception=0?)")
+        self._n_waiters += 1
+        with nogil:
+            pthread_mutex_lock(&self._mutex)
+            while self._processed < target and not self._worker_dead:
+                if target < self._notify_at:
+                    self._notify_at = target
+                pthread_cond_wait(&self._done_cond, &self._mutex)
+            pthread_mutex_unlock(&self._mutex)
+        self._n_waiters -= 1
+        if self._processed < target:
+            raise RuntimeError("the imperative worker thread died (catch_worker_exception=0?)")
+        return 0
+
+    # ---- the worker
+
+    def _worker_main(self):
+        cdef Command cmd
+        cdef list batch
+        # Floating-point warnings on the worker would print from a foreign thread.
+        np.seterr(all="ignore")
+        try:
+            while True:
+                if self._pending:
+                    batch = self._pending
+                    self._pending = []
+                    for cmd in batch:
+                        self._execute(cmd)
+                        self._processed += 1
+                        if self._n_waiters:
+                            self._notify_waiters()
+                elif self._stopping:
+                    break
+                else:
+                    self._worker_sleeping = 1
+                    with nogil:
+                        pthread_mutex_lock(&self._mutex)
+                        while not self._wake:
+                            pthread_cond_wait(&self._wake_cond, &self._mutex)
+                        self._wake = 0
+                        pthread_mutex_unlock(&self._mutex)
+        finally:
+            self._worker_dead = 1
+            pthread_mutex_lock(&self._mutex)
+            pthread_cond_broadcast(&self._done_cond)
+            pthread_mutex_unlock(&self._mutex)
+
+    cdef void _notify_waiters(self):
+        pthread_mutex_lock(&self._mutex)
+        if self._processed >= self._notify_at:
+            self._notify_at = LLONG_MAX
+            pthread_cond_broadcast(&self._done_cond)
+        pthread_mutex_unlock(&self._mutex)
+
+    cdef int _execute(self, Command cmd) except -1:
+        cdef TensorInfo info
+        if cmd.kind == CMD_APPLY:
+            try:
+                self._execute_apply(cmd)
+            finally:
+                for info in cmd.inputs:
+                    info.pending_uses -= 1
+                for info in cmd.outputs:
+                    info.pending_uses -= 1
+        elif cmd.kind == CMD_DEL:
+            info = cmd.target
+            info.pending_uses -= 1
+            self._free_value(info)
+            info.status = DELETED
+        return 0
+
+    cdef int _execute_apply(self, Command cmd) except -1:
+        """Run one op's kernel (worker, or caller for host compute); never raises
+        unless catch_worker_exception is 0."""
+        cdef TensorInfo info
+        cdef OpDef op = cmd.op
+        for info in cmd.inputs:
+            if info.status == INVALID:
+                for out in cmd.outputs:
+                    self._mark_invalid(out, info.error)
+                self._free_dels(cmd)
+                return 0
+        try:
+            if cmd.fast:
+                self._run_ufunc(cmd)
+            else:
+                self._run_kernel(cmd)
+        except BaseException as exc:
+            if not self._opts[OPT_CATCH] and threading.current_thread() is self._thread:
+                raise
+            rec = ErrorRecord(exc, _describe_failure(cmd, exc))
+            for out in cmd.outputs:
+                self._mark_invalid(out, rec)
+            self._errors.append(rec)
+        self._free_dels(cmd)
+        return 0
+
+    cdef void _mark_invalid(self, TensorInfo out, ErrorRecord rec):
+        if out.status == PRODUCED:
+            self._free_value(out)
+        out.status = INVALID
+        out.error = rec
+
+    cdef void _free_dels(self, Command cmd):
+        cdef TensorInfo info
+        if cmd.dels is None:
+            return
+        for info in cmd.dels:
+            self._free_value(info)
+            info.status = DELETED
+        cmd.dels = None
+
+    cdef int _run_ufunc(self, Command cmd) except -1:
+        cdef OpDef op = cmd.op
+        cdef TensorInfo out = cmd.outputs[0]
+        cdef TensorInfo reuse = self._inplace_candidate(cmd, out)
+        cdef list inputs = cmd.inputs
+        cdef Py_ssize_t n = len(inputs)
+        a = (<TensorInfo>inputs[0]).value
+        if reuse is not None:
+            target = reuse.value
+            if n == 1:
+                op.ufunc(a, out=target)
+            else:
+                op.ufunc(a, (<TensorInfo>inputs[1]).value, out=target)
+            self._set_value(out, target, reuse.storage)
+            (<Device>out.device).stats.inplace_reuses += 1
+            return 0
+        if n == 1:
+            r = op.ufunc(a)
+        else:
+            r = op.ufunc(a, (<TensorInfo>inputs[1]).value)
+        if type(r) is not _ndarray or r.dtype is not out.dtype:
+            r = _np_asarray(r, dtype=out.dtype)
+        self._set_value(out, r, None)
+        return 0
+
+    cdef TensorInfo _inplace_candidate(self, Command cmd, TensorInfo out):
+        """A dying input whose storage the output may overwrite: same shape and dtype,
+        contiguous, owning its whole storage, and no view of it anywhere."""
+        cdef TensorInfo info
+        cdef Storage st
+        if cmd.dels is None or cmd.outputs is None:
+            return None
+        for info in cmd.dels:
+            st = info.storage
+            if (st is not None and st.refs == 1 and not st.exported
+                    and info.dtype is out.dtype and info.shape == out.shape
+                    and info.value.flags.c_contiguous and info.value.nbytes == st.nbytes
+                    and info.value.flags.writeable):
+                return info
+        return None
+
+    cdef int _run_kernel(self, Command cmd) except -1:
+        cdef OpDef op = cmd.op
+        cdef TensorInfo info, out
+        cdef Py_ssize_t i
+        arrays = [_unpacked_value(info) for info in cmd.inputs]
+        result = op.kernel(*arrays)
+        if not isinstance(result, tuple):
+            result = (result,)
+        if len(result) != len(cmd.outputs):
+            raise RuntimeError(f"kernel of {op!r} returned {len(result)} arrays, "
+                               f"infer declared {len(cmd.outputs)}")
+        for i in range(len(result)):
+            out = cmd.outputs[i]
+            r = result[i]
+            if type(r) is not _ndarray:
+                r = _np_asarray(r)
+            if out.shape is None:       # value-dependent shape: known now
+                out.shape = r.shape
+                out.size = _nbytes_of(out.shape, out.dtype, out.packed)
+            elif r.shape != out.shape:
+                raise RuntimeError(f"kernel of {op!r} produced shape {r.shape}, "
+                                   f"infer declared {out.shape}")
+            if out.packed:
+                r = _pack_4bit(r)
+            if op.aliases_input:
+                self._set_value(out, r, _shared_storage(r, cmd.inputs))
+            else:
+                self._set_value(out, r, None)
+        return 0
+
+    # ---- waiting for values
+
+    cdef int wait_produced(self, TensorInfo info) except -1:
+        """Wait until `info` has a value or has failed; raise pending async errors."""
+        self.check_usable()
+        if info.status == ALLOCATED:
+            if info.ready_seq == 0:       # its producer still sits in the buffer
+                self._flush_buffer(0)
+            self._wait_seq(info.ready_seq)
+        self.raise_pending_errors()
+        if info.status == INVALID:
+            self._raise_unusable_input("read", info)
+        if info.status == DELETED:
+            raise RuntimeError("tensor was deleted")
+        return 0
+
+    cpdef object get_value(self, TensorInfo info):
+        """The value as users see it (4-bit unpacked); waits for the worker."""
+        self.wait_produced(info)
+        return _unpacked_value(info)
+
+    cpdef object get_readonly_view(self, TensorInfo info):
+        """A zero-copy read-only view of the value (a copy for packed 4-bit storage)."""
+        self.wait_produced(info)
+        if info.packed:
+            return _unpacked_value(info)
+        view = info.value.view()
+        view.flags.writeable = False
+        info.storage.exported = True   # never overwrite it in place from now on
+        return view
+
+    cpdef int sync(self) except -1:
+        if self._state != 0:
+            return 0
+        self._flush_buffer(0)
+        self._wait_seq(self._seq)
+        self.raise_pending_errors()
+        return 0
+
+    cpdef int raise_pending_errors(self) except -1:
+        cdef ErrorRecord rec
+        if not self._errors:
+            return 0
+        rec = self._errors.pop(0)
+        rec.raised = True
+        raise AsyncError(rec.message) from rec.exc
+
+    def close(self, bint quiet=False):
+        """Free every tensor and stop the worker. Idempotent."""
+        if self._state != 0:
+            return
+        errors = None
+        try:
+            self._flush_buffer(0)
+            self._wait_seq(self._seq)
+        except RuntimeError:
+            pass
+        errors = self._errors
+        self._errors = []
+        self._stop_worker()
+        for info in self._table:
+            if info is not None:
+                self._free_value(info)
+                (<TensorInfo>info).status = DELETED
+        self._table = []
+        self._generations = []
+        self._free_ids = []
+        self._live = 0
+        self._state = 1
+        if errors and not quiet:
+            rec = errors[0]
+            raise AsyncError(rec.message) from rec.exc
+
+    cdef void _stop_worker(self):
+        if self._thread is None:
+            return
+        self._stopping = 1
+        pthread_mutex_lock(&self._mutex)
+        self._wake = 1
+        pthread_cond_signal(&self._wake_cond)
+        pthread_mutex_unlock(&self._mutex)
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def mark_forked(self):
+        self._state = 2
+        self._thread = None
+
+    def stats(self):
+        """Debug counters: live handles, queued commands, buffered commands."""
+        return {"live_handles": self._live, "queued": self._seq - self._processed,
+                "buffered": len(self._buffer), "pending_errors": len(self._errors)}
+
+
+cdef object _infer_cached(OpDef op, list inputs):
+    """op.infer, memoised on the inputs' descriptions (infer never looks at values)."""
+    cdef TensorInfo info
+    if op.value_dependent:
+        return op.infer(tuple(inputs))
+    key = []
+    for info in inputs:
+        if info.dtype.metadata is not None:   # numpy ignores metadata in == and hash
+            return op.infer(tuple(inputs))
+        key.append(info.shape)
+        key.append(info.dtype)
+        key.append(info.device)
+    key = tuple(key)
+    descs = op._infer_cache.get(key)
+    if descs is None:
+        descs = op.infer(tuple(inputs))
+        if len(op._infer_cache) >= 256:
+            op._infer_cache.clear()
+        op._infer_cache[key] = descs
+    return descs
+
+
+cdef inline bint _contains(list infos, TensorInfo info):
+    for x in infos:
+        if x is info:
+            return True
+    return False
+
+
+cdef Storage _shared_storage(object array, list inputs):
+    """The input Storage that `array` is a view of, or None for a fresh array."""
+    cdef TensorInfo info
+    root = array
+    while isinstance(root.base, _ndarray):
+        root = root.base
+    for info in inputs:
+        if info.value is None:
+            continue
+        base = info.value
+        while isinstance(base.base, _ndarray):
+            base = base.base
+        if base is root:
+            return info.storage
+    return None
+
+
+cdef void _capture_site(Command cmd):
+    """Remember the first frame outside this package: the user's line that issued the op."""
+    cdef PyFrameObject* frame = PyEval_GetFrame()
+    cdef PyFrameObject* back
+    cdef int depth = 0
+    if frame == NULL:
+        return
+    code = PyFrame_GetCode(frame)
+    while (<str>code.co_filename).startswith(_PACKAGE_DIR) and depth < 16:
+        back = PyFrame_GetBack(frame)     # new reference
+        if depth:
+            Py_XDECREF(<PyObject*>frame)
+        if back == NULL:
+            return
+        frame = back
+        depth += 1
+        code = PyFrame_GetCode(frame)
+    cmd.site_code = code
+    cmd.site_line = PyFrame_GetLineNumber(frame)
+    if depth:
+        Py_XDECREF(<PyObject*>frame)
+
+
+cdef str _describe_failure(Command cmd, exc):
+    cdef TensorInfo info
+    inputs = ", ".join(f"{info.shape} {info.dtype}" for info in cmd.inputs)
+    site = (f"{cmd.site_code.co_filename}:{cmd.site_line}" if cmd.site_code is not None
+            else "<unknown>")
+    return (f"op {cmd.op!r} failed on the worker: {type(exc).__name__}: {exc} "
+            f"(inputs: [{inputs}]; issued at {site})")
+
+
+# --------------------------------------------------------------------------- the process's channel
+
+cdef Channel _channel = Channel()
+cdef object _tensor_cls = None   # imperative.tensor.Tensor, set at its import
+
+
+def _after_fork_in_child():
+    _channel.mark_forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _close_at_exit():
+    _channel.close(quiet=True)
+
+
+atexit.register(_close_at_exit)
+
+
+def channel():
+    return _channel
+
+
+def set_tensor_class(cls):
+    global _tensor_cls
+    if not issubclass(cls, TensorBase):
+        raise TypeError("the tensor class must derive from TensorBase")
+    _tensor_cls = cls
+
+
+def sync():
+    """Wait until every issued command has run; raise the first pending worker error."""
+    _channel.sync()
+
+
+def full_sync():
+    """Like sync(), and also wait for every device (CPU devices finish with the worker)."""
+    _channel.sync()
+
+
+def close():
+    """Free every tensor and stop the worker; later ops raise RuntimeError."""
+    _channel.close()
+
+
+def set_option(name, value):
+    _channel.set_option(name, value)
+
+
+def get_option(name):
+    return _channel.get_option(name)
+
+
+def options():
+    return _channel.options()
+
+
+def get_default_device():
+    return _channel.default_device.name
+
+
+def set_default_device(name):
+    _channel.default_device = as_device(name)
+
+
+def memory_stats(device=None):
+    """Memory counters of a device (default: the default device)."""
+    cdef Device d = _channel.default_device if device is None else as_device(device)
+    return d.stats.as_dict()
+
+
+def reset_peak_memory_stats():
+    for d in set(_devices.values()):
+        (<Device>d).stats.peak_allocated = (<Device>d).stats.allocated
+
+
+def _channel_stats():
+    return _channel.stats()
+
+
+# --------------------------------------------------------------------------- tensors
+
+cdef inline TensorBase _wrap(TensorInfo info):
+    """A new Tensor object for a record (every result goes through here)."""
+    cdef TensorBase t = TensorBase.__new__(_tensor_cls)
+    t._info = info
+    info.tensor_refs += 1
+    return t
+
+
+def wrap_info(TensorInfo info):
+    return _wrap(info)
+
+
+cpdef tuple apply_infos(OpDef op, list infos):
+    """Run `op` on records; returns new Tensors for its outputs."""
+    cdef list outs = _channel.dispatch(op, infos)
+    if len(outs) == 1:
+        return (_wrap(outs[0]),)
+    return tuple([_wrap(o) for o in outs])
+
+
+def apply(op, *tensors):
+    """Run one op on Tensors; returns a tuple of Tensors."""
+    if not isinstance(op, OpDef):
+        raise TypeError(f"apply expects an op (imperative.ops.*) first, got {type(op).__name__}")
+    cdef list infos = []
+    for t in tensors:
+        if not isinstance(t, TensorBase):
+            raise TypeError(f"op {type(op).__name__} expects Tensor inputs, got {type(t).__name__}")
+        infos.append((<TensorBase>t)._info)
+    return apply_infos(<OpDef>op, infos)
+
+
+cdef object _promote = None       # imperative.dtype.dtype_promotion
+cdef object _promote_pair = None  # imperative.dtype.promote_pair
+cdef object _as_tensor_data = None  # tensor.py: converts user data to (array, dtype)
+
+
+def set_dtype_rules(promote, promote_pair, as_tensor_data):
+    global _promote, _promote_pair, _as_tensor_data
+    _promote = promote
+    _promote_pair = promote_pair
+    _as_tensor_data = as_tensor_data
+
+
+cdef object _BOOL = np.dtype(np.bool_)
+cdef object _INT32 = np.dtype(np.int32)
+cdef object _FLOAT32 = np.dtype(np.float32)
+
+
+cdef inline int _category(object dtype):
+    k = dtype.kind
+    if k == "f":
+        return 3
+    if k == "i" or k == "u":
+        return 2
+    if k == "b":
+        return 1
+    return 0
+
+
+cdef TensorInfo _scalar_info(object value, object dtype, Device device):
+    """A resident 0-d constant for a Python scalar operand (no handle, never freed by Del)."""
+    cdef TensorInfo info = TensorInfo.__new__(TensorInfo)
+    info.handle = -1
+    info.shape = ()
+    info.dtype = dtype
+    info.device = device
+    info.size = dtype.itemsize
+    info.value = np.array(value, dtype=dtype)
+    info.status = PRODUCED
+    return info
+
+
+cdef TensorInfo _cast_info(TensorInfo info, object dtype):
+    """`info` converted to `dtype` through a TypeCvt op (used when operands' dtypes differ)."""
+    if info.dtype is dtype or info.dtype == dtype:
+        return info
+    return _channel.dispatch(_typecvt_op(dtype), [info])[0]
+
+
+cdef object _typecvt_op = None
+
+
+def set_typecvt_factory(factory):
+    global _typecvt_op
+    _typecvt_op = factory
+
+
+cdef list _binary_infos(object x, object y):
+    """Operands of a binary operator as records of one promoted dtype."""
+    cdef TensorInfo a, b
+    cdef TensorBase tx, ty
+    if isinstance(x, TensorBase) and isinstance(y, TensorBase):
+        a = (<TensorBase>x)._info
+        b = (<TensorBase>y)._info
+        if a.dtype is b.dtype:
+            return [a, b]
+        dt = _promote_pair(a.dtype, b.dtype)
+        return [_cast_info(a, dt), _cast_info(b, dt)]
+    if isinstance(x, TensorBase):
+        return _tensor_and_other((<TensorBase>x)._info, y, False)
+    return _tensor_and_other((<TensorBase>y)._info, x, True)
+
+
+cdef list _tensor_and_other(TensorInfo a, object other, bint other_first):
+    cdef TensorInfo b
+    cdef int cat_scalar
+    tp = type(other)
+    if tp is float or tp is int or tp is bool:
+        # Python scalars: the tensor's dtype wins unless the scalar's category is higher.
+        cat_scalar = 3 if tp is float else (2 if tp is int else 1)
+        if cat_scalar > _category(a.dtype):
+            dt = _FLOAT32 if tp is float else (_INT32 if tp is int else _BOOL)
+            a = _cast_info(a, dt)
+        else:
+            dt = a.dtype
+        b = _scalar_info(other, dt, a.device)
+    else:
+        # numpy arrays/scalars and lists count as tensors in promotion (API.md section 5)
+        arr, arr_dtype = _as_tensor_data(other, None)
+        dt = _promote((a, arr))
+        a = _cast_info(a, dt)
+        b = _channel.put(arr.astype(dt, copy=False), tuple(arr.shape), dt, a.device)
+    return [b, a] if other_first else [a, b]
+
+
+cdef tuple _OPERAND_TYPES = (int, float, bool, np.ndarray, np.generic, list, tuple)
+
+
+cdef object _binary(object x, object y, OpDef op, bint reflected):
+    """Operator dispatch: `x op y` (or `y op x` when reflected)."""
+    tp = type(y)
+    if not (isinstance(y, TensorBase) or tp is float or tp is int or tp is bool):
+        if y is None:
+            raise TypeError(f"unsupported operand for {op!r}: None (expected a Tensor, array or number)")
+        if not isinstance(y, _OPERAND_TYPES):
+            return NotImplemented
+    cdef list infos = _binary_infos(y, x) if reflected else _binary_infos(x, y)
+    cdef list outs = _channel.dispatch(op, infos)
+    _release_temporaries(infos)
+    return _wrap(outs[0])
+
+
+cdef void _release_temporaries(list infos):
+    """Operands created for this call only (numpy arrays) have no Tensor: release them."""
+    cdef TensorInfo info
+    for info in infos:
+        if info.tensor_refs == 0 and info.handle >= 0 and info.status != DELETED:
+            _channel.release(info)
+
+
+cdef object _unary(object x, OpDef op):
+    cdef list outs = _channel.dispatch(op, [(<TensorBase>x)._info])
+    return _wrap(outs[0])
+
+
+# Elementwise ops used by operators; filled by imperative.ops at import.
+cdef dict _OPS = {}
+
+
+def set_operator_ops(dict ops):
+    _OPS.update(ops)
+
+
+cdef class TensorBase:
+    """The fast part of imperative.Tensor: its record and its operators."""
+    cdef TensorInfo _info
+    cdef public object name          # user name
+    cdef public object _grad_slot    # used by autodiff
+    cdef object __weakref__
+    cdef dict __dict__
+
+    __array_priority__ = 1000        # ndarray <op> Tensor defers to the Tensor
+
+    def __dealloc__(self):
+        cdef TensorInfo info = self._info
+        if info is None:
+            return
+        info.tensor_refs -= 1
+        if info.tensor_refs == 0 and _channel is not None:
+            _channel.release(info)
+
+    # ---- record access
+
+    @property
+    def _handle(self):
+        return self._info.handle
+
+    @property
+    def _record(self):
+        return self._info
+
+    @property
+    def shape(self):
+        """The shape as a tuple; waits only for ops whose output shape depends on values."""
+        cdef TensorInfo info = self._info
+        if info.shape is None:
+            _channel.wait_produced(info)
+        return info.shape
+
+    @property
+    def dtype(self):
+        return self._info.dtype
+
+    @property
+    def device(self):
+        return self._info.device
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return _num_elements(self.shape)
+
+    def _value(self):
+        """The value as a numpy array (waits for the worker; not a copy: do not write)."""
+        return _channel.get_value(self._info)
+
+    def numpy(self):
+        """The value as a read-only numpy array (zero-copy where the storage allows)."""
+        return _channel.get_readonly_view(self._info)
+
+    def _use_cnt(self):
+        return self._info.tensor_refs
+
+    def _isscalar(self):
+        return self._info.shape == ()
+
+    def _share(self, TensorBase other):
+        """Make this (fresh) object share `other`'s value."""
+        if self._info is not None:
+            raise RuntimeError("tensor already initialised")
+        self._info = other._info
+        self._info.tensor_refs += 1
+
+    def _set_info_from(self, TensorBase other):
+        """Rebind this tensor to `other`'s value (in-place operators, __setitem__)."""
+        cdef TensorInfo old = self._info
+        self._info = other._info
+        self._info.tensor_refs += 1
+        if old is not None:
+            old.tensor_refs -= 1
+            if old.tensor_refs == 0:
+                _channel.release(old)
+
+    def _init_value(self, array, dtype, device):
+        """Initialise from a runtime-owned array (already copied and converted)."""
+        if self._info is not None:
+            raise RuntimeError("tensor already initialised")
+        _channel.check_usable()
+        cdef TensorInfo info = _channel.put(array, tuple(array.shape), dtype, as_device(device))
+        self._info = info
+        info.tensor_refs += 1
+
+    def _init_packed(self, packed, shape, dtype, device):
+        """Initialise a 4-bit tensor from its packed bytes and logical shape."""
+        _channel.check_usable()
+        cdef TensorInfo info = _channel.put(packed, tuple(shape), dtype, as_device(device))
+        self._info = info
+        info.tensor_refs += 1
+
+    # ---- operators
+
+    def __add__(self, other):
+        return _binary(self, other, _OPS["ADD"], False)
+
+    def __radd__(self, other):
+        return _binary(self, other, _OPS["ADD"], True)
+
+    def __sub__(self, other):
+        return _binary(self, other, _OPS["SUB"], False)
+
+    def __rsub__(self, other):
+        return _binary(self, other, _OPS["SUB"], True)
+
+    def __mul__(self, other):
+        return _binary(self, other, _OPS["MUL"], False)
+
+    def __rmul__(self, other):
+        return _binary(self, other, _OPS["MUL"], True)
+
+    def __truediv__(self, other):
+        return _binary(self, other, _OPS["TRUE_DIV"], False)
+
+    def __rtruediv__(self, other):
+        return _binary(self, other, _OPS["TRUE_DIV"], True)
+
+    def __floordiv__(self, other):
+        return _binary(self, other, _OPS["FLOOR_DIV"], False)
+
+    def __rfloordiv__(self, other):
+        return _binary(self, other, _OPS["FLOOR_DIV"], True)
+
+    def __mod__(self, other):
+        return _binary(self, other, _OPS["MOD"], False)
+
+    def __rmod__(self, other):
+        return _binary(self, other, _OPS["MOD"], True)
+
+    def __pow__(self, other, mod=None):
+        return _binary(self, other, _OPS["POW"], False)
+
+    def __rpow__(self, other, mod=None):
+        return _binary(self, other, _OPS["POW"], True)
+
+    def __and__(self, other):
+        return _binary(self, other, _OPS["AND"], False)
+
+    def __rand__(self, other):
+        return _binary(self, other, _OPS["AND"], True)
+
+    def __or__(self, other):
+        return _binary(self, other, _OPS["OR"], False)
+
+    def __ror__(self, other):
+        return _binary(self, other, _OPS["OR"], True)
+
+    def __xor__(self, other):
+        return _binary(self, other, _OPS["XOR"], False)
+
+    def __rxor__(self, other):
+        return _binary(self, other, _OPS["XOR"], True)
+
+    def __eq__(self, other):
+        return _binary(self, other, _OPS["EQ"], False)
+
+    def __ne__(self, other):
+        return _binary(self, other, _OPS["NE"], False)
+
+    def __lt__(self, other):
+        return _binary(self, other, _OPS["LT"], False)
+
+    def __le__(self, other):
+        return _binary(self, other, _OPS["LEQ"], False)
+
+    def __gt__(self, other):
+        return _binary(self, other, _OPS["LT"], True)
+
+    def __ge__(self, other):
+        return _binary(self, other, _OPS["LEQ"], True)
+
+    def __matmul__(self, other):
+        return _binary(self, other, _OPS["MATMUL"], False)
+
+    def __rmatmul__(self, other):
+        return _binary(self, other, _OPS["MATMUL"], True)
+
+    def __neg__(self):
+        return _unary(self, _OPS["NEGATE"])
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _unary(self, _OPS["ABS"])
+
+    def __invert__(self):
+        return _unary(self, _OPS["NOT"])
+
+    def __hash__(self):
+        return id(self) >> 4

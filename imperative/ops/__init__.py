@@ -1,0 +1,13 @@
+"""Op definitions. Each op is an immutable value with `infer` (shapes, dtypes, devices
+from input descriptions, no data) separate from its numpy `kernel`."""
+from .base import Op
+from .elemwise import Elemwise
+from .matmul import BatchedMatrixMul, MatrixMul
+from .misc import Copy, TypeCvt
+from .reduce import Argmax, Argmin, Reduce
+from .shape import (AddAxis, Broadcast, Dimshuffle, FastpathCopy, GetVarShape, Identity,
+                    RemoveAxis, Reshape, Subtensor)
+
+__all__ = ["Op", "Elemwise", "Reduce", "Argmax", "Argmin", "MatrixMul", "BatchedMatrixMul",
+           "Reshape", "Broadcast", "Dimshuffle", "AddAxis", "RemoveAxis", "GetVarShape",
+           "Identity", "FastpathCopy", "Subtensor", "TypeCvt", "Copy"]

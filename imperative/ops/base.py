@@ -1,0 +1,83 @@
+"""The base of every op: an immutable value with parameters, `infer` and `kernel`."""
+from .._core import OpDef
+from ..dtype import dtype_name, is_quantize
+
+
+class Op(OpDef):
+    """An op is a small immutable value: equal when its parameters are equal, hashable,
+    with a readable repr. Subclasses list their parameter names in `_fields` and call
+    `self._set(name=value, ...)` from `__init__`.
+
+    Flags the memory manager reads (class attributes): RECOMPUTABLE (False for RNG ops),
+    INPLACE_CAPABLE, ALIASES_INPUT (outputs may be views of inputs), VALUE_DEPENDENT
+    (output shape known only after the kernel runs).
+    """
+
+    _fields = ()
+
+    def _set(self, **params):
+        for name, value in params.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _params(self):
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self._params() == other._params()
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash((type(self).__name__, self._params()))
+
+    def __repr__(self):
+        args = ", ".join(f"{f}={_show(getattr(self, f))}" for f in self._fields)
+        return f"{type(self).__name__}({args})"
+
+    @property
+    def name(self):
+        """The op's name in profiles (`Elemwise.ADD` style where a mode exists)."""
+        return type(self).__name__
+
+
+def _show(value):
+    try:
+        return dtype_name(value) if hasattr(value, "kind") and hasattr(value, "itemsize") else repr(value)
+    except Exception:
+        return repr(value)
+
+
+def check_arity(op, inputs, n):
+    if len(inputs) != n:
+        raise ValueError(f"op {op!r} takes {n} input(s), got {len(inputs)}")
+
+
+def reject_quantized(op, inputs):
+    for i, t in enumerate(inputs):
+        if is_quantize(t.dtype):
+            raise TypeError(f"op {op!r} does not support quantized dtype {dtype_name(t.dtype)} "
+                            f"(input {i}); convert with astype('float32') first")
+
+
+def normalize_axis(axis, ndim, op):
+    """An int axis in [-ndim, ndim) as a non-negative int; IndexError otherwise."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise IndexError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimension(s)")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis, ndim, op):
+    """None, an int or a tuple of ints → a sorted tuple of distinct non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = tuple(sorted(normalize_axis(a, ndim, op) for a in axes))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis!r}")
+    return out

@@ -1,0 +1,66 @@
+"""Matrix products with numpy's matmul semantics."""
+import numpy as np
+
+from ..dtype import downcast, dtype_promotion
+from .base import Op, check_arity, reject_quantized
+
+
+def _matmul_shape(a, b, op):
+    if len(a) == 0 or len(b) == 0:
+        raise ValueError(f"{op}: matmul needs inputs with at least 1 dimension, got {a} and {b}")
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ValueError(f"{op}: shapes {a} and {b} do not match: {a2[-1]} (last dim of the "
+                         f"first) != {b2[-2]} (first matrix dim of the second)")
+    try:
+        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    except ValueError:
+        raise ValueError(f"{op}: batch dimensions of {a} and {b} cannot be broadcast") from None
+    shape = batch + (a2[-2], b2[-1])
+    if len(a) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(b) == 1:
+        shape = shape[:-1]
+    return shape
+
+
+def _t(shape):
+    return shape[:-2] + (shape[-1], shape[-2]) if len(shape) >= 2 else shape
+
+
+class MatrixMul(Op):
+    """`MatrixMul(transpose_a=False, transpose_b=False)`: `a @ b` as numpy.matmul,
+    optionally transposing the last two dimensions of an input first."""
+
+    _fields = ("transpose_a", "transpose_b")
+    MIN_NDIM = 1
+
+    def __init__(self, transpose_a=False, transpose_b=False):
+        self._set(transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 2)
+        reject_quantized(self, inputs)
+        a, b = inputs
+        if len(a.shape) < self.MIN_NDIM or len(b.shape) < self.MIN_NDIM:
+            raise ValueError(f"{self!r}: needs inputs with at least {self.MIN_NDIM} dimensions, "
+                             f"got {a.shape} and {b.shape}")
+        sa = _t(a.shape) if self.transpose_a else a.shape
+        sb = _t(b.shape) if self.transpose_b else b.shape
+        dt = downcast(dtype_promotion([a.dtype, b.dtype]))
+        return ((_matmul_shape(sa, sb, repr(self)), dt),)
+
+    def kernel(self, a, b):
+        if self.transpose_a and a.ndim >= 2:
+            a = np.swapaxes(a, -1, -2)
+        if self.transpose_b and b.ndim >= 2:
+            b = np.swapaxes(b, -1, -2)
+        dt = downcast(dtype_promotion([a.dtype, b.dtype]))
+        return np.asarray(np.matmul(a.astype(dt, copy=False), b.astype(dt, copy=False))).astype(dt, copy=False)
+
+
+class BatchedMatrixMul(MatrixMul):
+    """MatrixMul over a batch: inputs of at least 3 dimensions, batch dims broadcast."""
+
+    MIN_NDIM = 3

@@ -1,0 +1,109 @@
+"""Reductions: `Reduce(mode, axis, keepdims)` and `Argmax`/`Argmin`."""
+import numpy as np
+
+from ..dtype import downcast
+from .base import Op, check_arity, normalize_axes, normalize_axis, reject_quantized
+
+_INT32 = np.dtype(np.int32)
+_FLOAT32 = np.dtype(np.float32)
+
+
+def _sum_sqr(x, axis, keepdims):
+    return np.sum(np.square(x), axis=axis, keepdims=keepdims)
+
+
+# mode -> (numpy function, needs a non-empty input, kind)
+_MODES = {
+    "SUM": (np.sum, False, "sum"),
+    "PRODUCT": (np.prod, False, "sum"),
+    "SUM_SQR": (_sum_sqr, False, "sum"),
+    "MEAN": (np.mean, False, "mean"),
+    "MAX": (np.max, True, "same"),
+    "MIN": (np.min, True, "same"),
+}
+
+
+def _reduced_shape(shape, axes, keepdims):
+    if keepdims:
+        return tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+class Reduce(Op):
+    """`Reduce(mode, axis=None, keepdims=False)`; axis is None, an int or a tuple."""
+
+    _fields = ("mode", "axis", "keepdims")
+
+    def __init__(self, mode, axis=None, keepdims=False):
+        if not isinstance(mode, str) or mode.upper() not in _MODES:
+            raise ValueError(f"unknown Reduce mode {mode!r}; valid modes: {', '.join(_MODES)}")
+        if isinstance(axis, list):
+            axis = tuple(axis)
+        self._set(mode=mode.upper(), axis=axis, keepdims=bool(keepdims))
+
+    @property
+    def name(self):
+        return f"Reduce.{self.mode}"
+
+    def _out_dtype(self, dtype):
+        kind = _MODES[self.mode][2]
+        if kind == "sum" and dtype.kind in "biu":
+            # sum/prod of bool and small ints give int32 (numpy would give int64)
+            return _INT32
+        if kind == "mean" and dtype.kind in "biu":
+            return _FLOAT32
+        return downcast(dtype)
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        reject_quantized(self, inputs)
+        (x,) = inputs
+        axes = normalize_axes(self.axis, len(x.shape), f"Reduce {self.mode}")
+        if _MODES[self.mode][1] and any(x.shape[a] == 0 for a in axes) or (
+                _MODES[self.mode][1] and not axes and 0 in x.shape):
+            raise ValueError(f"Reduce {self.mode} of an empty tensor {x.shape} along axis "
+                             f"{self.axis}: the reduction has no identity")
+        return ((_reduced_shape(x.shape, axes, self.keepdims), self._out_dtype(x.dtype)),)
+
+    def kernel(self, x):
+        axes = normalize_axes(self.axis, x.ndim, self.mode)
+        r = np.asarray(_MODES[self.mode][0](x, axis=axes, keepdims=self.keepdims))
+        return r.astype(self._out_dtype(x.dtype), copy=False)
+
+
+class _ArgReduce(Op):
+    _fields = ("axis", "keepdims")
+    _fn = None
+
+    def __init__(self, axis=None, keepdims=False):
+        self._set(axis=axis, keepdims=bool(keepdims))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        reject_quantized(self, inputs)
+        (x,) = inputs
+        if 0 in x.shape:
+            raise ValueError(f"{type(self).__name__} of an empty tensor {x.shape}")
+        if self.axis is None:
+            shape = (1,) * len(x.shape) if self.keepdims else ()
+        else:
+            a = normalize_axis(self.axis, len(x.shape), type(self).__name__)
+            shape = _reduced_shape(x.shape, (a,), self.keepdims)
+        return ((shape, _INT32),)
+
+    def kernel(self, x):
+        fn = type(self)._fn
+        if self.axis is None:
+            r = fn(x.reshape(-1))
+            r = np.reshape(r, (1,) * x.ndim) if self.keepdims else np.asarray(r)
+        else:
+            r = fn(x, axis=self.axis, keepdims=self.keepdims)
+        return np.asarray(r).astype(_INT32)
+
+
+class Argmax(_ArgReduce):
+    _fn = staticmethod(np.argmax)
+
+
+class Argmin(_ArgReduce):
+    _fn = staticmethod(np.argmin)

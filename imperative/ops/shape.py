@@ -1,0 +1,209 @@
+"""Shape ops. Most return views that share their input's storage (ALIASES_INPUT)."""
+import numpy as np
+
+from .base import Op, check_arity, normalize_axis
+
+_INT32 = np.dtype(np.int32)
+
+
+def _check_shape_arg(shape, what):
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{what}: shape must be an int or a sequence of ints, got {shape!r}") from None
+    return shape
+
+
+class Reshape(Op):
+    """`Reshape(shape)`: one -1 allowed; a view when the layout allows."""
+
+    _fields = ("shape",)
+    ALIASES_INPUT = True
+
+    def __init__(self, shape):
+        shape = _check_shape_arg(shape, "reshape")
+        if sum(1 for s in shape if s == -1) > 1:
+            raise ValueError(f"reshape: at most one -1 is allowed, got {shape}")
+        if any(s < -1 for s in shape):
+            raise ValueError(f"reshape: negative size in {shape}")
+        self._set(shape=shape)
+
+    def resolved(self, in_shape):
+        size = int(np.prod(in_shape, dtype=np.int64))
+        known = int(np.prod([s for s in self.shape if s != -1], dtype=np.int64))
+        if -1 in self.shape:
+            if known == 0 or size % known:
+                raise ValueError(f"reshape: cannot reshape {in_shape} (size {size}) into {self.shape}")
+            return tuple(size // known if s == -1 else s for s in self.shape)
+        if known != size:
+            raise ValueError(f"reshape: cannot reshape {in_shape} (size {size}) into {self.shape}")
+        return self.shape
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        return ((self.resolved(inputs[0].shape), inputs[0].dtype),)
+
+    def kernel(self, x):
+        return x.reshape(self.resolved(x.shape))
+
+
+class Broadcast(Op):
+    """`Broadcast(shape)`: numpy broadcasting to `shape` (a read-only view)."""
+
+    _fields = ("shape",)
+    ALIASES_INPUT = True
+
+    def __init__(self, shape):
+        self._set(shape=_check_shape_arg(shape, "broadcast_to"))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        src = inputs[0].shape
+        ok = len(src) <= len(self.shape) and all(
+            s == t or s == 1 for s, t in zip(src[::-1], self.shape[::-1]))
+        if not ok or any(s < 0 for s in self.shape):
+            raise ValueError(f"broadcast_to: cannot broadcast shape {src} to {self.shape}")
+        return ((self.shape, inputs[0].dtype),)
+
+    def kernel(self, x):
+        return np.broadcast_to(x, self.shape)
+
+
+class Dimshuffle(Op):
+    """`Dimshuffle(pattern)`: a permutation of the axes (transpose)."""
+
+    _fields = ("pattern",)
+    ALIASES_INPUT = True
+
+    def __init__(self, pattern):
+        self._set(pattern=tuple(int(p) for p in pattern))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        shape = inputs[0].shape
+        if sorted(self.pattern) != list(range(len(shape))):
+            raise ValueError(f"transpose: axes {self.pattern} are not a permutation of "
+                             f"the {len(shape)} dimensions of shape {shape}")
+        return ((tuple(shape[p] for p in self.pattern), inputs[0].dtype),)
+
+    def kernel(self, x):
+        return np.transpose(x, self.pattern)
+
+
+class AddAxis(Op):
+    """`AddAxis(axis)`: insert size-1 dimensions at the given positions of the output."""
+
+    _fields = ("axis",)
+    ALIASES_INPUT = True
+
+    def __init__(self, axis):
+        self._set(axis=tuple(axis) if isinstance(axis, (list, tuple)) else (int(axis),))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        nd = len(inputs[0].shape) + len(self.axis)
+        axes = sorted(normalize_axis(a, nd, "expand_dims") for a in self.axis)
+        shape = list(inputs[0].shape)
+        for a in axes:
+            shape.insert(a, 1)
+        return ((tuple(shape), inputs[0].dtype),)
+
+    def kernel(self, x):
+        return np.expand_dims(x, self.axis)
+
+
+class RemoveAxis(Op):
+    """`RemoveAxis(axis)`: drop size-1 dimensions."""
+
+    _fields = ("axis",)
+    ALIASES_INPUT = True
+
+    def __init__(self, axis):
+        self._set(axis=tuple(axis) if isinstance(axis, (list, tuple)) else (int(axis),))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        shape = inputs[0].shape
+        axes = {normalize_axis(a, len(shape), "squeeze") for a in self.axis}
+        for a in axes:
+            if shape[a] != 1:
+                raise ValueError(f"squeeze: dimension {a} of shape {shape} has size {shape[a]}, not 1")
+        return ((tuple(s for i, s in enumerate(shape) if i not in axes), inputs[0].dtype),)
+
+    def kernel(self, x):
+        return np.squeeze(x, self.axis)
+
+
+class GetVarShape(Op):
+    """The input's shape as an int32 vector."""
+
+    def __init__(self):
+        pass
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        return (((len(inputs[0].shape),), _INT32),)
+
+    def kernel(self, x):
+        return np.asarray(x.shape, dtype=_INT32)
+
+
+class Identity(Op):
+    """Returns its input (a new handle sharing the same storage)."""
+
+    ALIASES_INPUT = True
+
+    def __init__(self):
+        pass
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        return ((inputs[0].shape, inputs[0].dtype),)
+
+    def kernel(self, x):
+        return x
+
+
+class FastpathCopy(Identity):
+    """Shares the input's value; no kernel work."""
+
+
+def _normalize_index_item(item):
+    if isinstance(item, slice):
+        return ("slice", item.start, item.stop, item.step)
+    if item is None or item is Ellipsis:
+        return item
+    if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+        return int(item)
+    raise IndexError(f"only integers, slices, '...' and None are basic indices, got {type(item).__name__}")
+
+
+def _index_from_items(items):
+    return tuple(slice(*it[1:]) if isinstance(it, tuple) else it for it in items)
+
+
+class Subtensor(Op):
+    """Basic indexing (ints, slices, `...`, None): a view of the input."""
+
+    _fields = ("items",)
+    ALIASES_INPUT = True
+
+    def __init__(self, index):
+        if not isinstance(index, tuple):
+            index = (index,)
+        self._set(items=tuple(_normalize_index_item(i) for i in index))
+
+    def index(self):
+        return _index_from_items(self.items)
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        x = inputs[0]
+        # Index a zero-stride stand-in of the same shape: numpy checks bounds, no data moves.
+        probe = np.broadcast_to(np.empty((), dtype=np.bool_), x.shape)
+        return ((probe[self.index()].shape, x.dtype),)
+
+    def kernel(self, x):
+        return np.asarray(x[self.index()])

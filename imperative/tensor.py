@@ -1,0 +1,299 @@
+"""The Tensor facade. Its record and operators live in the Cython core (`TensorBase`);
+this module adds construction, conversions and the methods built from ops."""
+import numpy as np
+
+from . import _core
+from . import dtype as D
+from . import ops as O
+from ._core import TensorBase, as_device
+
+_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+def as_tensor_data(data, dtype):
+    """User data → (a fresh array the runtime owns, its dtype), by API.md §1's rules."""
+    if dtype is not None:
+        dt = D.canonical_dtype(dtype)
+        if D.is_quantize(dt):
+            src = np.asarray(data)
+            if D.same_dtype(src.dtype, dt):
+                return np.array(src, dtype=dt, copy=True), dt
+            return D.quantize(src, dt), dt
+        return np.array(data, dtype=dt, copy=True), dt
+    arr = np.array(data, copy=True)
+    if D.is_quantize(arr.dtype):
+        return arr, arr.dtype
+    dt = D.downcast(arr.dtype)
+    if dt != arr.dtype or arr.dtype.metadata is not None:
+        if dt.kind == "i" and arr.dtype.kind in "iu" and arr.size:
+            lo, hi = arr.min(), arr.max()
+            if lo < _INT32_MIN or hi > _INT32_MAX:
+                raise ValueError(f"integer data in [{lo}, {hi}] does not fit int32, the widest "
+                                 "integer dtype imperative supports")
+        arr = arr.astype(dt)
+    return arr, dt
+
+
+def _axis_arg(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def _shape_args(args, what):
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    if len(args) == 1 and isinstance(args[0], TensorBase):
+        return tuple(int(s) for s in args[0].numpy())
+    return args
+
+
+class Tensor(TensorBase):
+    """A value computed by the runtime. `Tensor(data, dtype=None, device=None, *, is_const=False,
+    no_cache=False, name=None)`: the data is copied (or shared, for a Tensor)."""
+
+    def __init__(self, data, dtype=None, device=None, *, is_const=False, no_cache=False, name=None):
+        if isinstance(data, TensorBase):
+            if dtype is not None and not D.same_dtype(D.canonical_dtype(dtype), data.dtype):
+                raise ValueError(f"Tensor(t, dtype={D.dtype_name(D.canonical_dtype(dtype))}): t has dtype "
+                                 f"{D.dtype_name(data.dtype)}; use t.astype(...) to convert")
+            if device is not None and as_device(device) is not data.device:
+                raise ValueError(f"Tensor(t, device={device!r}): t is on {data.device}; "
+                                 "use t.to(device) to copy")
+            self._share(data)
+        else:
+            array, dt = as_tensor_data(data, dtype)
+            dev = _core.get_default_device() if device is None else device
+            if D.is_4bit(dt):
+                self._init_packed(D.pack_4bit(array), array.shape, dt, dev)
+            else:
+                self._init_value(array, dt, dev)
+        self.name = "" if name is None else str(name)
+
+    # ---- conversions
+
+    @property
+    def _name(self):
+        """Automatic name from the scope stack and the producing op."""
+        return self._record.auto_name or ""
+
+    def item(self):
+        return self.numpy().item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def _scalar(self, kind):
+        if self.size != 1:
+            raise TypeError(f"only a tensor with one element can be converted to {kind.__name__}, "
+                            f"got shape {self.shape}")
+        return kind(self.numpy().reshape(()).item())
+
+    def __float__(self):
+        return self._scalar(float)
+
+    def __int__(self):
+        return self._scalar(int)
+
+    def __bool__(self):
+        return self._scalar(bool)
+
+    def __index__(self):
+        if self.dtype.kind not in "iub" or self.size != 1:
+            raise TypeError(f"only an integer tensor with one element can be used as an index, "
+                            f"got {D.dtype_name(self.dtype)} of shape {self.shape}")
+        return int(self.numpy().reshape(()).item())
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        if dtype is not None:
+            return arr.astype(dtype)
+        return np.array(arr, copy=True) if copy else arr
+
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
+        return f"Tensor({body}, dtype={D.dtype_name(self.dtype)}, device={self.device})"
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.numpy(), str(self.device), self.name))
+
+    # ---- values sharing this one
+
+    def detach(self):
+        """A Tensor sharing this value, outside every gradient record."""
+        t = Tensor.__new__(Tensor)
+        t._share(self)
+        t.name = ""
+        return t
+
+    # ---- methods built from ops
+
+    def astype(self, dtype):
+        dt = D.canonical_dtype(dtype)
+        if D.same_dtype(dt, self.dtype):
+            return self
+        return _core.apply(O.TypeCvt(dt), self)[0]
+
+    def to(self, device):
+        if as_device(device) is self.device:
+            return self
+        return _core.apply(O.Copy(device), self)[0]
+
+    def reshape(self, *shape):
+        return _core.apply(O.Reshape(_shape_args(shape, "reshape")), self)[0]
+
+    def flatten(self):
+        return self.reshape(-1)
+
+    def transpose(self, *axes):
+        axes = _shape_args(axes, "transpose") or tuple(range(self.ndim))[::-1]
+        return _core.apply(O.Dimshuffle(axes), self)[0]
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    def broadcast_to(self, *shape):
+        return _core.apply(O.Broadcast(_shape_args(shape, "broadcast_to")), self)[0]
+
+    def _reduce(self, mode, axis, keepdims):
+        return _core.apply(O.Reduce(mode, _axis_arg(axis), keepdims), self)[0]
+
+    def sum(self, axis=None, keepdims=False):
+        return self._reduce("SUM", axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return self._reduce("MEAN", axis, keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return self._reduce("MAX", axis, keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return self._reduce("MIN", axis, keepdims)
+
+    def prod(self, axis=None, keepdims=False):
+        return self._reduce("PRODUCT", axis, keepdims)
+
+    def argmax(self, axis=None, keepdims=False):
+        return _core.apply(O.Argmax(axis, keepdims), self)[0]
+
+    def argmin(self, axis=None, keepdims=False):
+        return _core.apply(O.Argmin(axis, keepdims), self)[0]
+
+    def __getitem__(self, index):
+        return _core.apply(O.Subtensor(index), self)[0]
+
+    # ---- in-place operators keep the object (a Parameter stays a Parameter)
+
+    def _inplace(self, result):
+        if not D.same_dtype(result.dtype, self.dtype):
+            raise TypeError(f"in-place result has dtype {D.dtype_name(result.dtype)}, which "
+                            f"differs from the tensor's {D.dtype_name(self.dtype)}")
+        if result.shape != self.shape:
+            raise ValueError(f"in-place result has shape {result.shape}, which differs from "
+                             f"the tensor's {self.shape}")
+        self._set_info_from(result)
+        return self
+
+    def __iadd__(self, other):
+        return self._inplace(self + other)
+
+    def __isub__(self, other):
+        return self._inplace(self - other)
+
+    def __imul__(self, other):
+        return self._inplace(self * other)
+
+    def __itruediv__(self, other):
+        return self._inplace(self / other)
+
+    def __ifloordiv__(self, other):
+        return self._inplace(self // other)
+
+    def __imod__(self, other):
+        return self._inplace(self % other)
+
+    def __ipow__(self, other):
+        return self._inplace(self ** other)
+
+    def __imatmul__(self, other):
+        return self._inplace(self @ other)
+
+    def __iand__(self, other):
+        return self._inplace(self & other)
+
+    def __ior__(self, other):
+        return self._inplace(self | other)
+
+    def __ixor__(self, other):
+        return self._inplace(self ^ other)
+
+    # ---- memory-management hooks (API.md §4)
+
+    def _drop(self):
+        _require_option("enable_drop", "_drop")
+        raise NotImplementedError("Tensor._drop lands with the memory-management issue")
+
+    def _swap_out(self):
+        _require_option("enable_swap", "_swap_out")
+        raise NotImplementedError("Tensor._swap_out lands with the memory-management issue")
+
+    def _swap_in(self):
+        _require_option("enable_swap", "_swap_in")
+        raise NotImplementedError("Tensor._swap_in lands with the memory-management issue")
+
+
+def _require_option(name, what):
+    if not _core.get_option(name):
+        raise RuntimeError(f"Tensor.{what}() needs the option {name}=1 "
+                           f"(imperative.set_option({name!r}, 1))")
+
+
+class Parameter(Tensor):
+    """A trainable Tensor. Arithmetic on it gives plain Tensors."""
+
+    def __repr__(self):
+        return "Parameter" + super().__repr__()[len("Tensor"):]
+
+
+def _rebuild(cls, array, device, name):
+    return cls(array, device=device, name=name or None)
+
+
+class TensorWeakRef:
+    """A weak reference to a tensor's *value*: calling it returns a Tensor sharing the value
+    while anything (a Tensor, a detach()ed copy, a saved-for-backward reference) keeps it
+    alive, and None after."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, tensor):
+        if not isinstance(tensor, TensorBase):
+            raise TypeError(f"TensorWeakRef needs a Tensor, got {type(tensor).__name__}")
+        self._handle = tensor._handle
+
+    def __call__(self):
+        info = _core.channel().lookup(self._handle)
+        if info is None:
+            return None
+        return _core.wrap_info(info)
+
+
+def _setup():
+    _core.set_tensor_class(Tensor)
+    _core.set_packing(D.is_4bit, D.pack_4bit, D.unpack_4bit)
+    _core.set_dtype_rules(D.dtype_promotion, D.promote_pair, as_tensor_data)
+    _core.set_typecvt_factory(O.TypeCvt)
+    ops = {mode: O.Elemwise(mode) for mode in O.elemwise.modes()}
+    ops["MATMUL"] = O.MatrixMul()
+    _core.set_operator_ops(ops)
+
+
+_setup()
