@@ -9,6 +9,7 @@ extensions = [
         ["imperative/_core.pyx"],
         include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        language="c++",
         extra_compile_args=["-O2"],
     )
 ]

@@ -35,6 +35,11 @@ cpdef enum CommandKind:
     CMD_DEL = 1
 
 
+cimport cython
+
+
+@cython.final
+@cython.freelist(512)
 cdef class Storage:
     """One allocation. Views (reshape, transpose, slices) share their base's Storage,
     so memory is counted once per storage, not once per tensor."""
@@ -51,6 +56,8 @@ cdef class ErrorRecord:
     cdef public bint raised       # [C] already surfaced as AsyncError
 
 
+@cython.final
+@cython.freelist(512)
 cdef class TensorInfo:
     """A handle's record in the table."""
     cdef readonly long long handle     # id | generation << 32; -1 for internal constants
@@ -63,7 +70,8 @@ cdef class TensorInfo:
     cdef public Storage storage        # [W] allocation holding `value`
     cdef public object producer        # [C] the Command that computes it (kept while drop is possible)
     cdef public list users             # [C] commands reading it (for DTR's neighbourhood)
-    cdef public Py_ssize_t size        # bytes the value occupies (logical, from shape and dtype)
+    cdef public Py_ssize_t numel       # number of elements (from shape)
+    cdef public Py_ssize_t size        # bytes the value occupies (from shape and dtype)
     cdef public double cost            # [W] seconds its producer took
     cdef public long long last_use     # [C/W] logical clock of its last access
     cdef public int pins               # [C/W] > 0 while an op is reading it: never evict
@@ -75,6 +83,8 @@ cdef class TensorInfo:
     cdef object __weakref__
 
 
+@cython.final
+@cython.freelist(256)
 cdef class Command:
     cdef public int kind
     cdef public long long seq          # [C] position in the worker stream, set when queued
@@ -84,7 +94,7 @@ cdef class Command:
     cdef public list dels              # inputs whose last reader this is: freed after it runs
     cdef public bint fast              # elementwise ufunc on equal dtypes and shapes
     cdef public object site_code       # code object that issued the op (for error messages)
-    cdef public int site_line
+    cdef public int site_line          # instruction offset in site_code
     cdef public TensorInfo target      # CMD_DEL
 
 

@@ -19,25 +19,35 @@ import numpy as np
 
 cimport cython
 from libc.limits cimport LLONG_MAX
+from libcpp.vector cimport vector
+from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject
 
 
 cdef extern from "Python.h":
     ctypedef struct PyFrameObject:
         pass
-    PyFrameObject* PyEval_GetFrame()
-    int PyFrame_GetLineNumber(PyFrameObject*)
-    object PyFrame_GetCode(PyFrameObject*)
-    PyFrameObject* PyFrame_GetBack(PyFrameObject*)
+    ctypedef struct PyCodeObject:
+        pass
+    PyFrameObject* PyEval_GetFrame()            # borrowed
+    PyCodeObject* PyFrame_GetCode(PyFrameObject*)   # new reference
+    PyFrameObject* PyFrame_GetBack(PyFrameObject*)  # new reference
+    int PyFrame_GetLasti(PyFrameObject*)
+    int PyCode_Addr2Line(PyCodeObject*, int)
+    int PyUnicode_Tailmatch(object, object, Py_ssize_t, Py_ssize_t, int) except -1
     void Py_XDECREF(PyObject*)
+    void Py_DECREF(PyObject*)
 
 cdef object _ndarray = np.ndarray
 cdef object _np_asarray = np.asarray
 cdef object _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
-# Tiny ops whose inputs are resident run on the caller's thread: handing one to the
-# worker costs more than running it (PERF_NOTES: a wake-up is 10-100 us, a tiny add 0.5 us).
-cdef Py_ssize_t HOST_COMPUTE_MAX_ELEMENTS = 7
+# Small ops whose inputs are resident run on the caller's thread: handing one to the
+# worker costs more than running it (PERF_NOTES: a wake-up is 10-100 us, a tiny add 0.5 us,
+# and ops under ~1 ms never overlap with the caller because of the GIL). The limit counts
+# the elements of the inputs and outputs together.
+HOST_COMPUTE_MAX_ELEMENTS = 4096
+cdef Py_ssize_t _host_max_elements = HOST_COMPUTE_MAX_ELEMENTS
 
 
 class AsyncError(RuntimeError):
@@ -200,10 +210,15 @@ def known_devices():
 # --------------------------------------------------------------------------- records
 
 cdef class Storage:
-    def __cinit__(self, Py_ssize_t nbytes, Device device):
-        self.nbytes = nbytes
-        self.device = device
-        self.refs = 0
+    pass
+
+
+cdef inline Storage _new_storage(Py_ssize_t nbytes, Device device):
+    cdef Storage st = Storage.__new__(Storage)
+    st.nbytes = nbytes
+    st.device = device
+    device.stats.add(nbytes)
+    return st
 
 
 cdef class ErrorRecord:
@@ -295,12 +310,12 @@ cdef inline object _unpacked_value(TensorInfo info):
 
 # --------------------------------------------------------------------------- the channel
 
+@cython.final
 cdef class Channel:
     cdef long long _opts[12]
     # handle table [C]
     cdef list _table
-    cdef list _generations
-    cdef list _free_ids
+    cdef vector[long long] _free_handles   # whole handles: a free slot's id and next generation
     cdef Py_ssize_t _live
     # command flow: [C] appends to _buffer and _pending; [W] takes _pending whole
     cdef list _buffer
@@ -330,8 +345,6 @@ cdef class Channel:
         pthread_cond_init(&self._wake_cond, NULL)
         pthread_cond_init(&self._done_cond, NULL)
         self._table = []
-        self._generations = []
-        self._free_ids = []
         self._buffer = []
         self._pending = []
         self._errors = []
@@ -375,35 +388,38 @@ cdef class Channel:
 
     # ---- handle table
 
-    cdef TensorInfo new_info(self, tuple shape, object dtype, Device device):
+    cdef TensorInfo new_info(self, tuple shape, object dtype, Device device,
+                             bint maybe_packed=True):
         cdef TensorInfo info = TensorInfo.__new__(TensorInfo)
-        cdef Py_ssize_t idx
         info.shape = shape
         info.dtype = dtype
         info.device = device
         info.status = ALLOCATED
-        info.tensor_refs = 0
-        info.packed = _dtype_is_packed(dtype)
+        info.packed = maybe_packed and _dtype_is_packed(dtype)
         if shape is not None:
-            info.size = _nbytes_of(shape, dtype, info.packed)
-        if self._free_ids:
-            idx = self._free_ids.pop()
-            self._table[idx] = info
-        else:
-            idx = len(self._table)
-            self._table.append(info)
-            self._generations.append(0)
-        info.handle = idx | (<long long>self._generations[idx] << 32)
-        self._live += 1
+            info.numel = _num_elements(shape)
+            info.size = info.numel // 2 + info.numel % 2 if info.packed else info.numel * dtype.itemsize
+        self._add_handle(info)
         return info
 
+    cdef inline void _add_handle(self, TensorInfo info):
+        # The free list holds whole handles: a slot's id with its next generation.
+        if self._free_handles.size():
+            info.handle = self._free_handles.back()
+            self._free_handles.pop_back()
+            self._table[info.handle & 0xFFFFFFFF] = info
+        else:
+            info.handle = len(self._table)
+            self._table.append(info)
+        self._live += 1
+
     cdef void _retire_handle(self, TensorInfo info):
-        cdef Py_ssize_t idx = info.handle & 0xFFFFFFFF
+        cdef long long idx = info.handle & 0xFFFFFFFF
+        cdef long long gen = (info.handle >> 32) + 1
         if info.handle < 0 or self._table[idx] is not info:
             return
         self._table[idx] = None
-        self._generations[idx] = (self._generations[idx] + 1) & 0x7FFFFFFF
-        self._free_ids.append(idx)
+        self._free_handles.push_back(idx | ((gen & 0x7FFFFFFF) << 32))
         self._live -= 1
 
     cpdef TensorInfo lookup(self, long long handle):
@@ -430,8 +446,7 @@ cdef class Channel:
             root = array
             while isinstance(root.base, _ndarray):
                 root = root.base
-            storage = Storage.__new__(Storage, root.nbytes, info.device)
-            (<Device>info.device).stats.add(storage.nbytes)
+            storage = _new_storage(root.nbytes, info.device)
         storage.refs += 1
         info.storage = storage
         info.value = array
@@ -541,10 +556,47 @@ cdef class Channel:
 
     cdef bint _is_tiny(self, Command cmd):
         cdef TensorInfo info
+        cdef Py_ssize_t n = 0
         for info in cmd.outputs:
-            if info.shape is None or _num_elements(info.shape) > HOST_COMPUTE_MAX_ELEMENTS:
+            if info.shape is None:
                 return False
-        return True
+            n += info.numel
+        for info in cmd.inputs:
+            n += info.numel
+        return n <= _host_max_elements
+
+    cdef TensorInfo host_ufunc(self, OpDef op, TensorInfo a, TensorInfo b):
+        """The fast path of elementwise operators: equal shapes and dtypes, resident inputs
+        and a small size (any size at async level 0) run now on the caller's thread.
+        Returns None when it does not apply or the kernel raised; the general path then
+        runs the op (again) and reports any error by the usual protocol."""
+        cdef Py_ssize_t limit
+        if self._state != 0 or a.status != PRODUCED:
+            return None
+        if b is not None and (b.status != PRODUCED or b.dtype is not a.dtype
+                              or b.device is not a.device
+                              or (b.shape is not a.shape and b.shape != a.shape)):
+            return None
+        out_dtype = op._same_dtype_out.get(a.dtype)
+        if out_dtype is None:
+            return None
+        if self._opts[OPT_ASYNC_LEVEL] != 0:
+            limit = _host_max_elements if self._opts[OPT_HOST_COMPUTE] else -1
+            if a.numel * (2 if b is None else 3) > limit:
+                return None
+        try:
+            r = op.ufunc(a.value) if b is None else op.ufunc(a.value, b.value)
+        except Exception:
+            return None
+        if type(r) is not _ndarray or r.dtype is not out_dtype:
+            r = _np_asarray(r, dtype=out_dtype)
+        cdef TensorInfo info = self.new_info(a.shape, out_dtype, a.device, False)
+        cdef Storage st = _new_storage(info.size, info.device)
+        st.refs = 1
+        info.storage = st
+        info.value = r
+        info.status = PRODUCED
+        return info
 
     cdef int _run_inline(self, Command cmd, bint raise_original) except -1:
         """Host compute: run the op on the caller's thread, now."""
@@ -817,6 +869,7 @@ cdef class Channel:
                 r = _np_asarray(r)
             if out.shape is None:       # value-dependent shape: known now
                 out.shape = r.shape
+                out.numel = _num_elements(out.shape)
                 out.size = _nbytes_of(out.shape, out.dtype, out.packed)
             elif r.shape != out.shape:
                 raise RuntimeError(f"kernel of {op!r} produced shape {r.shape}, "
@@ -894,8 +947,7 @@ cdef class Channel:
                 self._free_value(info)
                 (<TensorInfo>info).status = DELETED
         self._table = []
-        self._generations = []
-        self._free_ids = []
+        self._free_handles.clear()
         self._live = 0
         self._state = 1
         if errors and not quiet:
@@ -970,33 +1022,40 @@ cdef Storage _shared_storage(object array, list inputs):
 
 
 cdef void _capture_site(Command cmd):
-    """Remember the first frame outside this package: the user's line that issued the op."""
+    """Remember where the user's code issued the op: the first frame outside this package
+    (its code object and instruction offset; the line is looked up only for a message)."""
     cdef PyFrameObject* frame = PyEval_GetFrame()
     cdef PyFrameObject* back
+    cdef PyCodeObject* code
     cdef int depth = 0
-    if frame == NULL:
-        return
-    code = PyFrame_GetCode(frame)
-    while (<str>code.co_filename).startswith(_PACKAGE_DIR) and depth < 16:
-        back = PyFrame_GetBack(frame)     # new reference
+    while frame != NULL and depth < 16:
+        code = PyFrame_GetCode(frame)
+        if not PyUnicode_Tailmatch((<object>code).co_filename, _PACKAGE_DIR, 0, 1 << 30, -1):
+            cmd.site_code = <object>code
+            cmd.site_line = PyFrame_GetLasti(frame)
+            Py_DECREF(<PyObject*>code)
+            break
+        Py_DECREF(<PyObject*>code)
+        back = PyFrame_GetBack(frame)
         if depth:
             Py_XDECREF(<PyObject*>frame)
-        if back == NULL:
-            return
         frame = back
         depth += 1
-        code = PyFrame_GetCode(frame)
-    cmd.site_code = code
-    cmd.site_line = PyFrame_GetLineNumber(frame)
     if depth:
         Py_XDECREF(<PyObject*>frame)
+
+
+cdef str _site_of(Command cmd):
+    if cmd.site_code is None:
+        return "<unknown>"
+    line = PyCode_Addr2Line(<PyCodeObject*>cmd.site_code, cmd.site_line)
+    return f"{cmd.site_code.co_filename}:{line}"
 
 
 cdef str _describe_failure(Command cmd, exc):
     cdef TensorInfo info
     inputs = ", ".join(f"{info.shape} {info.dtype}" for info in cmd.inputs)
-    site = (f"{cmd.site_code.co_filename}:{cmd.site_line}" if cmd.site_code is not None
-            else "<unknown>")
+    site = _site_of(cmd)
     return (f"op {cmd.op!r} failed on the worker: {type(exc).__name__}: {exc} "
             f"(inputs: [{inputs}]; issued at {site})")
 
@@ -1084,9 +1143,14 @@ def _channel_stats():
 
 # --------------------------------------------------------------------------- tensors
 
+cdef tuple _EMPTY_TUPLE = ()
+
+
 cdef inline TensorBase _wrap(TensorInfo info):
     """A new Tensor object for a record (every result goes through here)."""
-    cdef TensorBase t = TensorBase.__new__(_tensor_cls)
+    # Call the type's tp_new directly: `TensorBase.__new__(cls)` would look `__new__` up by name.
+    cdef TensorBase t = <TensorBase>(<PyTypeObject*>_tensor_cls).tp_new(
+        _tensor_cls, <PyObject*>_EMPTY_TUPLE, NULL)
     t._info = info
     info.tensor_refs += 1
     return t
@@ -1221,6 +1285,12 @@ cdef object _binary(object x, object y, OpDef op, bint reflected):
             raise TypeError(f"unsupported operand for {op!r}: None (expected a Tensor, array or number)")
         if not isinstance(y, _OPERAND_TYPES):
             return NotImplemented
+    cdef TensorInfo fast
+    if op.ufunc is not None and isinstance(y, TensorBase):
+        fast = (_channel.host_ufunc(op, (<TensorBase>y)._info, (<TensorBase>x)._info) if reflected
+                else _channel.host_ufunc(op, (<TensorBase>x)._info, (<TensorBase>y)._info))
+        if fast is not None:
+            return _wrap(fast)
     cdef list infos = _binary_infos(y, x) if reflected else _binary_infos(x, y)
     cdef list outs = _channel.dispatch(op, infos)
     _release_temporaries(infos)
@@ -1236,16 +1306,29 @@ cdef void _release_temporaries(list infos):
 
 
 cdef object _unary(object x, OpDef op):
+    cdef TensorInfo fast
+    if op.ufunc is not None:
+        fast = _channel.host_ufunc(op, (<TensorBase>x)._info, None)
+        if fast is not None:
+            return _wrap(fast)
     cdef list outs = _channel.dispatch(op, [(<TensorBase>x)._info])
     return _wrap(outs[0])
 
 
-# Elementwise ops used by operators; filled by imperative.ops at import.
-cdef dict _OPS = {}
+# Ops used by the operators, filled by imperative.tensor at import. Module globals, not a
+# dict: an operator call reads one pointer.
+cdef OpDef _ADD, _SUB, _MUL, _TRUE_DIV, _FLOOR_DIV, _MOD, _POW, _AND, _OR, _XOR
+cdef OpDef _EQ, _NE, _LT, _LEQ, _NEGATE, _ABS, _NOT, _MATMUL
 
 
 def set_operator_ops(dict ops):
-    _OPS.update(ops)
+    global _ADD, _SUB, _MUL, _TRUE_DIV, _FLOOR_DIV, _MOD, _POW, _AND, _OR, _XOR
+    global _EQ, _NE, _LT, _LEQ, _NEGATE, _ABS, _NOT, _MATMUL
+    _ADD, _SUB, _MUL, _TRUE_DIV = ops["ADD"], ops["SUB"], ops["MUL"], ops["TRUE_DIV"]
+    _FLOOR_DIV, _MOD, _POW = ops["FLOOR_DIV"], ops["MOD"], ops["POW"]
+    _AND, _OR, _XOR = ops["AND"], ops["OR"], ops["XOR"]
+    _EQ, _NE, _LT, _LEQ = ops["EQ"], ops["NE"], ops["LT"], ops["LEQ"]
+    _NEGATE, _ABS, _NOT, _MATMUL = ops["NEGATE"], ops["ABS"], ops["NOT"], ops["MATMUL"]
 
 
 cdef class TensorBase:
@@ -1254,7 +1337,6 @@ cdef class TensorBase:
     cdef public object name          # user name
     cdef public object _grad_slot    # used by autodiff
     cdef object __weakref__
-    cdef dict __dict__
 
     __array_priority__ = 1000        # ndarray <op> Tensor defers to the Tensor
 
@@ -1350,100 +1432,100 @@ cdef class TensorBase:
     # ---- operators
 
     def __add__(self, other):
-        return _binary(self, other, _OPS["ADD"], False)
+        return _binary(self, other, _ADD, False)
 
     def __radd__(self, other):
-        return _binary(self, other, _OPS["ADD"], True)
+        return _binary(self, other, _ADD, True)
 
     def __sub__(self, other):
-        return _binary(self, other, _OPS["SUB"], False)
+        return _binary(self, other, _SUB, False)
 
     def __rsub__(self, other):
-        return _binary(self, other, _OPS["SUB"], True)
+        return _binary(self, other, _SUB, True)
 
     def __mul__(self, other):
-        return _binary(self, other, _OPS["MUL"], False)
+        return _binary(self, other, _MUL, False)
 
     def __rmul__(self, other):
-        return _binary(self, other, _OPS["MUL"], True)
+        return _binary(self, other, _MUL, True)
 
     def __truediv__(self, other):
-        return _binary(self, other, _OPS["TRUE_DIV"], False)
+        return _binary(self, other, _TRUE_DIV, False)
 
     def __rtruediv__(self, other):
-        return _binary(self, other, _OPS["TRUE_DIV"], True)
+        return _binary(self, other, _TRUE_DIV, True)
 
     def __floordiv__(self, other):
-        return _binary(self, other, _OPS["FLOOR_DIV"], False)
+        return _binary(self, other, _FLOOR_DIV, False)
 
     def __rfloordiv__(self, other):
-        return _binary(self, other, _OPS["FLOOR_DIV"], True)
+        return _binary(self, other, _FLOOR_DIV, True)
 
     def __mod__(self, other):
-        return _binary(self, other, _OPS["MOD"], False)
+        return _binary(self, other, _MOD, False)
 
     def __rmod__(self, other):
-        return _binary(self, other, _OPS["MOD"], True)
+        return _binary(self, other, _MOD, True)
 
     def __pow__(self, other, mod=None):
-        return _binary(self, other, _OPS["POW"], False)
+        return _binary(self, other, _POW, False)
 
     def __rpow__(self, other, mod=None):
-        return _binary(self, other, _OPS["POW"], True)
+        return _binary(self, other, _POW, True)
 
     def __and__(self, other):
-        return _binary(self, other, _OPS["AND"], False)
+        return _binary(self, other, _AND, False)
 
     def __rand__(self, other):
-        return _binary(self, other, _OPS["AND"], True)
+        return _binary(self, other, _AND, True)
 
     def __or__(self, other):
-        return _binary(self, other, _OPS["OR"], False)
+        return _binary(self, other, _OR, False)
 
     def __ror__(self, other):
-        return _binary(self, other, _OPS["OR"], True)
+        return _binary(self, other, _OR, True)
 
     def __xor__(self, other):
-        return _binary(self, other, _OPS["XOR"], False)
+        return _binary(self, other, _XOR, False)
 
     def __rxor__(self, other):
-        return _binary(self, other, _OPS["XOR"], True)
+        return _binary(self, other, _XOR, True)
 
     def __eq__(self, other):
-        return _binary(self, other, _OPS["EQ"], False)
+        return _binary(self, other, _EQ, False)
 
     def __ne__(self, other):
-        return _binary(self, other, _OPS["NE"], False)
+        return _binary(self, other, _NE, False)
 
     def __lt__(self, other):
-        return _binary(self, other, _OPS["LT"], False)
+        return _binary(self, other, _LT, False)
 
     def __le__(self, other):
-        return _binary(self, other, _OPS["LEQ"], False)
+        return _binary(self, other, _LEQ, False)
 
     def __gt__(self, other):
-        return _binary(self, other, _OPS["LT"], True)
+        return _binary(self, other, _LT, True)
 
     def __ge__(self, other):
-        return _binary(self, other, _OPS["LEQ"], True)
+        return _binary(self, other, _LEQ, True)
 
     def __matmul__(self, other):
-        return _binary(self, other, _OPS["MATMUL"], False)
+        return _binary(self, other, _MATMUL, False)
 
     def __rmatmul__(self, other):
-        return _binary(self, other, _OPS["MATMUL"], True)
+        return _binary(self, other, _MATMUL, True)
 
     def __neg__(self):
-        return _unary(self, _OPS["NEGATE"])
+        return _unary(self, _NEGATE)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _unary(self, _OPS["ABS"])
+        return _unary(self, _ABS)
 
     def __invert__(self):
-        return _unary(self, _OPS["NOT"])
+        return _unary(self, _NOT)
 
     def __hash__(self):
         return id(self) >> 4
