@@ -529,8 +529,8 @@ cdef class Channel:
             rec.raised = True
             raise AsyncError(rec.message) from rec.exc
         raise RuntimeError(
-            f"tensor {info.auto_name or ''} is unusable because of an earlier error: "
-            f"{rec.message}") from rec.exc
+            f"tensor {info.auto_name or ''}{info.shape} {info.dtype} is unusable because of "
+            f"an earlier error: {rec.message}") from rec.exc
 
     cdef int _submit(self, Command cmd) except -1:
         cdef TensorInfo info
@@ -613,11 +613,14 @@ cdef class Channel:
 
     cdef int _raise_error_of(self, Command cmd, bint raise_original) except -1:
         """At level 0 a failed op raises its original exception at the call."""
+        cdef TensorInfo info
         if not raise_original or not cmd.outputs:
             return 0
         cdef TensorInfo out = cmd.outputs[0]
         if out.status != INVALID:
             return 0
+        for info in cmd.outputs:      # no Tensor will ever hold them
+            self._retire_handle(info)
         rec = out.error
         if rec in self._errors:
             self._errors.remove(rec)
@@ -856,7 +859,19 @@ cdef class Channel:
         cdef TensorInfo info, out
         cdef Py_ssize_t i
         arrays = [_unpacked_value(info) for info in cmd.inputs]
-        result = op.kernel(*arrays)
+        cdef TensorInfo reuse = None
+        if op.inplace_capable and len(cmd.outputs) == 1:
+            reuse = self._inplace_candidate(cmd, cmd.outputs[0])
+        if reuse is not None:
+            # The op may write into the dying input's buffer (INPLACE_CAPABLE ops take `out=`).
+            result = op.kernel(*arrays, out=reuse.value)
+            if result is reuse.value:
+                out = cmd.outputs[0]
+                self._set_value(out, result, reuse.storage)
+                (<Device>out.device).stats.inplace_reuses += 1
+                return 0
+        else:
+            result = op.kernel(*arrays)
         if not isinstance(result, tuple):
             result = (result,)
         if len(result) != len(cmd.outputs):

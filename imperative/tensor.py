@@ -5,6 +5,7 @@ import numpy as np
 from . import _core
 from . import dtype as D
 from . import ops as O
+from .ops import cached_op
 from ._core import TensorBase, as_device
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
@@ -40,7 +41,7 @@ def _axis_arg(axis):
 
 def _shape_args(args, what):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return tuple(args[0])
+        return tuple(int(s) for s in args[0])
     if len(args) == 1 and isinstance(args[0], TensorBase):
         return tuple(int(s) for s in args[0].numpy())
     return args
@@ -139,32 +140,32 @@ class Tensor(TensorBase):
         dt = D.canonical_dtype(dtype)
         if D.same_dtype(dt, self.dtype):
             return self
-        return _core.apply(O.TypeCvt(dt), self)[0]
+        return _core.apply(cached_op(O.TypeCvt, dt), self)[0]
 
     def to(self, device):
         if as_device(device) is self.device:
             return self
-        return _core.apply(O.Copy(device), self)[0]
+        return _core.apply(cached_op(O.Copy, str(as_device(device))), self)[0]
 
     def reshape(self, *shape):
-        return _core.apply(O.Reshape(_shape_args(shape, "reshape")), self)[0]
+        return _core.apply(cached_op(O.Reshape, _shape_args(shape, "reshape")), self)[0]
 
     def flatten(self):
         return self.reshape(-1)
 
     def transpose(self, *axes):
         axes = _shape_args(axes, "transpose") or tuple(range(self.ndim))[::-1]
-        return _core.apply(O.Dimshuffle(axes), self)[0]
+        return _core.apply(cached_op(O.Dimshuffle, tuple(axes)), self)[0]
 
     @property
     def T(self):
         return self.transpose()
 
     def broadcast_to(self, *shape):
-        return _core.apply(O.Broadcast(_shape_args(shape, "broadcast_to")), self)[0]
+        return _core.apply(cached_op(O.Broadcast, _shape_args(shape, "broadcast_to")), self)[0]
 
     def _reduce(self, mode, axis, keepdims):
-        return _core.apply(O.Reduce(mode, _axis_arg(axis), keepdims), self)[0]
+        return _core.apply(cached_op(O.Reduce, mode, _axis_arg(axis), bool(keepdims)), self)[0]
 
     def sum(self, axis=None, keepdims=False):
         return self._reduce("SUM", axis, keepdims)
@@ -182,10 +183,10 @@ class Tensor(TensorBase):
         return self._reduce("PRODUCT", axis, keepdims)
 
     def argmax(self, axis=None, keepdims=False):
-        return _core.apply(O.Argmax(axis, keepdims), self)[0]
+        return _core.apply(cached_op(O.Argmax, axis, bool(keepdims)), self)[0]
 
     def argmin(self, axis=None, keepdims=False):
-        return _core.apply(O.Argmin(axis, keepdims), self)[0]
+        return _core.apply(cached_op(O.Argmin, axis, bool(keepdims)), self)[0]
 
     def __getitem__(self, index):
         return _core.apply(O.Subtensor(index), self)[0]

@@ -1,6 +1,6 @@
 """Op definitions. Each op is an immutable value with `infer` (shapes, dtypes, devices
 from input descriptions, no data) separate from its numpy `kernel`."""
-from .base import Op
+from .base import Op, cached_op
 from .elemwise import Elemwise
 from .matmul import BatchedMatrixMul, MatrixMul
 from .misc import Copy, TypeCvt

@@ -1,4 +1,6 @@
 """The base of every op: an immutable value with parameters, `infer` and `kernel`."""
+import functools
+
 from .._core import OpDef
 from ..dtype import dtype_name, is_quantize
 
@@ -49,6 +51,13 @@ def _show(value):
         return dtype_name(value) if hasattr(value, "kind") and hasattr(value, "itemsize") else repr(value)
     except Exception:
         return repr(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_op(cls, *params):
+    """`cls(*params)`, interned: ops are immutable values, and reusing one object lets the
+    core reuse its inference cache. Parameters must be hashable."""
+    return cls(*params)
 
 
 def check_arity(op, inputs, n):

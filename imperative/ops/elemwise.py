@@ -107,8 +107,12 @@ class Elemwise(Op):
         _, out = self._dtypes_for(tuple(t.dtype for t in inputs))
         return ((shape, out),)
 
-    def kernel(self, *arrays):
-        compute, out = self._dtypes_for(tuple(a.dtype for a in arrays))
+    def kernel(self, *arrays, out=None):
+        """`out`: a buffer of the output's shape and dtype the result may be written to
+        (the runtime passes a dying input's storage); the returned array is the result."""
+        compute, out_dtype = self._dtypes_for(tuple(a.dtype for a in arrays))
         arrays = [a if a.dtype == compute else a.astype(compute) for a in arrays]
+        if out is not None and compute == out_dtype and isinstance(self._fn, np.ufunc):
+            return self._fn(*arrays, out=out)
         r = np.asarray(self._fn(*arrays))
-        return r if r.dtype == out else r.astype(out)
+        return r if r.dtype == out_dtype else r.astype(out_dtype)

@@ -56,8 +56,10 @@ class MatrixMul(Op):
             a = np.swapaxes(a, -1, -2)
         if self.transpose_b and b.ndim >= 2:
             b = np.swapaxes(b, -1, -2)
-        dt = downcast(dtype_promotion([a.dtype, b.dtype]))
-        return np.asarray(np.matmul(a.astype(dt, copy=False), b.astype(dt, copy=False))).astype(dt, copy=False)
+        if a.dtype != b.dtype:
+            dt = downcast(dtype_promotion([a.dtype, b.dtype]))
+            a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)
+        return np.matmul(a, b)
 
 
 class BatchedMatrixMul(MatrixMul):
