@@ -1,0 +1,72 @@
+"""Shared fixtures for the imperative test suite.
+
+* Every test runs twice: at async level 0 (every op waited for) and at level 2 (every op
+  returns at once; errors surface at the next sync point). The level is set with
+  `imp.option("async_level", level)`, which must restore the previous value on exit.
+* After every test the interpreter is synced and the options dict must be exactly what it
+  was before the test (a test that changes an option must restore it).
+* `live_handles()` / `assert_no_leak(fn)`: handle-leak checks built on
+  `imp._core._channel_stats()["live_handles"]`.
+"""
+import gc
+
+import numpy as np
+import pytest
+
+import imperative as imp
+
+ASYNC_LEVELS = (0, 2)
+
+
+def live_handle_count():
+    """Number of live tensor handles in the interpreter (after letting the worker drain)."""
+    imp.sync()
+    return imp._core._channel_stats()["live_handles"]
+
+
+def assert_no_leak(fn, *args, repeat=1, **kwargs):
+    """Run `fn(*args, **kwargs)` (`repeat` times), drop its results, collect garbage, sync,
+    and assert that the live handle count is back to where it was before.
+
+    Returns nothing: results are discarded so that they cannot keep handles alive.
+    """
+    gc.collect()
+    before = live_handle_count()
+    for _ in range(repeat):
+        result = fn(*args, **kwargs)
+        del result
+    gc.collect()
+    imp.sync()
+    after = live_handle_count()
+    assert after == before, (f"{getattr(fn, '__name__', fn)!s} leaked {after - before} "
+                             f"handle(s): {before} live before, {after} after")
+
+
+@pytest.fixture(autouse=True, params=ASYNC_LEVELS, ids=[f"async{lv}" for lv in ASYNC_LEVELS])
+def async_level(request):
+    """Parametrizes every test over async levels 0 and 2; checks options are restored."""
+    before = imp.options()
+    with imp.option("async_level", request.param):
+        assert imp.get_option("async_level") == request.param
+        yield request.param
+        imp.sync()
+    imp.sync()
+    after = imp.options()
+    assert after == before, f"options not restored by the test: {before} -> {after}"
+
+
+@pytest.fixture
+def live_handles():
+    """A callable returning the live handle count (syncs first)."""
+    return live_handle_count
+
+
+@pytest.fixture(name="assert_no_leak")
+def assert_no_leak_fixture():
+    """The `assert_no_leak(fn, *args, repeat=1, **kwargs)` helper as a fixture."""
+    return assert_no_leak
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
