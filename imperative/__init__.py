@@ -7,13 +7,16 @@
 """
 from contextlib import contextmanager
 
-from . import dtype, ops
+from . import dtype, functional, ops, random
 from ._core import (AsyncError, apply, close, full_sync, get_default_device, get_option,
                     memory_stats, options, reset_peak_memory_stats, set_default_device,
                     set_option, sync)
 from .device import Device, get_device
 from .dtype import dtype_promotion
+from .generic import GenericPyOp
 from .tensor import Parameter, Tensor, TensorWeakRef
+
+F = functional
 
 __version__ = "0.1.0"
 
@@ -48,5 +51,5 @@ __all__ = [
     "dtype_promotion", "sync", "full_sync", "close", "set_option", "get_option", "options",
     "option", "config_async_level", "get_async_level", "set_buffer_length", "memory_stats",
     "reset_peak_memory_stats", "get_device", "get_default_device", "set_default_device",
-    "Device",
+    "Device", "functional", "F", "random", "GenericPyOp",
 ]

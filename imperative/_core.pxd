@@ -64,6 +64,7 @@ cdef class TensorInfo:
     cdef readonly object shape         # tuple, or None while a value-dependent shape is unknown
     cdef readonly object dtype         # numpy.dtype
     cdef readonly object device        # Device
+    cdef readonly bint quantized       # dtype carries quantization metadata
     cdef readonly bint packed          # 4-bit dtype: `value` holds two values per byte
     cdef readonly int status           # [C/W] Status
     cdef public object value           # [W] numpy array while PRODUCED ([C] for host-computed ops)

@@ -395,7 +395,11 @@ cdef class Channel:
         info.dtype = dtype
         info.device = device
         info.status = ALLOCATED
-        info.packed = maybe_packed and _dtype_is_packed(dtype)
+        if maybe_packed and dtype.metadata is not None:
+            # quantized dtypes: numpy ignores their metadata in == and hash, so every
+            # dtype-keyed cache must step around them
+            info.quantized = True
+            info.packed = _dtype_is_packed(dtype)
         if shape is not None:
             info.numel = _num_elements(shape)
             info.size = info.numel // 2 + info.numel % 2 if info.packed else info.numel * dtype.itemsize
@@ -494,7 +498,7 @@ cdef class Channel:
                                                      and info.shape != first.shape):
                     fast = False
                     break
-            if fast and first.shape is not None:
+            if fast and first.shape is not None and not first.quantized:
                 out_dtype = op._same_dtype_out.get(first.dtype)
                 if out_dtype is None:
                     descs = op.infer(tuple(inputs))
@@ -571,7 +575,7 @@ cdef class Channel:
         Returns None when it does not apply or the kernel raised; the general path then
         runs the op (again) and reports any error by the usual protocol."""
         cdef Py_ssize_t limit
-        if self._state != 0 or a.status != PRODUCED:
+        if self._state != 0 or a.status != PRODUCED or a.quantized:
             return None
         if b is not None and (b.status != PRODUCED or b.dtype is not a.dtype
                               or b.device is not a.device
@@ -997,7 +1001,7 @@ cdef object _infer_cached(OpDef op, list inputs):
         return op.infer(tuple(inputs))
     key = []
     for info in inputs:
-        if info.dtype.metadata is not None:   # numpy ignores metadata in == and hash
+        if info.quantized:      # numpy ignores metadata in == and hash
             return op.infer(tuple(inputs))
         key.append(info.shape)
         key.append(info.dtype)
@@ -1167,6 +1171,7 @@ cdef inline TensorBase _wrap(TensorInfo info):
     cdef TensorBase t = <TensorBase>(<PyTypeObject*>_tensor_cls).tp_new(
         _tensor_cls, <PyObject*>_EMPTY_TUPLE, NULL)
     t._info = info
+    t.name = ""
     info.tensor_refs += 1
     return t
 
@@ -1307,8 +1312,11 @@ cdef object _binary(object x, object y, OpDef op, bint reflected):
         if fast is not None:
             return _wrap(fast)
     cdef list infos = _binary_infos(y, x) if reflected else _binary_infos(x, y)
-    cdef list outs = _channel.dispatch(op, infos)
-    _release_temporaries(infos)
+    cdef list outs
+    try:
+        outs = _channel.dispatch(op, infos)
+    finally:
+        _release_temporaries(infos)
     return _wrap(outs[0])
 
 

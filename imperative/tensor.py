@@ -140,7 +140,9 @@ class Tensor(TensorBase):
         dt = D.canonical_dtype(dtype)
         if D.same_dtype(dt, self.dtype):
             return self
-        return _core.apply(cached_op(O.TypeCvt, dt), self)[0]
+        # numpy ignores quantization metadata in == and hash: never intern those ops
+        op = O.TypeCvt(dt) if D.is_quantize(dt) else cached_op(O.TypeCvt, dt)
+        return _core.apply(op, self)[0]
 
     def to(self, device):
         if as_device(device) is self.device:
@@ -189,7 +191,10 @@ class Tensor(TensorBase):
         return _core.apply(cached_op(O.Argmin, axis, bool(keepdims)), self)[0]
 
     def __getitem__(self, index):
-        return _core.apply(O.Subtensor(index), self)[0]
+        return O.indexing.getitem(self, index)
+
+    def __setitem__(self, index, value):
+        O.indexing.setitem(self, index, value)
 
     # ---- in-place operators keep the object (a Parameter stays a Parameter)
 

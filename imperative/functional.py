@@ -1,0 +1,1 @@
+"""Placeholder: the functional API (imperative.functional, also imperative.F)."""

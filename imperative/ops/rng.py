@@ -1,0 +1,2 @@
+"""Placeholder: filled in by the op-library work."""
+__all__ = []

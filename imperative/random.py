@@ -1,0 +1,1 @@
+"""Placeholder: random number ops seeded by imperative.random.seed(n)."""
