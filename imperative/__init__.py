@@ -14,6 +14,7 @@ from ._core import (AsyncError, apply, close, full_sync, get_default_device, get
 from .device import Device, get_device
 from .dtype import dtype_promotion
 from .generic import GenericPyOp
+from .scope import pop_scope, push_scope, scope
 from .tensor import Parameter, Tensor, TensorWeakRef
 
 F = functional
@@ -51,5 +52,5 @@ __all__ = [
     "dtype_promotion", "sync", "full_sync", "close", "set_option", "get_option", "options",
     "option", "config_async_level", "get_async_level", "set_buffer_length", "memory_stats",
     "reset_peak_memory_stats", "get_device", "get_default_device", "set_default_device",
-    "Device", "functional", "F", "random", "GenericPyOp",
+    "Device", "functional", "F", "random", "GenericPyOp", "push_scope", "pop_scope", "scope",
 ]

@@ -80,7 +80,9 @@ cdef class TensorInfo:
     cdef public int pending_uses       # [C/W] queued commands that read or produce it
     cdef public long long ready_seq    # [C] sequence number of the command producing it
     cdef public ErrorRecord error      # [W] set when INVALID
-    cdef public str auto_name          # [C] scope path + op name + output index
+    cdef public object scope           # [C] imperative.scope.ScopeNode it was made under
+    cdef public object op              # [C] the op that produced it (None for data)
+    cdef public int out_index          # [C] which output of `op`
     cdef object __weakref__
 
 
@@ -94,6 +96,7 @@ cdef class Command:
     cdef public list outputs           # TensorInfo
     cdef public list dels              # inputs whose last reader this is: freed after it runs
     cdef public bint fast              # elementwise ufunc on equal dtypes and shapes
+    cdef public object scope           # ScopeNode the op was issued under
     cdef public object site_code       # code object that issued the op (for error messages)
     cdef public int site_line          # instruction offset in site_code
     cdef public TensorInfo target      # CMD_DEL

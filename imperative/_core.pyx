@@ -308,6 +308,9 @@ cdef inline object _unpacked_value(TensorInfo info):
     return info.value
 
 
+include "_record.pxi"
+
+
 # --------------------------------------------------------------------------- the channel
 
 @cython.final
@@ -441,6 +444,7 @@ cdef class Channel:
     cdef TensorInfo put(self, object array, tuple shape, object dtype, Device device):
         """A tensor whose value the caller already has (the array is owned by the runtime)."""
         cdef TensorInfo info = self.new_info(shape, dtype, device)
+        info.scope = _current_scope
         self._set_value(info, array, None)
         return info
 
@@ -472,6 +476,7 @@ cdef class Channel:
         cdef TensorInfo first, info
         cdef Py_ssize_t i, n = len(inputs)
         cdef bint fast = False
+        cdef long long t0 = _now_ns() if _profiling else 0
         self.check_usable()
         for i in range(n):
             info = inputs[i]
@@ -520,8 +525,16 @@ cdef class Channel:
         cmd.inputs = inputs
         cmd.outputs = outputs
         cmd.fast = fast
+        cmd.scope = _current_scope
+        for i in range(len(outputs)):
+            info = outputs[i]
+            info.op = op
+            info.scope = _current_scope
+            info.out_index = i
         _capture_site(cmd)
         self._submit(cmd)
+        if _profiling:
+            _record_dispatch(t0, cmd)
         return outputs
 
     cdef int _raise_unusable_input(self, op, TensorInfo info) except -1:
@@ -533,7 +546,7 @@ cdef class Channel:
             rec.raised = True
             raise AsyncError(rec.message) from rec.exc
         raise RuntimeError(
-            f"tensor {info.auto_name or ''}{info.shape} {info.dtype} is unusable because of "
+            f"tensor {info.shape} {info.dtype} is unusable because of "
             f"an earlier error: {rec.message}") from rec.exc
 
     cdef int _submit(self, Command cmd) except -1:
@@ -575,6 +588,7 @@ cdef class Channel:
         Returns None when it does not apply or the kernel raised; the general path then
         runs the op (again) and reports any error by the usual protocol."""
         cdef Py_ssize_t limit
+        cdef long long t0 = _now_ns() if _profiling else 0
         if self._state != 0 or a.status != PRODUCED or a.quantized:
             return None
         if b is not None and (b.status != PRODUCED or b.dtype is not a.dtype
@@ -600,6 +614,10 @@ cdef class Channel:
         info.storage = st
         info.value = r
         info.status = PRODUCED
+        info.op = op
+        info.scope = _current_scope
+        if _profiling:
+            _record_host_op(t0, op, a, b, info)
         return info
 
     cdef int _run_inline(self, Command cmd, bint raise_original) except -1:
@@ -693,17 +711,18 @@ cdef class Channel:
             pthread_mutex_unlock(&self._mutex)
         if self._seq - self._processed > self._opts[OPT_QUEUE_SIZE]:
             # Backpressure: let the worker catch up before issuing more.
-            self._wait_seq(self._seq - self._opts[OPT_QUEUE_SIZE])
+            self._wait_seq(self._seq - self._opts[OPT_QUEUE_SIZE], "queue full")
 
     cdef void _start_worker(self):
         self._thread = threading.Thread(target=self._worker_main, name="imperative-worker",
                                         daemon=True)
         self._thread.start()
 
-    cdef int _wait_seq(self, long long target) except -1:
+    cdef int _wait_seq(self, long long target, str why="sync") except -1:
         """Block (GIL released) until the worker has run command `target`."""
         if self._processed >= target:
             return 0
+        cdef long long t0 = _now_ns() if _profiling else 0
         if self._worker_dead:
             raise RuntimeError("the imperative worker thread died (catch_worker_exception=0?)")
         self._n_waiters += 1
@@ -715,6 +734,8 @@ cdef class Channel:
                 pthread_cond_wait(&self._done_cond, &self._mutex)
             pthread_mutex_unlock(&self._mutex)
         self._n_waiters -= 1
+        if _profiling:
+            _record_wait(t0, why)
         if self._processed < target:
             raise RuntimeError("the imperative worker thread died (catch_worker_exception=0?)")
         return 0
@@ -761,9 +782,13 @@ cdef class Channel:
 
     cdef int _execute(self, Command cmd) except -1:
         cdef TensorInfo info
+        cdef long long t0
         if cmd.kind == CMD_APPLY:
+            t0 = _now_ns() if _profiling else 0
             try:
                 self._execute_apply(cmd)
+                if _profiling:
+                    _record_exec(t0, cmd)
             finally:
                 for info in cmd.inputs:
                     info.pending_uses -= 1
@@ -903,13 +928,13 @@ cdef class Channel:
 
     # ---- waiting for values
 
-    cdef int wait_produced(self, TensorInfo info) except -1:
+    cdef int wait_produced(self, TensorInfo info, str why="value") except -1:
         """Wait until `info` has a value or has failed; raise pending async errors."""
         self.check_usable()
         if info.status == ALLOCATED:
             if info.ready_seq == 0:       # its producer still sits in the buffer
                 self._flush_buffer(0)
-            self._wait_seq(info.ready_seq)
+            self._wait_seq(info.ready_seq, why)
         self.raise_pending_errors()
         if info.status == INVALID:
             self._raise_unusable_input("read", info)
@@ -924,7 +949,7 @@ cdef class Channel:
 
     cpdef object get_readonly_view(self, TensorInfo info):
         """A zero-copy read-only view of the value (a copy for packed 4-bit storage)."""
-        self.wait_produced(info)
+        self.wait_produced(info, "numpy()")
         if info.packed:
             return _unpacked_value(info)
         view = info.value.view()
@@ -947,6 +972,12 @@ cdef class Channel:
         rec = self._errors.pop(0)
         rec.raised = True
         raise AsyncError(rec.message) from rec.exc
+
+    def sync_quietly(self):
+        """Wait for every issued command without raising pending errors."""
+        if self._state == 0:
+            self._flush_buffer(0)
+            self._wait_seq(self._seq)
 
     def close(self, bint quiet=False):
         """Free every tensor and stop the worker. Idempotent."""
@@ -1386,7 +1417,7 @@ cdef class TensorBase:
         """The shape as a tuple; waits only for ops whose output shape depends on values."""
         cdef TensorInfo info = self._info
         if info.shape is None:
-            _channel.wait_produced(info)
+            _channel.wait_produced(info, "shape")
         return info.shape
 
     @property

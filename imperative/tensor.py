@@ -6,6 +6,7 @@ from . import _core
 from . import dtype as D
 from . import ops as O
 from .ops import cached_op
+from .scope import auto_name
 from ._core import TensorBase, as_device
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
@@ -73,8 +74,8 @@ class Tensor(TensorBase):
 
     @property
     def _name(self):
-        """Automatic name from the scope stack and the producing op."""
-        return self._record.auto_name or ""
+        """Automatic name from the scope stack and the producing op (`block.linear.MatrixMul:0`)."""
+        return auto_name(self._record)
 
     def item(self):
         return self.numpy().item()
