@@ -22,6 +22,15 @@ F = functional
 __version__ = "0.1.0"
 
 
+def __getattr__(name):
+    # The profiler is imported on first use: it keeps `import imperative` small, and
+    # `python -m imperative.profiler` then runs it as a fresh module.
+    if name in ("Profiler", "start_profile", "stop_profile"):
+        from . import profiler
+        return getattr(profiler, name)
+    raise AttributeError(f"module 'imperative' has no attribute {name!r}")
+
+
 @contextmanager
 def option(name, value):
     """`with imp.option("async_level", 0): ...` sets an option and restores it on exit."""
@@ -53,4 +62,5 @@ __all__ = [
     "option", "config_async_level", "get_async_level", "set_buffer_length", "memory_stats",
     "reset_peak_memory_stats", "get_device", "get_default_device", "set_default_device",
     "Device", "functional", "F", "random", "GenericPyOp", "push_scope", "pop_scope", "scope",
+    "Profiler", "start_profile", "stop_profile",
 ]

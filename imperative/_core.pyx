@@ -533,7 +533,7 @@ cdef class Channel:
             info.out_index = i
         _capture_site(cmd)
         self._submit(cmd)
-        if _profiling:
+        if _profiling and t0:
             _record_dispatch(t0, cmd)
         return outputs
 
@@ -616,7 +616,7 @@ cdef class Channel:
         info.status = PRODUCED
         info.op = op
         info.scope = _current_scope
-        if _profiling:
+        if _profiling and t0:
             _record_host_op(t0, op, a, b, info)
         return info
 
@@ -734,7 +734,7 @@ cdef class Channel:
                 pthread_cond_wait(&self._done_cond, &self._mutex)
             pthread_mutex_unlock(&self._mutex)
         self._n_waiters -= 1
-        if _profiling:
+        if _profiling and t0:
             _record_wait(t0, why)
         if self._processed < target:
             raise RuntimeError("the imperative worker thread died (catch_worker_exception=0?)")
@@ -787,7 +787,7 @@ cdef class Channel:
             t0 = _now_ns() if _profiling else 0
             try:
                 self._execute_apply(cmd)
-                if _profiling:
+                if _profiling and t0:    # recording started while it ran: skip it
                     _record_exec(t0, cmd)
             finally:
                 for info in cmd.inputs:

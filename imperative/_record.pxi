@@ -17,14 +17,18 @@ cdef extern from "pythread.h":
     unsigned long PyThread_get_thread_ident()
 
 # Record kinds (the first field of every record tuple)
-EV_DISPATCH = 0    # (kind, t0, t1, cmd, device, allocated, swapped): an op issued (maybe run inline)
-EV_HOST_OP = 1     # (kind, t0, t1, op, inputs, output, scope, device, allocated, swapped)
-EV_EXEC = 2        # (kind, t0, t1, cmd, device, allocated, swapped): an op run by the worker
-EV_WAIT = 3        # (kind, t0, t1, what)
-EV_SCOPE_PUSH = 4  # (kind, t, node)
-EV_SCOPE_POP = 5   # (kind, t, node)
-EV_INSTANT = 6     # (kind, t, name, args)
-EV_MEMORY = 7      # (kind, t0, t1, action, info, reason): drop, swap, evict, recompute
+cdef enum:
+    _EV_DISPATCH = 0    # (kind, t0, t1, cmd, device, allocated, swapped): an op issued (maybe run inline)
+    _EV_HOST_OP = 1     # (kind, t0, t1, op, inputs, output, scope, device, allocated, swapped)
+    _EV_EXEC = 2        # (kind, t0, t1, cmd, device, allocated, swapped): an op run by the worker
+    _EV_WAIT = 3        # (kind, t0, t1, what)
+    _EV_SCOPE_PUSH = 4  # (kind, t, node)
+    _EV_SCOPE_POP = 5   # (kind, t, node)
+    _EV_INSTANT = 6     # (kind, t, name, args)
+    _EV_MEMORY = 7      # (kind, t0, t1, action, info, reason): drop, swap, evict, recompute
+
+EV_DISPATCH, EV_HOST_OP, EV_EXEC, EV_WAIT = _EV_DISPATCH, _EV_HOST_OP, _EV_EXEC, _EV_WAIT
+EV_SCOPE_PUSH, EV_SCOPE_POP, EV_INSTANT, EV_MEMORY = _EV_SCOPE_PUSH, _EV_SCOPE_POP, _EV_INSTANT, _EV_MEMORY
 
 cdef int _profiling = 0
 cdef dict _buffers = {}            # thread ident -> list of records
@@ -49,30 +53,30 @@ cdef list _thread_buffer():
 
 cdef inline void _record_dispatch(long long t0, Command cmd):
     cdef Device dev = (<TensorInfo>cmd.outputs[0]).device if cmd.outputs else _channel.default_device
-    _thread_buffer().append((EV_DISPATCH, t0, _now_ns(), cmd, dev.name,
+    _thread_buffer().append((_EV_DISPATCH, t0, _now_ns(), cmd, dev.name,
                              dev.stats.allocated, dev.stats.swapped))
 
 
 cdef inline void _record_exec(long long t0, Command cmd):
     cdef Device dev = (<TensorInfo>cmd.outputs[0]).device if cmd.outputs else _channel.default_device
-    _thread_buffer().append((EV_EXEC, t0, _now_ns(), cmd, dev.name,
+    _thread_buffer().append((_EV_EXEC, t0, _now_ns(), cmd, dev.name,
                              dev.stats.allocated, dev.stats.swapped))
 
 
 cdef inline void _record_host_op(long long t0, OpDef op, TensorInfo a, TensorInfo b, TensorInfo out):
     cdef Device dev = out.device
-    _thread_buffer().append((EV_HOST_OP, t0, _now_ns(), op, (a,) if b is None else (a, b), out,
+    _thread_buffer().append((_EV_HOST_OP, t0, _now_ns(), op, (a,) if b is None else (a, b), out,
                              _current_scope, dev.name, dev.stats.allocated, dev.stats.swapped))
 
 
 cdef inline void _record_wait(long long t0, str what):
-    _thread_buffer().append((EV_WAIT, t0, _now_ns(), what))
+    _thread_buffer().append((_EV_WAIT, t0, _now_ns(), what))
 
 
 def record_memory_event(long long t0, str action, info, str reason):
     """A drop, swap or recomputation (called by the memory manager)."""
     if _profiling:
-        _thread_buffer().append((EV_MEMORY, t0, _now_ns(), action, info, reason))
+        _thread_buffer().append((_EV_MEMORY, t0, _now_ns(), action, info, reason))
 
 
 def now_ns():
@@ -91,12 +95,12 @@ def set_scope(node):
 
 def record_scope(bint push, node):
     if _profiling:
-        _thread_buffer().append((EV_SCOPE_PUSH if push else EV_SCOPE_POP, _now_ns(), node))
+        _thread_buffer().append((_EV_SCOPE_PUSH if push else _EV_SCOPE_POP, _now_ns(), node))
 
 
 def record_instant(str name, args=None):
     if _profiling:
-        _thread_buffer().append((EV_INSTANT, _now_ns(), name, args))
+        _thread_buffer().append((_EV_INSTANT, _now_ns(), name, args))
 
 
 def start_recording():

@@ -1,25 +1,152 @@
 """Elementwise ops: one `Elemwise(mode)` op over a table of modes."""
+import math
+
 import numpy as np
 
 from ..dtype import downcast, dtype_promotion
 from .base import Op, check_arity, reject_quantized
 
+_FLOAT16 = np.dtype(np.float16)
 _FLOAT32 = np.dtype(np.float32)
 
 
+# ---------------------------------------------------------------------------------------
+# Kernels numpy has no ufunc for. Float ones receive float32 or float16... no: the Elemwise
+# kernel hands them at least float32 (see `Elemwise._dtypes_for`), so their polynomial and
+# exp arithmetic never runs in float16.
+
+
 def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
+    # exp(-|x|) never overflows, so large negative inputs give 0 without a warning.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
 
 def _relu(x):
     return np.maximum(x, np.zeros((), x.dtype))
 
 
+def _rsqrt(x):
+    return 1 / np.sqrt(x)
+
+
+def _round(x):
+    # Half to even, like numpy.round; an integer or bool is already round (numpy's rint
+    # would turn it into a float).
+    return np.rint(x) if x.dtype.kind == "f" else x
+
+
+def _softplus(x):
+    # log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x.
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def _silu(x):
+    return x * _sigmoid(x)
+
+
+def _hswish(x):
+    return x * np.clip(x + 3, 0, 6) / 6
+
+
+def _hsigmoid(x):
+    return np.clip(x + 3, 0, 6) / 6
+
+
+# erf without scipy: two expansions fitted at import to Python's math.erf/math.erfc (float64
+# references, Chebyshev least squares on Chebyshev nodes, converted to power series in a
+# variable s in [-1, 1] so that Horner's rule stays well conditioned). Evaluated in float32
+# they are within 2 ulp of the correctly rounded erf.
+#   |x| < 1:  erf(x)  = x * S(s),            s = 2x^2 - 1
+#   a >= 0:   erfc(a) = t * exp(L(s) - a^2),  t = 1 / (1 + a/2), s = 2t - 1
+# (the second is the classic "erfc = t exp(-a^2 + P(t))" form, with our own fit of P).
+
+
+def _chebyshev_nodes(n):
+    return np.cos(np.pi * (np.arange(n) + 0.5) / n)
+
+
+def _erfcx(a):
+    """erfc(a) * exp(a^2) in float64, for a >= 0 (asymptotic series where exp overflows)."""
+    if a > 20.0:
+        v = 1.0 / (a * a)
+        return (1 - v / 2 + 0.75 * v * v - 1.875 * v ** 3 + 6.5625 * v ** 4) / (a * math.sqrt(math.pi))
+    return math.erfc(a) * math.exp(a * a)
+
+
+def _fit_power_series(s, values, degree):
+    cheb = np.polynomial.chebyshev
+    return tuple(float(c) for c in cheb.cheb2poly(cheb.chebfit(s, values, degree)))
+
+
+def _fit_erf_small():
+    s = _chebyshev_nodes(200)
+    x = np.sqrt((s + 1) / 2)
+    values = [math.erf(v) / v if v > 0 else 2 / math.sqrt(math.pi) for v in x]
+    return _fit_power_series(s, values, 7)
+
+
+def _fit_erfc():
+    s = _chebyshev_nodes(400)
+    t = (s + 1) / 2
+    values = [math.log(_erfcx(2 / tv - 2) / tv) for tv in t]
+    return _fit_power_series(s, values, 12)
+
+
+_ERF_SMALL = _fit_erf_small()
+_ERFC = _fit_erfc()
+
+
+def _horner(coefficients, s):
+    r = np.full_like(s, coefficients[-1])
+    for c in coefficients[-2::-1]:
+        r = r * s + c
+    return r
+
+
+def _erf_series(x):
+    """erf(x), accurate for |x| < 1."""
+    return x * _horner(_ERF_SMALL, 2 * x * x - 1)
+
+
+def _erfc_nonneg(a):
+    """erfc(a) for a >= 0, with relative accuracy deep into the tail."""
+    t = 1 / (1 + a / 2)
+    return t * np.exp(_horner(_ERFC, 2 * t - 1) - a * a)
+
+
+def _erf(x):
+    a = np.abs(x)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        return np.where(a < 1, _erf_series(x), np.copysign(1 - _erfc_nonneg(a), x))
+
+
+def _normal_cdf(x):
+    """P(N(0, 1) <= x); the lower tail through erfc, so gelu(-8) is not rounded to 0."""
+    z = x * np.asarray(1 / math.sqrt(2), x.dtype)
+    a = np.abs(z)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        tail = _erfc_nonneg(a) / 2
+        return np.where(a < 1, 0.5 + _erf_series(z) / 2, np.where(z < 0, tail, 1 - tail))
+
+
+def _gelu(x):
+    return x * _normal_cdf(x)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
 # mode -> (function, number of inputs, kind)
 #   "arith":   result in the promoted dtype (numpy's own loop decides, then downcast)
 #   "float":   float-only math: integer and bool inputs compute in float32
-#   "compare": bool result
+#   "compare": bool result (comparisons and logical ops)
 _MODES = {
+    # arithmetic
     "ADD": (np.add, 2, "arith"),
     "SUB": (np.subtract, 2, "arith"),
     "MUL": (np.multiply, 2, "arith"),
@@ -29,29 +156,67 @@ _MODES = {
     "POW": (np.power, 2, "arith"),
     "MAX": (np.maximum, 2, "arith"),
     "MIN": (np.minimum, 2, "arith"),
+    "NEGATE": (np.negative, 1, "arith"),
+    "ABS": (np.absolute, 1, "arith"),
+    "SIGN": (np.sign, 1, "arith"),
+    # bitwise, on integers and bools
     "AND": (np.bitwise_and, 2, "arith"),
     "OR": (np.bitwise_or, 2, "arith"),
     "XOR": (np.bitwise_xor, 2, "arith"),
+    "NOT": (np.invert, 1, "arith"),
+    "SHL": (np.left_shift, 2, "arith"),
+    "SHR": (np.right_shift, 2, "arith"),
+    # logical: truth values of any dtype, bool result
+    "LOGICAL_AND": (np.logical_and, 2, "compare"),
+    "LOGICAL_OR": (np.logical_or, 2, "compare"),
+    "LOGICAL_XOR": (np.logical_xor, 2, "compare"),
+    "LOGICAL_NOT": (np.logical_not, 1, "compare"),
+    # comparisons
     "EQ": (np.equal, 2, "compare"),
     "NE": (np.not_equal, 2, "compare"),
     "LT": (np.less, 2, "compare"),
     "LEQ": (np.less_equal, 2, "compare"),
     "GT": (np.greater, 2, "compare"),
     "GEQ": (np.greater_equal, 2, "compare"),
-    "NEGATE": (np.negative, 1, "arith"),
-    "ABS": (np.absolute, 1, "arith"),
-    "NOT": (np.invert, 1, "arith"),
-    "RELU": (_relu, 1, "arith"),
+    # rounding: integers come back unchanged, in their own dtype
+    "FLOOR": (np.floor, 1, "arith"),
+    "CEIL": (np.ceil, 1, "arith"),
+    "TRUNC": (np.trunc, 1, "arith"),
+    "ROUND": (_round, 1, "arith"),
+    # float math
     "EXP": (np.exp, 1, "float"),
+    "EXPM1": (np.expm1, 1, "float"),
     "LOG": (np.log, 1, "float"),
+    "LOG1P": (np.log1p, 1, "float"),
     "SQRT": (np.sqrt, 1, "float"),
+    "RSQRT": (_rsqrt, 1, "float"),
+    "SIN": (np.sin, 1, "float"),
+    "COS": (np.cos, 1, "float"),
+    "TAN": (np.tan, 1, "float"),
     "TANH": (np.tanh, 1, "float"),
+    "ERF": (_erf, 1, "float"),
+    # activations
+    "RELU": (_relu, 1, "arith"),
     "SIGMOID": (_sigmoid, 1, "float"),
+    "GELU": (_gelu, 1, "float"),
+    "GELU_TANH": (_gelu_tanh, 1, "float"),
+    "SOFTPLUS": (_softplus, 1, "float"),
+    "SILU": (_silu, 1, "float"),
+    "HSWISH": (_hswish, 1, "float"),
+    "HSIGMOID": (_hsigmoid, 1, "float"),
 }
 
 
 def modes():
     return tuple(_MODES)
+
+
+def _has_exact_fast_path(fn, kind):
+    """The core's fast path calls `fn` directly on equal-dtype inputs. That is right only
+    for a real ufunc whose own loop gives the contract's dtype: not for float-only math,
+    where numpy computes int8 in float16 and int32 in float64 but the contract says
+    float32."""
+    return isinstance(fn, np.ufunc) and kind != "float"
 
 
 class Elemwise(Op):
@@ -66,7 +231,7 @@ class Elemwise(Op):
         mode = mode.upper()
         fn, nin, kind = _MODES[mode]
         self._set(mode=mode, _fn=fn, _nin=nin, _kind=kind, _dtypes={})
-        if isinstance(fn, np.ufunc):
+        if _has_exact_fast_path(fn, kind):
             self._set(ufunc=fn)   # the core's fast path: equal shapes and dtypes
 
     @property
@@ -90,6 +255,10 @@ class Elemwise(Op):
             out = downcast(out)
         else:
             out = compute
+            if compute == _FLOAT16 and self._kind == "float":
+                # our own float kernels (polynomials, exp chains) would lose too much
+                # in float16: compute in float32, round once at the end
+                compute = _FLOAT32
         found = (compute, out)
         if len(self._dtypes) < 256:
             self._dtypes[key] = found

@@ -1,0 +1,222 @@
+"""Scopes and the profiler: names, the Chrome trace's tracks, slices, flows and counters,
+the summary command, and (when the trace viewer is set up) the real Perfetto UI."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+import imperative as imp
+from imperative import profiler
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VIEWER = os.path.join(os.path.dirname(REPO), "shared", "tools", "trace_viewer", "perfetto_headless.py")
+VIEWER_PYTHON = os.environ.get("IMPERATIVE_TRACE_VIEWER_PYTHON", "/tmp/trace-viewer-venv/bin/python")
+BIG = (128, 128)     # big enough for the worker (more than the host-compute limit)
+
+
+# ---------------------------------------------------------------- scopes
+
+
+def test_scopes_name_tensors_with_versions():
+    with imp.scope("block"):
+        with imp.scope("linear"):
+            x = imp.Tensor([1.0, 2.0])
+            y = x @ x
+            z = x + x
+    with imp.scope("block"):
+        w = x * 2
+    # versions count entries under the same parent over the whole process
+    m = re.fullmatch(r"block(?:\[(\d+)\])?\.linear\.Tensor:0", x._name)
+    assert m, x._name
+    first = int(m.group(1) or 0)
+    prefix = f"block[{first}]" if first else "block"
+    assert y._name == f"{prefix}.linear.MatrixMul:0"
+    assert z._name == f"{prefix}.linear.Elemwise.ADD:0"
+    assert w._name == f"block[{first + 1}].Elemwise.MUL:0"
+    assert (x + 1)._name == "Elemwise.ADD:0"
+    assert y.name == ""          # the user name is separate and not inherited
+
+
+def test_pop_scope_mismatch_and_empty_stack_leave_the_stack_alone():
+    with pytest.raises(ValueError, match="empty"):
+        imp.pop_scope("nothing")
+    imp.push_scope("outer")
+    try:
+        with pytest.raises(ValueError, match=r"pop_scope\('inner'\).*'outer'"):
+            imp.pop_scope("inner")
+        assert (imp.Tensor([1.0]) + 1)._name.startswith("outer")
+    finally:
+        imp.pop_scope("outer")
+    assert (imp.Tensor([1.0]) + 1)._name == "Elemwise.ADD:0"
+
+
+def test_scope_context_is_balanced_when_the_body_raises():
+    with pytest.raises(KeyError):
+        with imp.scope("failing"):
+            raise KeyError("x")
+    assert (imp.Tensor([1.0]) * 1)._name == "Elemwise.MUL:0"
+    with pytest.raises(TypeError):
+        imp.push_scope("")
+
+
+# ---------------------------------------------------------------- profiles
+
+
+def run_profiled_steps(tmp_path, steps=3):
+    """A small workload: queued big ops under scopes, host-computed tiny ops, a wait."""
+    x = imp.Tensor(np.ones(BIG, np.float32))
+    small = imp.Tensor(np.ones(4, np.float32))
+    with imp.Profiler(path=str(tmp_path)) as prof:
+        for _ in range(steps):
+            with imp.scope("block"):
+                with imp.scope("linear"):
+                    y = x @ x
+                    z = y + 1
+                s = small * 2
+            prof.step()
+        z.numpy()
+        s.numpy()
+    assert prof.files == [os.path.join(str(tmp_path), f"{os.getpid()}.chrome_timeline.json")]
+    with open(prof.files[0]) as f:
+        return json.load(f), prof.files[0]
+
+
+def tracks(trace):
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    slices = defaultdict(list)
+    for e in trace["traceEvents"]:
+        if e["ph"] == "X":
+            slices[names[e["tid"]]].append(e)
+    return names, slices
+
+
+def test_trace_has_named_tracks_ops_flows_scopes_waits_and_memory(tmp_path):
+    trace, _ = run_profiled_steps(tmp_path)
+    assert trace["displayTimeUnit"] == "ms"
+    names, slices = tracks(trace)
+    at_async_0 = imp.get_async_level() == 0
+    caller, worker = slices["MainThread"], slices.get("imperative-worker", [])
+    by = lambda evs, cat: [e for e in evs if e["cat"] == cat]
+    # every op appears once as an execution: on the worker, or on the caller when run there
+    executed = by(caller, "op") + by(worker, "op")
+    assert sorted(e["name"] for e in executed) == sorted(["MatrixMul", "Elemwise.ADD", "Elemwise.MUL"] * 3)
+    matmuls = [e for e in executed if e["name"] == "MatrixMul"]
+    assert all(e["args"]["in"] == "float32(128, 128), float32(128, 128)" for e in matmuls)
+    assert all("MatrixMul(transpose_a=False" in e["args"]["op"] for e in matmuls)
+    if not at_async_0:
+        # queued ops: a dispatch slice on the caller, joined to the worker's by a flow
+        assert sorted(e["name"] for e in by(caller, "dispatch")) == sorted(["MatrixMul", "Elemwise.ADD"] * 3)
+        starts = {e["id"] for e in trace["traceEvents"] if e["ph"] == "s"}
+        ends = {e["id"] for e in trace["traceEvents"] if e["ph"] == "f"}
+        assert starts == ends and len(starts) == 6
+        worker_scopes = [e["args"]["path"] for e in by(worker, "scope")]
+        assert len(worker_scopes) == 6
+        assert all(re.fullmatch(r"block(\[\d+\])?(\.linear)?", p) for p in worker_scopes)
+        assert any(e["name"].startswith("wait") for e in by(caller, "wait"))
+    scopes = [e["args"]["path"] for e in by(caller, "scope")]
+    assert len(scopes) == 6
+    assert all(re.fullmatch(r"block(\[\d+\])?(\.linear)?", p) for p in scopes)
+    marks = [e["name"] for e in trace["traceEvents"] if e["ph"] == "i"]
+    assert marks == ["step 1", "step 2", "step 3"]
+    counters = [e for e in trace["traceEvents"] if e["ph"] == "C"]
+    assert counters and all(e["name"] == "memory cpu0" and "allocated" in e["args"]
+                            and "swapped" in e["args"] for e in counters)
+
+
+def test_slices_on_each_track_nest_properly(tmp_path):
+    trace, _ = run_profiled_steps(tmp_path)
+    _, slices = tracks(trace)
+    for track, evs in slices.items():
+        spans = sorted(((round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000), e["name"])
+                        for e in evs), key=lambda s: (s[0], -s[1]))
+        stack = []
+        for start, end, name in spans:
+            while stack and stack[-1][1] <= start:
+                stack.pop()
+            assert not stack or end <= stack[-1][1], f"{name} overlaps {stack[-1][2]} on {track}"
+            stack.append((start, end, name))
+
+
+def test_start_twice_fails_and_nothing_is_written_before_stop(tmp_path):
+    imp.start_profile({"record_shapes": True})
+    try:
+        with pytest.raises(RuntimeError, match="already"):
+            imp.start_profile()
+        (imp.Tensor([1.0]) + 1).numpy()
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        dump = imp.stop_profile()
+    path = dump(str(tmp_path / "low_level"))
+    assert path.endswith("low_level.chrome_timeline.json") and os.path.exists(path)
+    with pytest.raises(RuntimeError, match="no profile"):
+        imp.stop_profile()
+    with pytest.raises(ValueError, match="unknown profiler option"):
+        imp.Profiler(path=str(tmp_path), colour=True)
+    with pytest.raises(ValueError, match="format"):
+        dump(str(tmp_path / "x"), "svg")
+
+
+def test_profiler_as_a_decorator(tmp_path):
+    @imp.Profiler(path=str(tmp_path))
+    def work():
+        return (imp.Tensor(np.ones(3, np.float32)) * 3).numpy()
+
+    np.testing.assert_array_equal(work(), [3, 3, 3])
+    assert os.path.exists(tmp_path / f"{os.getpid()}.chrome_timeline.json")
+
+
+def test_summary_command_prints_busiest_ops_and_the_memory_peak(tmp_path):
+    _, path = run_profiled_steps(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "imperative.profiler", "summary", path, "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    counts = {row["op"]: row["count"] for row in summary["ops"]}
+    assert counts == {"MatrixMul": 3, "Elemwise.ADD": 3, "Elemwise.MUL": 3}
+    assert abs(sum(row["share"] for row in summary["ops"]) - 1) < 1e-3
+    assert summary["peak_allocated_bytes"]["cpu0"] >= 2 * 128 * 128 * 4
+    text = subprocess.run([sys.executable, "-m", "imperative.profiler", "summary", path],
+                          capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0 and "MatrixMul" in text.stdout and "memory peak" in text.stdout
+
+
+# ---------------------------------------------------------------- the real Perfetto UI
+
+viewer_ready = os.path.exists(VIEWER) and os.path.exists(VIEWER_PYTHON) and shutil.which("chromium")
+
+
+@pytest.mark.skipif(not viewer_ready, reason="trace viewer not set up (see .ci/run)")
+def test_trace_loads_in_perfetto_with_the_slices_the_run_made(tmp_path, async_level):
+    if async_level == 0:
+        pytest.skip("one Perfetto load (about 12 s) is enough: async level 2 covers the worker")
+    trace, path = run_profiled_steps(tmp_path)
+    summary_path = tmp_path / "summary.json"
+    sql = ("SELECT thread.name AS thread, slice.name AS name, COUNT(*) AS n FROM slice "
+           "JOIN thread_track ON slice.track_id = thread_track.id "
+           "JOIN thread USING (utid) GROUP BY 1, 2")
+    r = subprocess.run([VIEWER_PYTHON, VIEWER, path, "--summary", str(summary_path), "--sql", sql,
+                        "--png", str(tmp_path / "trace.png")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = json.loads(summary_path.read_text())
+    assert s["loaded"]
+    q = s["queries"]
+    assert not [row for row in q["import_stats"] if row["severity"] in ("error", "data_loss")]
+    got = {(row["thread"], row["name"]): row["n"] for row in q["sql_0"]}
+    expected = defaultdict(int)
+    names, slices = tracks(trace)
+    for track, evs in slices.items():
+        for e in evs:
+            expected[(track, e["name"])] += 1
+    for e in trace["traceEvents"]:
+        if e["ph"] == "i":          # step marks: zero-length slices in Perfetto
+            expected[(names[e["tid"]], e["name"])] += 1
+    assert got == dict(expected)
+    assert len(q["flows"]) == sum(1 for e in trace["traceEvents"] if e["ph"] == "s")
