@@ -91,6 +91,7 @@ cdef class TensorInfo:
 cdef class Command:
     cdef public int kind
     cdef public long long seq          # [C] position in the worker stream, set when queued
+    cdef public long long prof_id      # [C] joins its dispatch and execution in a profile
     cdef public object op              # OpDef (CMD_APPLY)
     cdef public list inputs            # TensorInfo
     cdef public list outputs           # TensorInfo

@@ -1,1 +1,532 @@
-"""Placeholder: the functional API (imperative.functional, also imperative.F)."""
+"""The functional API (`imperative.functional`, also `imperative.F`).
+
+Each function builds its op (interned with `cached_op`, so the core reuses the op's
+inference cache) and applies it. Names and arguments follow numpy (`axis`, `keepdims`)
+and, for the NN set, PyTorch. Python scalars and numpy arrays are accepted wherever a
+tensor is: scalars take the dtype the contract's promotion gives them (`int8 tensor + 1`
+stays int8, `int32 tensor + 1.5` is float32), arrays keep theirs (float64 -> float32).
+"""
+import builtins
+import numbers
+
+import numpy as np
+
+from . import _core
+from . import dtype as D
+from . import ops as O
+from ._core import TensorBase, as_device
+from .device import get_device
+from .ops.base import cached_op, normalize_axes, normalize_axis
+from .ops.nn import float_dtype
+from .tensor import Tensor
+
+__all__ = [
+    # elementwise
+    "add", "sub", "mul", "div", "floor_div", "mod", "pow", "maximum", "minimum", "neg", "abs",
+    "sign", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf",
+    "floor", "ceil", "round", "trunc", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift",
+    "subtract", "multiply", "divide", "true_divide", "remainder", "power", "negative",
+    "where", "clip",
+    # reductions
+    "sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "std",
+    # linear algebra and shapes
+    "matmul", "reshape", "transpose", "broadcast_to", "expand_dims", "squeeze", "flatten",
+    "concat", "stack", "split",
+    # creation and devices
+    "zeros", "ones", "full", "arange", "linspace", "zeros_like", "ones_like", "full_like", "copy",
+    # neural networks
+    "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu",
+    "softmax", "log_softmax", "cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
+    "batch_norm", "layer_norm", "embedding",
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Arguments
+
+
+def _apply1(op, *tensors):
+    """Apply an op with one output."""
+    return _core.apply(op, *tensors)[0]
+
+
+def _as_tensor(value, device=None):
+    """A Tensor for `value`: Tensors unchanged, other data by Tensor()'s own dtype rules."""
+    if isinstance(value, TensorBase):
+        return value
+    if value is None:
+        raise TypeError("expected a Tensor, an array or a number, got None")
+    return Tensor(value, device=device)
+
+
+def _tensors(*args):
+    """The arguments as Tensors on one device. Python scalars become constants of the
+    dtype promotion gives them against the other arguments (API.md §5)."""
+    if builtins.all(isinstance(a, TensorBase) for a in args):
+        return args
+    for i, a in enumerate(args):
+        if a is None:
+            raise TypeError(f"argument {i} is None; expected a Tensor, an array or a number")
+    device = get_device(*args)
+    scalar_dtype = D.dtype_promotion(list(args))
+    return tuple(
+        Tensor(a, dtype=scalar_dtype, device=device) if isinstance(a, (bool, int, float))
+        else _as_tensor(a, device)
+        for a in args)
+
+
+def _hashable(value):
+    """Op parameters must be hashable: lists become tuples."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _shape_tuple(shape, what):
+    if isinstance(shape, numbers.Integral):
+        return (int(shape),)
+    try:
+        return tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{what}: shape must be an int or a sequence of ints, got {shape!r}") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Elementwise
+
+
+def _elemwise(mode, name, doc):
+    op = cached_op(O.Elemwise, mode)
+    if O.elemwise.arity(mode) == 1:
+        def fn(x):
+            return _apply1(op, *_tensors(x))
+    else:
+        def fn(x, y):
+            return _apply1(op, *_tensors(x, y))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{doc} (Elemwise {mode})."
+    return fn
+
+
+add = _elemwise("ADD", "add", "x + y")
+sub = _elemwise("SUB", "sub", "x - y")
+mul = _elemwise("MUL", "mul", "x * y")
+div = _elemwise("TRUE_DIV", "div", "x / y; integers divide in float32")
+floor_div = _elemwise("FLOOR_DIV", "floor_div", "x // y")
+mod = _elemwise("MOD", "mod", "x % y, with the sign of y as in numpy")
+pow = _elemwise("POW", "pow", "x ** y")
+maximum = _elemwise("MAX", "maximum", "Elementwise maximum, NaN-propagating")
+minimum = _elemwise("MIN", "minimum", "Elementwise minimum, NaN-propagating")
+neg = _elemwise("NEGATE", "neg", "-x")
+abs = _elemwise("ABS", "abs", "|x|")
+sign = _elemwise("SIGN", "sign", "-1, 0 or 1 by the sign of x")
+exp = _elemwise("EXP", "exp", "e ** x")
+expm1 = _elemwise("EXPM1", "expm1", "e ** x - 1, accurate near 0")
+log = _elemwise("LOG", "log", "Natural logarithm")
+log1p = _elemwise("LOG1P", "log1p", "log(1 + x), accurate near 0")
+sqrt = _elemwise("SQRT", "sqrt", "Square root")
+rsqrt = _elemwise("RSQRT", "rsqrt", "1 / sqrt(x)")
+sin = _elemwise("SIN", "sin", "Sine")
+cos = _elemwise("COS", "cos", "Cosine")
+tan = _elemwise("TAN", "tan", "Tangent")
+tanh = _elemwise("TANH", "tanh", "Hyperbolic tangent")
+erf = _elemwise("ERF", "erf", "The error function")
+floor = _elemwise("FLOOR", "floor", "Round down; integers unchanged")
+ceil = _elemwise("CEIL", "ceil", "Round up; integers unchanged")
+round = _elemwise("ROUND", "round", "Round half to even, as numpy.round; integers unchanged")
+trunc = _elemwise("TRUNC", "trunc", "Round toward zero; integers unchanged")
+equal = _elemwise("EQ", "equal", "x == y")
+not_equal = _elemwise("NE", "not_equal", "x != y")
+less = _elemwise("LT", "less", "x < y")
+less_equal = _elemwise("LEQ", "less_equal", "x <= y")
+greater = _elemwise("GT", "greater", "x > y")
+greater_equal = _elemwise("GEQ", "greater_equal", "x >= y")
+logical_and = _elemwise("LOGICAL_AND", "logical_and", "Truth of x and y")
+logical_or = _elemwise("LOGICAL_OR", "logical_or", "Truth of x or y")
+logical_xor = _elemwise("LOGICAL_XOR", "logical_xor", "Truth of x xor y")
+logical_not = _elemwise("LOGICAL_NOT", "logical_not", "Truth of not x")
+bitwise_and = _elemwise("AND", "bitwise_and", "x & y on integers and bools")
+bitwise_or = _elemwise("OR", "bitwise_or", "x | y on integers and bools")
+bitwise_xor = _elemwise("XOR", "bitwise_xor", "x ^ y on integers and bools")
+bitwise_not = _elemwise("NOT", "bitwise_not", "~x on integers and bools")
+left_shift = _elemwise("SHL", "left_shift", "x << y on integers")
+right_shift = _elemwise("SHR", "right_shift", "x >> y on integers")
+
+# numpy's spellings
+subtract, multiply, divide, true_divide = sub, mul, div, div
+remainder, power, negative = mod, pow, neg
+
+
+def where(condition, x, y):
+    """`x` where `condition` is true, else `y` (numpy.where, broadcasting; x and y are
+    promoted to one dtype)."""
+    x, y = _tensors(x, y)
+    condition = _as_tensor(condition, get_device(x, y))
+    return _apply1(cached_op(O.Where), condition, x, y)
+
+
+def clip(x, lower=None, upper=None):
+    """numpy.clip: bound x below by `lower` and above by `upper` (None: unbounded).
+    Tensor bounds broadcast; a float bound on an integer tensor gives float32."""
+    x = _as_tensor(x)
+    if lower is None and upper is None:
+        raise ValueError("clip: at least one of lower and upper must be given")
+    if builtins.any(b is not None and not isinstance(b, (bool, int, float)) for b in (lower, upper)):
+        # tensor or array bounds: the same as numpy, maximum then minimum
+        if lower is not None:
+            x = maximum(x, lower)
+        return x if upper is None else minimum(x, upper)
+    dt = D.dtype_promotion([x, lower, upper])
+    if not D.same_dtype(dt, x.dtype):
+        x = x.astype(dt)
+    return _apply1(cached_op(O.Clip, lower, upper), x)
+
+
+# ---------------------------------------------------------------------------------------
+# Reductions
+
+
+def _reduce(mode, x, axis, keepdims):
+    return _apply1(cached_op(O.Reduce, mode, _hashable(axis), bool(keepdims)), _as_tensor(x))
+
+
+def sum(x, axis=None, keepdims=False):
+    """Sum over `axis` (None: all; an int or a tuple). bool and small ints sum in int32."""
+    return _reduce("SUM", x, axis, keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    """Mean over `axis`; integers give float32."""
+    return _reduce("MEAN", x, axis, keepdims)
+
+
+def max(x, axis=None, keepdims=False):
+    """Maximum over `axis`."""
+    return _reduce("MAX", x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False):
+    """Minimum over `axis`."""
+    return _reduce("MIN", x, axis, keepdims)
+
+
+def prod(x, axis=None, keepdims=False):
+    """Product over `axis`."""
+    return _reduce("PRODUCT", x, axis, keepdims)
+
+
+def argmax(x, axis=None, keepdims=False):
+    """Index of the maximum (of the flattened tensor when axis is None), int32."""
+    return _apply1(cached_op(O.Argmax, axis, bool(keepdims)), _as_tensor(x))
+
+
+def argmin(x, axis=None, keepdims=False):
+    """Index of the minimum (of the flattened tensor when axis is None), int32."""
+    return _apply1(cached_op(O.Argmin, axis, bool(keepdims)), _as_tensor(x))
+
+
+def var(x, axis=None, keepdims=False, ddof=0):
+    """Variance over `axis`, numpy.var: mean squared deviation, divided by N - ddof."""
+    x = _as_tensor(x)
+    x = x.astype(float_dtype([x.dtype]))
+    axes = normalize_axes(_hashable(axis), x.ndim, "var")
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    deviation = x - mean(x, axes, keepdims=True)
+    # N - ddof <= 0 divides by zero: inf or nan, as in numpy
+    return _reduce("SUM_SQR", deviation, axes, keepdims) / float(builtins.max(count - ddof, 0))
+
+
+def std(x, axis=None, keepdims=False, ddof=0):
+    """Standard deviation over `axis`: sqrt(var(x, axis, keepdims, ddof))."""
+    return sqrt(var(x, axis, keepdims, ddof))
+
+
+# ---------------------------------------------------------------------------------------
+# Matrix products and shapes
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    """numpy.matmul(a, b), optionally transposing the last two dimensions of an input."""
+    return _apply1(cached_op(O.MatrixMul, bool(transpose_a), bool(transpose_b)), *_tensors(a, b))
+
+
+def reshape(x, shape):
+    """A tensor of the same values in `shape` (one -1 allowed)."""
+    return _apply1(cached_op(O.Reshape, _shape_tuple(shape, "reshape")), _as_tensor(x))
+
+
+def transpose(x, axes=None):
+    """Permute the axes (reverse them when axes is None), numpy.transpose."""
+    x = _as_tensor(x)
+    axes = tuple(range(x.ndim))[::-1] if axes is None else _shape_tuple(axes, "transpose")
+    return _apply1(cached_op(O.Dimshuffle, axes), x)
+
+
+def broadcast_to(x, shape):
+    """numpy.broadcast_to."""
+    return _apply1(cached_op(O.Broadcast, _shape_tuple(shape, "broadcast_to")), _as_tensor(x))
+
+
+def expand_dims(x, axis):
+    """Insert size-1 dimensions at `axis` (an int or a tuple) of the result."""
+    return _apply1(cached_op(O.AddAxis, _hashable(axis)), _as_tensor(x))
+
+
+def squeeze(x, axis=None):
+    """Remove size-1 dimensions: those at `axis`, or all of them when axis is None."""
+    x = _as_tensor(x)
+    if axis is None:
+        axis = tuple(i for i, s in enumerate(x.shape) if s == 1)
+    return _apply1(cached_op(O.RemoveAxis, _hashable(axis)), x)
+
+
+def flatten(x, start_axis=0, end_axis=-1):
+    """Merge dimensions start_axis..end_axis (inclusive) into one; a 0-d tensor gives (1,)."""
+    x = _as_tensor(x)
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    start = normalize_axis(start_axis, x.ndim, "flatten")
+    end = normalize_axis(end_axis, x.ndim, "flatten")
+    if start > end:
+        raise ValueError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis} "
+                         f"for shape {x.shape}")
+    merged = int(np.prod(x.shape[start:end + 1], dtype=np.int64))
+    return reshape(x, x.shape[:start] + (merged,) + x.shape[end + 1:])
+
+
+def _tensor_list(tensors, what):
+    if isinstance(tensors, TensorBase) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{what}: expected a list or tuple of tensors, got {type(tensors).__name__}")
+    if not tensors:
+        raise ValueError(f"{what}: needs at least one tensor, got an empty sequence")
+    return _tensors(*tensors)
+
+
+def concat(tensors, axis=0):
+    """Join tensors along an existing axis (numpy.concatenate); dtypes are promoted."""
+    return _apply1(cached_op(O.Concat, int(axis)), *_tensor_list(tensors, "concat"))
+
+
+def stack(tensors, axis=0):
+    """Join tensors of one shape along a new axis (numpy.stack)."""
+    tensors = _tensor_list(tensors, "stack")
+    first = tensors[0].shape
+    for i, t in enumerate(tensors[1:], 1):
+        if t.shape != first:
+            raise ValueError(f"stack: tensor {i} has shape {t.shape}, expected {first} "
+                             "(all tensors must have the same shape)")
+    axis = normalize_axis(axis, len(first) + 1, "stack")
+    return concat([expand_dims(t, axis) for t in tensors], axis)
+
+
+def split(x, indices_or_sections, axis=0):
+    """numpy.split: an int N gives N equal pieces; a sequence of indices gives the pieces
+    between them. Returns a list of tensors (views of x)."""
+    op = cached_op(O.Split, int(axis), _hashable(indices_or_sections))
+    return list(_core.apply(op, _as_tensor(x)))
+
+
+# ---------------------------------------------------------------------------------------
+# Creation and devices
+
+
+def _device_name(device):
+    return str(as_device(_core.get_default_device() if device is None else device))
+
+
+def _creation_dtype(dtype, *values):
+    # resolved before interning: cached_op keys compare 1 == 1.0 == True
+    return D.dtype_promotion(list(values)) if dtype is None else D.canonical_dtype(dtype)
+
+
+def full(shape, value, dtype=None, device=None):
+    """A tensor of `shape` filled with `value`; dtype None: from the value (bool, int ->
+    int32, float -> float32)."""
+    return _apply1(cached_op(O.Fill, _shape_tuple(shape, "full"), value,
+                             _creation_dtype(dtype, value), _device_name(device)))
+
+
+def zeros(shape, dtype="float32", device=None):
+    """A tensor of zeros."""
+    return full(shape, 0, dtype, device)
+
+
+def ones(shape, dtype="float32", device=None):
+    """A tensor of ones."""
+    return full(shape, 1, dtype, device)
+
+
+def full_like(x, value, dtype=None, device=None):
+    """A tensor of x's shape (and dtype and device unless given) filled with `value`."""
+    x = _as_tensor(x)
+    return full(x.shape, value, x.dtype if dtype is None else dtype,
+                x.device if device is None else device)
+
+
+def zeros_like(x, dtype=None, device=None):
+    """zeros of x's shape, dtype and device."""
+    return full_like(x, 0, dtype, device)
+
+
+def ones_like(x, dtype=None, device=None):
+    """ones of x's shape, dtype and device."""
+    return full_like(x, 1, dtype, device)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None):
+    """numpy.arange: `arange(stop)` or `arange(start, stop, step)`; dtype None: int32 when
+    every argument is an int, else float32."""
+    if stop is None:
+        start, stop = 0, start
+    return _apply1(cached_op(O.Arange, start, stop, step, _creation_dtype(dtype, start, stop, step),
+                             _device_name(device)))
+
+
+def linspace(start, stop, num=50, endpoint=True, dtype="float32", device=None):
+    """numpy.linspace: `num` evenly spaced values from start to stop."""
+    return _apply1(cached_op(O.Linspace, start, stop, num, bool(endpoint),
+                             _creation_dtype(dtype), _device_name(device)))
+
+
+def copy(x, device=None):
+    """A copy of x on `device` (x's own device when None)."""
+    x = _as_tensor(x)
+    return _apply1(cached_op(O.Copy, _device_name(x.device if device is None else device)), x)
+
+
+# ---------------------------------------------------------------------------------------
+# Neural networks
+
+relu = _elemwise("RELU", "relu", "max(x, 0)")
+sigmoid = _elemwise("SIGMOID", "sigmoid", "1 / (1 + exp(-x))")
+softplus = _elemwise("SOFTPLUS", "softplus", "log(1 + exp(x)), without overflow")
+silu = _elemwise("SILU", "silu", "x * sigmoid(x)")
+hardswish = _elemwise("HSWISH", "hardswish", "x * relu6(x + 3) / 6")
+hardsigmoid = _elemwise("HSIGMOID", "hardsigmoid", "relu6(x + 3) / 6")
+_gelu_erf = _elemwise("GELU", "gelu", "x * Phi(x)")
+_gelu_tanh = _elemwise("GELU_TANH", "gelu", "tanh approximation of gelu")
+
+
+def gelu(x, approximate="none"):
+    """x * Phi(x) with the exact erf ("none"), or PyTorch's tanh approximation ("tanh")."""
+    if approximate == "none":
+        return _gelu_erf(x)
+    if approximate == "tanh":
+        return _gelu_tanh(x)
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def leaky_relu(x, negative_slope=0.01):
+    """x where x >= 0, else negative_slope * x."""
+    return _apply1(cached_op(O.LeakyRelu, float(negative_slope)), _as_tensor(x))
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along `axis` (computed stably)."""
+    return _apply1(cached_op(O.Softmax, int(axis)), _as_tensor(x))
+
+
+def log_softmax(x, axis=-1):
+    """log(softmax(x)) along `axis` (computed stably)."""
+    return _apply1(cached_op(O.LogSoftmax, int(axis)), _as_tensor(x))
+
+
+def cross_entropy(logits, labels, axis=-1, reduction="mean"):
+    """Cross entropy of `logits` (classes along `axis`) against integer class `labels`
+    (the logits' shape without `axis`); reduction "mean", "sum" or "none"."""
+    logits = _as_tensor(logits)
+    labels = _as_tensor(labels, logits.device)
+    return _apply1(cached_op(O.CrossEntropy, int(axis), reduction), logits, labels)
+
+
+def linear(x, weight, bias=None):
+    """x @ weight.T (+ bias), with weight (out_features, in_features) as in PyTorch."""
+    x, weight = _as_tensor(x), _as_tensor(weight)
+    if weight.ndim != 2:
+        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), "
+                         f"got shape {weight.shape}")
+    if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input's last dimension must be in_features={weight.shape[1]} "
+                         f"(weight {weight.shape}), got input of shape {x.shape}")
+    y = matmul(x, weight, transpose_b=True)
+    if bias is None:
+        return y
+    bias = _as_tensor(bias, x.device)
+    if bias.shape != (weight.shape[0],):
+        raise ValueError(f"linear: bias must have shape ({weight.shape[0]},) (out_features), "
+                         f"got {bias.shape}")
+    return y + bias
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation) as PyTorch's: x (N, C, H, W), weight
+    (out_channels, C/groups, kh, kw), bias (out_channels,); ints or pairs."""
+    op = cached_op(O.Convolution, _hashable(stride), _hashable(padding), _hashable(dilation), groups)
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    return _apply1(op, *(_as_tensor(t) for t in inputs))
+
+
+def _pool(mode, x, kernel_size, stride, padding):
+    op = cached_op(O.Pooling, mode, _hashable(kernel_size), _hashable(stride), _hashable(padding))
+    return _apply1(op, _as_tensor(x))
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0):
+    """Max over kernel_size windows of x (N, C, H, W); stride None: kernel_size; the
+    padding never wins."""
+    return _pool("MAX", x, kernel_size, stride, padding)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0):
+    """Mean over kernel_size windows of x (N, C, H, W), counting only real input values
+    (padding excluded from the count)."""
+    return _pool("AVERAGE_COUNT_EXCLUDE_PADDING", x, kernel_size, stride, padding)
+
+
+def _affine_defaults(weight, bias, shape, dtype, device):
+    """Missing scale/shift parameters as ones/zeros (the identity transform)."""
+    weight = ones(shape, dtype, device) if weight is None else _as_tensor(weight, device)
+    bias = zeros(shape, dtype, device) if bias is None else _as_tensor(bias, device)
+    return weight, bias
+
+
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Batch normalisation of x (N, C, ...) per channel, as PyTorch's. In training the
+    batch statistics normalise, and `running_mean` / `running_var` (when given) are
+    updated in place: rebound to `(1 - momentum) * running + momentum * batch`."""
+    x = _as_tensor(x)
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: input must be at least 2-D (N, C, ...), got shape {x.shape}")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("batch_norm: give both running_mean and running_var, or neither")
+    weight, bias = _affine_defaults(weight, bias, (x.shape[1],), float_dtype([x.dtype]), x.device)
+    inputs = [x, weight, bias]
+    if running_mean is not None:
+        running_mean = _as_tensor(running_mean, x.device)
+        running_var = _as_tensor(running_var, x.device)
+        inputs += [running_mean, running_var]
+    op = cached_op(O.BatchNormForward, bool(training), float(momentum), float(eps))
+    outputs = _core.apply(op, *inputs)
+    if len(outputs) == 3:
+        running_mean._set_info_from(outputs[1])
+        running_var._set_info_from(outputs[2])
+    return outputs[0]
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the trailing `normalized_shape` dimensions, then scale by weight and
+    shift by bias (both of that shape) when given, as PyTorch's layer_norm."""
+    x = _as_tensor(x)
+    shape = _shape_tuple(normalized_shape, "layer_norm")
+    op = cached_op(O.LayerNormForward, shape, float(eps))
+    if weight is None and bias is None:
+        return _apply1(op, x)
+    weight, bias = _affine_defaults(weight, bias, shape, float_dtype([x.dtype]), x.device)
+    return _apply1(op, x, weight, bias)
+
+
+def embedding(indices, weight):
+    """Rows of weight (num_embeddings, dim) at the integer `indices`: indices.shape + (dim,)."""
+    weight = _as_tensor(weight)
+    return _apply1(cached_op(O.Embedding), _as_tensor(indices, weight.device), weight)

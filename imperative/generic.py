@@ -1,5 +1,111 @@
-"""Placeholder: GenericPyOp, ops written in Python."""
+"""`GenericPyOp`: an op written in Python as a composition of other imperative ops.
+
+    class AddMul(imp.GenericPyOp):
+        def __init__(self, k):
+            self.k = k
+        def _default_rule(self, x, y):
+            return x + y, x * self.k
+
+    s, p = AddMul(3)(x, y)                 # the rule runs now, on the caller's thread
+    s, p = imp.apply(AddMul(3), x, y)      # the same values, through the core
+
+Calling the op runs `_default_rule` directly: its ops are issued like any others (async,
+differentiable op by op), and an exception it raises reaches the caller unchanged.
+
+`imp.apply` is the core's, which only takes an `OpDef` and runs `infer` at dispatch on the
+caller's thread and `kernel` later, possibly on the worker, where no op may be issued. So a
+GenericPyOp is an Op whose `infer` runs the rule (on the caller's thread), waits for its
+results and keeps their arrays; `kernel` hands copies of those arrays out as the op's
+outputs. What that costs, and why each flag is set:
+
+* `imp.apply` of a GenericPyOp waits for the rule's results at the call (a sync point for
+  them, so worker errors inside the rule surface there); `op(*tensors)` does not wait.
+* VALUE_DEPENDENT: the core memoises `infer` per input shapes unless an op is value
+  dependent, and this infer must run the rule on every call. (Its shapes are known at
+  dispatch all the same: `.shape` never waits.)
+* RECOMPUTABLE = False: the kernel cannot rebuild its outputs from its inputs alone.
+* The results are copied at dispatch: the outputs get storage of their own, so nothing can
+  later write into an array that the rule's tensors still hold.
+"""
+import threading
+
+import numpy as np
+
+from . import _core
+from .ops.base import Op
 
 
-class GenericPyOp:
-    """Subclass and define `_default_rule(self, *inputs)`."""
+_pending_lock = threading.Lock()   # guards every op's results between infer and kernel
+
+
+class GenericPyOp(Op):
+    """Subclass and define `_default_rule(self, *inputs)` returning a Tensor or a tuple of
+    Tensors built with other imperative ops. Instances are equal by identity unless the
+    subclass lists parameter names in `_fields` (then by type and those parameters, which
+    it should treat as immutable)."""
+
+    VALUE_DEPENDENT = True
+    RECOMPUTABLE = False
+
+    def __setattr__(self, name, value):
+        # Unlike built-in ops, user ops keep their parameters as plain attributes.
+        object.__setattr__(self, name, value)
+
+    def _default_rule(self, *inputs):
+        raise NotImplementedError(f"{type(self).__name__} must define _default_rule(self, *inputs)")
+
+    def __eq__(self, other):
+        return self is other if not self._fields else Op.__eq__(self, other)
+
+    def __hash__(self):
+        return id(self) >> 4 if not self._fields else Op.__hash__(self)
+
+    def __repr__(self):
+        if self._fields:
+            return Op.__repr__(self)
+        params = {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in params.items())})"
+
+    def __call__(self, *inputs):
+        """Run the rule on `inputs` now; returns what it returns (a Tensor or a tuple)."""
+        for t in inputs:
+            if not isinstance(t, _core.TensorBase):
+                raise TypeError(f"op {self.name} expects Tensor inputs, got {type(t).__name__}")
+        result = self._default_rule(*inputs)
+        self._outputs_of(result)
+        return tuple(result) if isinstance(result, list) else result
+
+    def _outputs_of(self, result):
+        """The rule's result as a tuple of Tensors (TypeError for anything else)."""
+        outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        for out in outputs:
+            if not isinstance(out, _core.TensorBase):
+                raise TypeError(f"{self.name}._default_rule must return a Tensor or a tuple of "
+                                f"Tensors, got {type(out).__name__}")
+        return outputs
+
+    # ---- the core's protocol, for imp.apply
+
+    def infer(self, inputs):
+        channel = _core.channel()
+        outputs = self._outputs_of(self._default_rule(*map(_core.wrap_info, inputs)))
+        values = [np.array(channel.get_value(o._record), copy=True) for o in outputs]
+        # The kernel sees only its input arrays: remember them to find these results again.
+        # Commands may run out of dispatch order (a small op whose inputs are ready runs at
+        # once), so the match is by identity, not by position. 4-bit inputs reach kernels as
+        # fresh unpacked arrays and match anything (None).
+        for info in inputs:
+            channel.get_value(info)
+        keys = tuple(None if info.packed else info.value for info in inputs)
+        with _pending_lock:
+            self.__dict__.setdefault("_pending_results", []).append((keys, values))
+        return tuple((v.shape, o.dtype) for v, o in zip(values, outputs))
+
+    def kernel(self, *arrays):
+        with _pending_lock:
+            pending = self.__dict__.get("_pending_results", [])
+            for i, (keys, values) in enumerate(pending):
+                if all(k is None or k is a for k, a in zip(keys, arrays)):
+                    del pending[i]
+                    return tuple(values)
+        raise RuntimeError(f"{self.name}: no result was computed at dispatch for these inputs")

@@ -54,7 +54,7 @@ def stop_profile():
     """Stop recording; returns `dump(basename, format="chrome_timeline.json")`, which writes
     `<basename>.<format>` and returns its path."""
     global _active_options
-    buffers, names = _core.stop_recording()
+    buffers, names, objects = _core.stop_recording()
     opts, _active_options = _active_options, None
 
     def dump(basename, format="chrome_timeline.json"):
@@ -62,7 +62,7 @@ def stop_profile():
             raise ValueError(f"unknown profile format {format!r}; supported: {FORMATS}")
         path = f"{basename}.{format}"
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        trace = build_chrome_trace(buffers, names, opts)
+        trace = build_chrome_trace(buffers, names, objects, opts)
         with open(path, "w") as f:
             json.dump(trace, f, separators=(",", ":"))
         return path
@@ -114,8 +114,13 @@ def _us(ns, origin):
     return round((ns - origin) / 1000.0, 3)
 
 
-def _desc(info):
-    return f"{info.dtype}{tuple(info.shape) if info.shape is not None else '(?)'}"
+def _desc(shape, dtype):
+    return f"{dtype}{tuple(shape) if shape is not None else '(?)'}"
+
+
+def _descs(flat):
+    """(shape0, dtype0, shape1, dtype1, ...) -> 'float32(16,), float32(16,)'."""
+    return ", ".join(_desc(flat[i], flat[i + 1]) for i in range(0, len(flat), 2))
 
 
 def _op_args(op, inputs, outputs, with_shapes):
@@ -124,8 +129,8 @@ def _op_args(op, inputs, outputs, with_shapes):
     if fields and fields != ("mode",):
         args["op"] = repr(op)
     if with_shapes:
-        args["in"] = ", ".join(_desc(i) for i in inputs)
-        args["out"] = ", ".join(_desc(o) for o in outputs)
+        args["in"] = _descs(inputs)
+        args["out"] = _descs(outputs)
     return args
 
 
@@ -135,7 +140,7 @@ class _TraceBuilder:
         self.options = options
         self.pid = os.getpid()
         self.events = []
-        self.flow_ids = {}          # id(cmd) -> flow id
+        self.flow_ids = {}          # command's profile id -> flow id
         self.counters = {}          # device -> last (allocated, swapped) written
 
     def slice(self, tid, name, t0, t1, cat, args=None):
@@ -145,8 +150,8 @@ class _TraceBuilder:
             ev["args"] = args
         self.events.append(ev)
 
-    def flow(self, phase, cmd, tid, t):
-        ev = {"ph": phase, "id": self.flow_ids[id(cmd)], "pid": self.pid, "tid": tid,
+    def flow(self, phase, cmd_id, tid, t):
+        ev = {"ph": phase, "id": self.flow_ids[cmd_id], "pid": self.pid, "tid": tid,
               "ts": _us(t, self.origin), "name": "dispatch", "cat": "flow"}
         if phase == "f":
             ev["bp"] = "e"
@@ -166,8 +171,9 @@ class _TraceBuilder:
                             "args": {"allocated": allocated, "swapped": swapped}})
 
 
-def build_chrome_trace(buffers, names, options=None):
-    """Records → {"traceEvents": [...], "displayTimeUnit": "ms"}."""
+def build_chrome_trace(buffers, names, objects, options=None):
+    """Records → {"traceEvents": [...], "displayTimeUnit": "ms"}. `objects`: the ops and
+    scope nodes that records name by index."""
     options = _check_options(options or {})
     all_records = [r for buf in buffers.values() for r in buf]
     origin = min((r[1] for r in all_records), default=0)
@@ -177,14 +183,14 @@ def build_chrome_trace(buffers, names, options=None):
     for ident, tid in tids.items():
         b.events.append({"ph": "M", "pid": b.pid, "tid": tid, "name": "thread_name",
                          "args": {"name": names.get(ident, str(ident))}})
-    executed = {id(r[3]) for r in all_records if r[0] == _core.EV_EXEC}
-    dispatched = {id(r[3]) for r in all_records if r[0] == _core.EV_DISPATCH}
+    executed = {r[3] for r in all_records if r[0] == _core.EV_EXEC}
+    dispatched = {r[3] for r in all_records if r[0] == _core.EV_DISPATCH}
     # a flow needs both ends: ops issued before the profile started have no dispatch slice
     for cmd_id in sorted(executed & dispatched):
         b.flow_ids[cmd_id] = len(b.flow_ids) + 1
     last_t = max((r[2] if r[0] in (0, 1, 2, 3, 7) else r[1] for r in all_records), default=origin)
     for ident, records in buffers.items():
-        _thread_events(b, tids[ident], records, executed, last_t)
+        _thread_events(b, tids[ident], records, objects, executed, last_t)
     return {"traceEvents": b.events, "displayTimeUnit": "ms",
             "otherData": {"generator": "imperative.profiler"}}
 
@@ -195,31 +201,34 @@ def _number_threads(names):
     return {ident: i + 1 for i, ident in enumerate(order)}
 
 
-def _thread_events(b, tid, records, executed, last_t):
+def _thread_events(b, tid, records, objects, executed, last_t):
     shapes = b.options["record_shapes"]
     open_scopes = []                 # (node, t0) pushed on this thread
     worker_scopes = []               # (node, t0, t_last_end) derived from executed commands
     for r in records:
         kind = r[0]
         if kind == _core.EV_DISPATCH:
-            _, t0, t1, cmd, device, allocated, swapped = r
-            name = op_name(cmd.op)
-            if id(cmd) in executed:
-                b.slice(tid, name, t0, t1, "dispatch")
-                b.flow("s", cmd, tid, t0)
+            _, t0, t1, cmd_id, op, ins, outs, device, allocated, swapped = r
+            op = objects[op]
+            if cmd_id in executed:
+                b.slice(tid, op_name(op), t0, t1, "dispatch")
+                if cmd_id in b.flow_ids:
+                    b.flow("s", cmd_id, tid, t0)
             else:   # ran inline on this thread: the dispatch slice is the execution
-                b.slice(tid, name, t0, t1, "op", _op_args(cmd.op, cmd.inputs, cmd.outputs, shapes))
+                b.slice(tid, op_name(op), t0, t1, "op", _op_args(op, ins, outs, shapes))
                 b.counter(t1, device, allocated, swapped)
         elif kind == _core.EV_HOST_OP:
-            _, t0, t1, op, inputs, out, _scope, device, allocated, swapped = r
-            b.slice(tid, op_name(op), t0, t1, "op", _op_args(op, inputs, (out,), shapes))
+            _, t0, t1, op, ins, outs, device, allocated, swapped = r
+            op = objects[op]
+            b.slice(tid, op_name(op), t0, t1, "op", _op_args(op, ins, outs, shapes))
             b.counter(t1, device, allocated, swapped)
         elif kind == _core.EV_EXEC:
-            _, t0, t1, cmd, device, allocated, swapped = r
-            _follow_scopes(b, tid, worker_scopes, cmd.scope, t0)
-            b.slice(tid, op_name(cmd.op), t0, t1, "op", _op_args(cmd.op, cmd.inputs, cmd.outputs, shapes))
-            if id(cmd) in b.flow_ids:
-                b.flow("f", cmd, tid, t0)
+            _, t0, t1, cmd_id, op, ins, outs, scope, device, allocated, swapped = r
+            op, scope = objects[op], (objects[scope] if scope >= 0 else None)
+            _follow_scopes(b, tid, worker_scopes, scope, t0)
+            b.slice(tid, op_name(op), t0, t1, "op", _op_args(op, ins, outs, shapes))
+            if cmd_id in b.flow_ids:
+                b.flow("f", cmd_id, tid, t0)
             b.counter(t1, device, allocated, swapped)
             if worker_scopes:
                 worker_scopes[-1] = worker_scopes[-1][:2] + (t1,)
@@ -227,9 +236,9 @@ def _thread_events(b, tid, records, executed, last_t):
             _, t0, t1, what = r
             b.slice(tid, f"wait {what}", t0, t1, "wait")
         elif kind == _core.EV_SCOPE_PUSH:
-            open_scopes.append((r[2], r[1]))
+            open_scopes.append((objects[r[2]], r[1]))
         elif kind == _core.EV_SCOPE_POP:
-            if open_scopes and open_scopes[-1][0] is r[2]:
+            if open_scopes and open_scopes[-1][0] is objects[r[2]]:
                 node, t0 = open_scopes.pop()
                 b.slice(tid, node.label, t0, r[1], "scope", {"path": node.path})
         elif kind == _core.EV_INSTANT:
@@ -239,8 +248,8 @@ def _thread_events(b, tid, records, executed, last_t):
                 ev["args"] = r[3]
             b.events.append(ev)
         elif kind == _core.EV_MEMORY:
-            _, t0, t1, action, info, reason = r
-            b.slice(tid, f"{action} {_desc(info)}", t0, t1, "memory", {"reason": reason})
+            _, t0, t1, action, desc, reason = r
+            b.slice(tid, f"{action} {_desc(*desc)}", t0, t1, "memory", {"reason": reason})
     end = records[-1][2] if records and records[-1][0] in (0, 1, 2, 3, 7) else last_t
     while open_scopes:               # scopes still open when the profile stopped
         node, t0 = open_scopes.pop()

@@ -1,1 +1,93 @@
-"""Placeholder: random number ops seeded by imperative.random.seed(n)."""
+"""`imperative.random`: random tensors, reproducible with `seed(n)`.
+
+The runtime is asynchronous, so the numbers must not depend on when the worker runs an op.
+Each call therefore draws a fresh 64-bit seed from a host-side numpy Generator at dispatch
+and stores it in the op (imperative.ops.rng); the kernel seeds its own generator with it.
+After `seed(n)` the same calls give the same tensors at every async level, in whatever
+order their values are read. Without a call to `seed`, the host generator starts from
+fresh OS entropy.
+
+    imp.random.seed(0)
+    w = imp.random.normal(0.0, 0.02, size=(256, 128))
+"""
+import operator
+import threading
+
+import numpy as np
+
+from . import _core
+from .ops.rng import (DropoutMaskRNG, GaussianRNG, PermutationRNG, RandIntRNG, ShuffleRNG,
+                      UniformRNG)
+
+__all__ = ["seed", "normal", "uniform", "randint", "permutation", "dropout_mask", "dropout"]
+
+_lock = threading.Lock()        # several Python threads may draw seeds
+_host = np.random.default_rng()
+
+
+def seed(n):
+    """Restart the host generator from `n` (a non-negative int)."""
+    global _host
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {n}")
+    with _lock:
+        _host = np.random.default_rng(n)
+
+
+def _run(make_op, *inputs):
+    """Build the op with the next seed and run it. A call whose arguments are rejected does
+    not consume a seed, so it cannot shift the numbers of the calls after it."""
+    with _lock:
+        state = _host.bit_generator.state
+        try:
+            op = make_op(int(_host.integers(0, 2 ** 64, dtype=np.uint64)))
+        except BaseException:
+            _host.bit_generator.state = state
+            raise
+    return _core.apply(op, *inputs)[0]
+
+
+def normal(mean=0.0, std=1.0, size=None, *, dtype="float32", device=None):
+    """Samples of N(mean, std**2); `size=None` gives a 0-d tensor."""
+    return _run(lambda s: GaussianRNG(s, mean, std, size, dtype, device))
+
+
+def uniform(low=0.0, high=1.0, size=None, *, dtype="float32", device=None):
+    """Samples uniform in [low, high)."""
+    return _run(lambda s: UniformRNG(s, low, high, size, dtype, device))
+
+
+def randint(low, high=None, size=None, *, dtype="int32", device=None):
+    """Integers uniform in [low, high), or in [0, low) when `high` is None (as numpy)."""
+    if high is None:
+        low, high = 0, low
+    return _run(lambda s: RandIntRNG(s, low, high, size, dtype, device))
+
+
+def permutation(n, *, dtype="int32", device=None):
+    """A random permutation of `arange(n)` for an int `n`; for a Tensor (or array), a copy
+    with its entries along axis 0 shuffled."""
+    if isinstance(n, (int, np.integer)):
+        return _run(lambda s: PermutationRNG(s, n, dtype, device))
+    if not isinstance(n, _core.TensorBase):
+        from .tensor import Tensor
+        n = Tensor(n, device=device)
+    return _run(ShuffleRNG, n)
+
+
+def dropout_mask(x, p):
+    """A mask shaped like `x` (on its device) holding 1 with probability 1 - p and 0
+    otherwise; of x's dtype when x is floating point, float32 otherwise."""
+    dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float32)
+    return _run(lambda s: DropoutMaskRNG(s, p, x.shape, dtype, x.device))
+
+
+def dropout(x, p=0.5, training=True):
+    """Inverted dropout: zero each element with probability p and scale the rest by
+    1 / (1 - p), so the expectation is unchanged; `x` itself when not training."""
+    if not 0 <= p < 1:
+        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    if not training:
+        return x
+    return x * dropout_mask(x, p) / (1 - p)

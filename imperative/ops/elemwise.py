@@ -11,9 +11,9 @@ _FLOAT32 = np.dtype(np.float32)
 
 
 # ---------------------------------------------------------------------------------------
-# Kernels numpy has no ufunc for. Float ones receive float32 or float16... no: the Elemwise
-# kernel hands them at least float32 (see `Elemwise._dtypes_for`), so their polynomial and
-# exp arithmetic never runs in float16.
+# Kernels numpy has no ufunc for. The float ones always receive float32 (or wider) arrays:
+# `Elemwise._dtypes_for` computes float16 in float32, so their polynomial and exp chains
+# never round in float16 between steps.
 
 
 def _sigmoid(x):
@@ -131,7 +131,8 @@ def _normal_cdf(x):
 
 
 def _gelu(x):
-    return x * _normal_cdf(x)
+    with np.errstate(invalid="ignore"):     # gelu(-inf) = -inf * 0 is nan, as in PyTorch
+        return x * _normal_cdf(x)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -209,6 +210,11 @@ _MODES = {
 
 def modes():
     return tuple(_MODES)
+
+
+def arity(mode):
+    """Number of inputs of an Elemwise mode."""
+    return _MODES[mode.upper()][1]
 
 
 def _has_exact_fast_path(fn, kind):

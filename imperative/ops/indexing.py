@@ -1,16 +1,438 @@
-"""Indexing: `getitem(tensor, index)` and `setitem(tensor, index, value)` for Tensor."""
+"""Indexing: `getitem(tensor, index)` and `setitem(tensor, index, value)` for Tensor, numpy-exact.
+
+An index is split at dispatch into a hashable structure, the op's `items`, and the index
+arrays, which become the op's extra inputs: `x[1:, idx, None]` runs
+`IndexingMultiAxisVec(items=[1:, <tensor>, None])` on the inputs `(x, idx)`. Each item is
+
+* an int, `None`, `Ellipsis`,
+* `("slice", start, stop, step)` (a slice; slices are not hashable before Python 3.12),
+* `("bool", b)`: a 0-d boolean index (numpy: a new axis of length 1 or 0),
+* `TENSOR`: the next index input, an integer array or a boolean mask.
+
+Everything known at dispatch is checked there (IndexError as numpy raises it: Python ints
+out of range, too many indices, mask shapes, numpy index arrays out of range); the values of
+index *tensors* are known only to the kernel, which reports them as an async error.
+Only a boolean-mask tensor makes the result's shape depend on values (a VALUE_DEPENDENT op).
+
+Tensor values are immutable: `setitem` computes the new value with SetSubtensor /
+IndexingSetMultiAxisVec and rebinds the tensor to it. Those ops are INPLACE_CAPABLE, so the
+worker writes into the old buffer when nothing else holds it.
+"""
+import functools
+import operator
+
+import numpy as np
+
 from .. import _core
-from .base import cached_op
+from .. import dtype as D
+from .base import Op, cached_op, check_arity
 from .shape import Subtensor
 
-__all__ = []
+__all__ = ["IndexingMultiAxisVec", "MaskedIndexingMultiAxisVec", "SetSubtensor",
+           "IndexingSetMultiAxisVec"]
+
+TENSOR = "tensor"   # the item standing for the next index input
+_FULL = ("slice", None, None, None)
+_NOT_AN_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) "
+                 "and integer or boolean arrays are valid indices")
+
+
+# --------------------------------------------------------------------------- items
+
+
+def _is_tensor(item):
+    return isinstance(item, str) and item == TENSOR
+
+
+def _is_basic(item):
+    """Ints, slices, None and `...` index without copying (numpy's basic indexing)."""
+    return not _is_tensor(item) and not (isinstance(item, tuple) and item[0] == "bool")
+
+
+def _slice_item(s):
+    start, stop, step = (None if v is None else operator.index(v) for v in (s.start, s.stop, s.step))
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    return ("slice", start, stop, step)
+
+
+def _item(obj):
+    """One index element that is not an array → its hashable item."""
+    if obj is None or obj is Ellipsis:
+        return obj
+    if isinstance(obj, slice):
+        return _slice_item(obj)
+    if isinstance(obj, tuple) and len(obj) == 4 and obj[0] == "slice":
+        return _slice_item(slice(*obj[1:]))
+    if isinstance(obj, tuple) and len(obj) == 2 and obj[0] == "bool":
+        return ("bool", bool(obj[1]))
+    if isinstance(obj, (bool, np.bool_)):
+        return ("bool", bool(obj))
+    try:
+        return operator.index(obj)
+    except TypeError:
+        raise IndexError(_NOT_AN_INDEX) from None
+
+
+def _to_numpy(item):
+    """The item as numpy takes it (for everything but TENSOR)."""
+    if isinstance(item, tuple):
+        return slice(*item[1:]) if item[0] == "slice" else item[1]
+    return item
+
+
+def _numpy_index(items, arrays):
+    arrays = iter(arrays)
+    return tuple(next(arrays) if _is_tensor(item) else _to_numpy(item) for item in items)
+
+
+def _format_item(item):
+    if _is_tensor(item):
+        return "<tensor>"
+    if item is Ellipsis:
+        return "..."
+    if isinstance(item, tuple) and item[0] == "slice":
+        start, stop, step = ("" if v is None else str(v) for v in item[1:])
+        return f"{start}:{stop}" + (f":{step}" if step else "")
+    return repr(_to_numpy(item))
+
+
+# --------------------------------------------------------------------------- numpy's rules on shapes
+#
+# These work on anything with `.shape` and `.dtype`: the records infer gets, Tensors and numpy
+# arrays (the front end checks constant index arrays with them before they become inputs).
+
+
+def _pair(items, operands):
+    """Each item with the operand it stands for (None for the others)."""
+    operands = iter(operands)
+    return [(item, next(operands) if _is_tensor(item) else None) for item in items]
+
+
+def _is_mask(operand):
+    return operand is not None and operand.dtype.kind == "b"
+
+
+def _consumed(item, operand):
+    """How many input axes an item indexes: a k-d mask k, None/`...`/0-d bool none."""
+    if operand is not None:
+        return len(operand.shape) if _is_mask(operand) else 1
+    if item is None or item is Ellipsis or isinstance(item, tuple) and item[0] == "bool":
+        return 0
+    return 1
+
+
+def _first_axes(pairs, ndim):
+    """The first input axis each item indexes, and how many axes `...` stands for (0 when
+    there is none: the axes left over are then indexed by the implicit trailing `:`)."""
+    ellipses = sum(item is Ellipsis for item, _ in pairs)
+    if ellipses > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(_consumed(item, operand) for item, operand in pairs)
+    if used > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, "
+                         f"but {used} were indexed")
+    width = ndim - used if ellipses else 0
+    axes, axis = [], 0
+    for item, operand in pairs:
+        axes.append(axis)
+        axis += width if item is Ellipsis else _consumed(item, operand)
+    return axes, width
+
+
+def _check_int(i, size, axis):
+    if not -size <= i < size:
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+
+
+def _check_mask(mask_shape, shape, axis):
+    for k, (m, n) in enumerate(zip(mask_shape, shape[axis:])):
+        if m != n:
+            raise IndexError(f"boolean index did not match indexed array along axis {axis + k}; "
+                             f"size of axis is {n} but size of corresponding boolean axis is {m}")
+
+
+def _check_index_dtype(dtype):
+    if dtype.kind not in "iub":
+        raise IndexError("arrays used as indices must be of integer (or boolean) type, "
+                         f"got {D.dtype_name(dtype)}")
+
+
+def _advanced_shape(item, operand, shape, axis):
+    """The shape an advanced item contributes before broadcasting (None: a mask's unknown count)."""
+    if operand is None:                       # an int among advanced indices, or a 0-d bool
+        if isinstance(item, tuple):
+            return (int(item[1]),)
+        _check_int(item, shape[axis], axis)
+        return ()
+    _check_index_dtype(operand.dtype)
+    if _is_mask(operand):
+        _check_mask(operand.shape, shape, axis)
+        return (None,)
+    return tuple(operand.shape)
+
+
+def _basic_dims(item, shape, axis):
+    if item is None:
+        return (1,)
+    if isinstance(item, tuple):               # a slice
+        return (len(range(*slice(*item[1:]).indices(shape[axis]))),)
+    _check_int(item, shape[axis], axis)
+    return ()
+
+
+def _broadcast_index_shapes(shapes):
+    known = [s for s in shapes if None not in s]
+    try:
+        out = np.broadcast_shapes(*known)
+    except ValueError:
+        raise IndexError("shape mismatch: indexing arrays could not be broadcast together "
+                         "with shapes " + " ".join(map(str, known))) from None
+    return None if len(known) < len(shapes) else out
+
+
+def indexed_shape(items, operands, shape):
+    """The shape of `x[index]` for an x of `shape`, by numpy's rules; None when a boolean
+    mask makes it depend on values. Raises IndexError as numpy does.
+
+    Advanced indices (arrays, masks, 0-d bools, and ints once any array is present) broadcast
+    together; their dimensions replace the first of them when they are adjacent, and go to
+    the front when a slice, None or `...` separates them."""
+    pairs = _pair(items, operands)
+    axes, width = _first_axes(pairs, len(shape))
+    any_advanced = any(not _is_basic(item) for item, _ in pairs)
+    dims, advanced, place, last, adjacent = [], [], None, None, True
+    for i, ((item, operand), axis) in enumerate(zip(pairs, axes)):
+        if item is Ellipsis:
+            dims.extend(shape[axis:axis + width])
+        elif not _is_basic(item) or (any_advanced and isinstance(item, int)):
+            advanced.append(_advanced_shape(item, operand, shape, axis))
+            if place is None:
+                place = len(dims)
+            adjacent = adjacent and (last is None or last == i - 1)
+            last = i
+        else:
+            dims.extend(_basic_dims(item, shape, axis))
+    consumed = sum(_consumed(item, operand) for item, operand in pairs) + width
+    dims.extend(shape[consumed:])
+    if not advanced:
+        return tuple(dims)
+    joined = _broadcast_index_shapes(advanced)
+    if joined is None:
+        return None
+    if not adjacent:
+        place = 0
+    return tuple(dims[:place]) + tuple(joined) + tuple(dims[place:])
+
+
+def _check_value_shape(value_shape, target):
+    """numpy's assignment rule: the value broadcasts to the target (extra leading 1s allowed)."""
+    trimmed = tuple(value_shape)
+    while len(trimmed) > len(target) and trimmed[0] == 1:
+        trimmed = trimmed[1:]
+    try:
+        ok = np.broadcast_shapes(trimmed, target) == tuple(target)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"could not broadcast input array from shape {tuple(value_shape)} "
+                         f"into shape {tuple(target)}")
+
+
+# --------------------------------------------------------------------------- ops
+
+
+class _IndexOp(Op):
+    """`items` describes the index; each TENSOR item is one more input after the fixed ones."""
+
+    _fields = ("items",)
+    _ALLOWS_ADVANCED = True
+    _FIXED_INPUTS = 1          # x (getitem); x and the value (setitem)
+
+    def __init__(self, items):
+        items = tuple(i if _is_tensor(i) else _item(i)
+                      for i in (items if isinstance(items, tuple) else (items,)))
+        if not self._ALLOWS_ADVANCED and not all(map(_is_basic, items)):
+            raise ValueError(f"{type(self).__name__} takes ints, slices, None and '...' only; "
+                             "use the MultiAxisVec ops for array and boolean indices")
+        self._set(items=items)
+
+    def __repr__(self):
+        return f"{type(self).__name__}([{', '.join(map(_format_item, self.items))}])"
+
+    def _target_shape(self, inputs):
+        """Check the inputs and return (x, the shape of x[index] or None)."""
+        n_tensors = sum(map(_is_tensor, self.items))
+        check_arity(self, inputs, self._FIXED_INPUTS + n_tensors)
+        x = inputs[0]
+        return x, indexed_shape(self.items, inputs[self._FIXED_INPUTS:], x.shape)
+
+    def index(self, arrays):
+        """The numpy index, given the index inputs' arrays."""
+        return _numpy_index(self.items, arrays)
+
+
+class IndexingMultiAxisVec(_IndexOp):
+    """`x[index]` with integer index arrays among the items: inputs (x, *index_arrays).
+    The result is a copy, as in numpy."""
+
+    def infer(self, inputs):
+        x, shape = self._target_shape(inputs)
+        if shape is None and not self.VALUE_DEPENDENT:
+            raise TypeError(f"{self!r}: a boolean mask input makes the shape depend on values; "
+                            "use MaskedIndexingMultiAxisVec")
+        return ((shape, x.dtype),)
+
+    def kernel(self, x, *indices):
+        return np.asarray(x[self.index(indices)])
+
+
+class MaskedIndexingMultiAxisVec(IndexingMultiAxisVec):
+    """`x[index]` with a boolean-mask tensor among the index inputs: the number of selected
+    elements, hence the shape, is known only when the kernel has run."""
+
+    VALUE_DEPENDENT = True
+
+
+class SetSubtensor(_IndexOp):
+    """The value of `x` after `x[index] = value` for a basic index: inputs (x, value), the
+    value already of x's dtype. Writes into x's buffer only when the core hands it over
+    (`out=`, x dying and unshared); otherwise into a copy."""
+
+    _ALLOWS_ADVANCED = False
+    _FIXED_INPUTS = 2
+    INPLACE_CAPABLE = True
+
+    def infer(self, inputs):
+        x, target = self._target_shape(inputs)
+        value = inputs[1]
+        if not D.same_dtype(value.dtype, x.dtype):
+            raise TypeError(f"{self!r}: the value has dtype {D.dtype_name(value.dtype)}, the "
+                            f"tensor {D.dtype_name(x.dtype)}; convert it first")
+        if target is not None:            # a mask's selection is checked by numpy in the kernel
+            _check_value_shape(value.shape, target)
+        return ((x.shape, x.dtype),)
+
+    def kernel(self, x, value, *indices, out=None):
+        # `out` is some dying input of x's shape and dtype: it may be the value or an index
+        # array, and only x's own buffer may be overwritten.
+        result = out if out is x else x.copy()
+        result[self.index(indices)] = value
+        return result
+
+
+class IndexingSetMultiAxisVec(SetSubtensor):
+    """SetSubtensor for any index: inputs (x, value, *index_arrays)."""
+
+    _ALLOWS_ADVANCED = True
+
+
+@functools.lru_cache(maxsize=1024)
+def _subtensor(items):
+    """Basic indexing is a view: shape.Subtensor, interned by our hashable items."""
+    return Subtensor(tuple(_to_numpy(item) for item in items))
+
+
+# --------------------------------------------------------------------------- Tensor.__getitem__ / __setitem__
+
+
+def _as_index_array(obj):
+    """A list, tuple or array index element → a numpy array (numpy's conversion)."""
+    try:
+        arr = np.asarray(obj)
+    except ValueError:                       # ragged nesting
+        raise IndexError(_NOT_AN_INDEX) from None
+    if arr.size == 0 and not isinstance(obj, np.ndarray):
+        arr = arr.astype(np.intp)            # numpy reads `[]` as an empty integer index
+    if arr.dtype.kind not in "iub":
+        raise IndexError(_NOT_AN_INDEX if arr.dtype.kind in "OUSV" else
+                         "arrays used as indices must be of integer (or boolean) type")
+    return arr
+
+
+def _parse(index):
+    """A user index → (items, operands); operands are Tensors or numpy arrays."""
+    items, operands = [], []
+    for obj in index if isinstance(index, tuple) else (index,):
+        if isinstance(obj, _core.TensorBase):
+            _check_index_dtype(obj.dtype)
+            items.append(TENSOR)
+            operands.append(obj)
+        elif isinstance(obj, (list, tuple, np.ndarray)):
+            arr = _as_index_array(obj)
+            if arr.ndim == 0:                # numpy takes 0-d arrays as scalars
+                items.append(_item(arr[()]))
+            else:
+                items.append(TENSOR)
+                operands.append(arr)
+        else:
+            items.append(_item(obj))
+    return items, operands
+
+
+def _constants_to_tensors(items, operands, shape):
+    """Numpy index arrays are known now: check them like Python ints (IndexError at the
+    call) and turn them into index inputs. A numpy mask becomes its nonzero() arrays, which
+    numpy defines it to be, so its result shape is known at dispatch."""
+    from ..tensor import Tensor
+    axes, _ = _first_axes(_pair(items, operands), len(shape))
+    out_items, out_operands, operands = [], [], iter(operands)
+    for item, axis in zip(items, axes):
+        operand = next(operands) if _is_tensor(item) else None
+        if not isinstance(operand, np.ndarray):
+            out_items.append(item)
+            if operand is not None:
+                out_operands.append(operand)
+            continue
+        if operand.dtype.kind == "b":
+            _check_mask(operand.shape, shape, axis)
+            parts = operand.nonzero()
+        else:
+            if operand.size:
+                for bound in (operand.min(), operand.max()):
+                    _check_int(int(bound), shape[axis], axis)
+            parts = (operand,)
+        out_items.extend([TENSOR] * len(parts))
+        out_operands.extend(Tensor(p) for p in parts)
+    return out_items, out_operands
+
+
+def _prepare(tensor, index):
+    items, operands = _parse(index)
+    # Reading .shape waits for a value-dependent producer (x = y[mask]): infer needs shapes.
+    shape = tensor.shape
+    for operand in operands:
+        operand.shape
+    if any(isinstance(o, np.ndarray) for o in operands):
+        items, operands = _constants_to_tensors(items, operands, shape)
+    return tuple(items), operands
 
 
 def getitem(tensor, index):
-    """`tensor[index]` (basic indexing for now: ints, slices, `...`, None)."""
-    return _core.apply(Subtensor(index), tensor)[0]
+    """`tensor[index]`, as numpy: basic indices give a view sharing storage (Subtensor);
+    arrays and masks give a copy (IndexingMultiAxisVec, or its masked variant)."""
+    items, operands = _prepare(tensor, index)
+    if not operands and all(map(_is_basic, items)):
+        return _core.apply(_subtensor(items), tensor)[0]
+    masked = any(o.dtype.kind == "b" for o in operands)
+    cls = MaskedIndexingMultiAxisVec if masked else IndexingMultiAxisVec
+    return _core.apply(cached_op(cls, items), tensor, *operands)[0]
+
+
+def _as_value(value, tensor):
+    """The assigned value as a Tensor of the target's dtype (numpy casts on assignment too)."""
+    from ..tensor import Tensor
+    if isinstance(value, _core.TensorBase):
+        return value.astype(tensor.dtype)
+    return Tensor(value, dtype=tensor.dtype, device=tensor.device)
 
 
 def setitem(tensor, index, value):
-    """`tensor[index] = value`: rebinds `tensor` to a new value."""
-    raise NotImplementedError("Tensor.__setitem__ lands with the op library's indexing work")
+    """`tensor[index] = value`: rebinds `tensor` to the new value (values are immutable;
+    other Tensors sharing the old value keep it)."""
+    items, operands = _prepare(tensor, index)
+    value = _as_value(value, tensor)
+    basic = not operands and all(map(_is_basic, items))
+    cls = SetSubtensor if basic else IndexingSetMultiAxisVec
+    result = _core.apply(cached_op(cls, items), tensor, value, *operands)[0]
+    tensor._set_info_from(result)
