@@ -482,6 +482,8 @@ cdef class Channel:
             info = inputs[i]
             if info.status >= DELETED:
                 self._raise_unusable_input(op, info)
+            if info.shape is None:      # value-dependent shape: inference needs it
+                self.wait_produced(info, "shape")
         if n:
             first = inputs[0]
             device = first.device
