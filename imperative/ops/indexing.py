@@ -32,7 +32,6 @@ __all__ = ["IndexingMultiAxisVec", "MaskedIndexingMultiAxisVec", "SetSubtensor",
            "IndexingSetMultiAxisVec"]
 
 TENSOR = "tensor"   # the item standing for the next index input
-_FULL = ("slice", None, None, None)
 _NOT_AN_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) "
                  "and integer or boolean arrays are valid indices")
 
@@ -251,7 +250,7 @@ class _IndexOp(Op):
 
     def __init__(self, items):
         items = tuple(i if _is_tensor(i) else _item(i)
-                      for i in (items if isinstance(items, tuple) else (items,)))
+                      for i in (items if isinstance(items, (tuple, list)) else (items,)))
         if not self._ALLOWS_ADVANCED and not all(map(_is_basic, items)):
             raise ValueError(f"{type(self).__name__} takes ints, slices, None and '...' only; "
                              "use the MultiAxisVec ops for array and boolean indices")
@@ -278,7 +277,7 @@ class IndexingMultiAxisVec(_IndexOp):
 
     def infer(self, inputs):
         x, shape = self._target_shape(inputs)
-        if shape is None and not self.VALUE_DEPENDENT:
+        if shape is None and not self.value_dependent:
             raise TypeError(f"{self!r}: a boolean mask input makes the shape depend on values; "
                             "use MaskedIndexingMultiAxisVec")
         return ((shape, x.dtype),)
@@ -333,7 +332,7 @@ def _subtensor(items):
     return Subtensor(tuple(_to_numpy(item) for item in items))
 
 
-# --------------------------------------------------------------------------- Tensor.__getitem__ / __setitem__
+# ------------------------------------------------------------- Tensor.__getitem__ / __setitem__
 
 
 def _as_index_array(obj):
@@ -345,7 +344,7 @@ def _as_index_array(obj):
     if arr.size == 0 and not isinstance(obj, np.ndarray):
         arr = arr.astype(np.intp)            # numpy reads `[]` as an empty integer index
     if arr.dtype.kind not in "iub":
-        raise IndexError(_NOT_AN_INDEX if arr.dtype.kind in "OUSV" else
+        raise IndexError(_NOT_AN_INDEX if arr.ndim == 0 or arr.dtype.kind in "OUSV" else
                          "arrays used as indices must be of integer (or boolean) type")
     return arr
 
@@ -358,15 +357,16 @@ def _parse(index):
             _check_index_dtype(obj.dtype)
             items.append(TENSOR)
             operands.append(obj)
-        elif isinstance(obj, (list, tuple, np.ndarray)):
+        elif obj is None or obj is Ellipsis or isinstance(obj, (slice, bool, np.generic)) \
+                or hasattr(obj, "__index__") and not isinstance(obj, np.ndarray):
+            items.append(_item(obj))
+        else:                                # sequences and arrays, as numpy reads them
             arr = _as_index_array(obj)
             if arr.ndim == 0:                # numpy takes 0-d arrays as scalars
                 items.append(_item(arr[()]))
             else:
                 items.append(TENSOR)
                 operands.append(arr)
-        else:
-            items.append(_item(obj))
     return items, operands
 
 
@@ -402,7 +402,7 @@ def _prepare(tensor, index):
     # Reading .shape waits for a value-dependent producer (x = y[mask]): infer needs shapes.
     shape = tensor.shape
     for operand in operands:
-        operand.shape
+        operand.shape  # noqa: B018
     if any(isinstance(o, np.ndarray) for o in operands):
         items, operands = _constants_to_tensors(items, operands, shape)
     return tuple(items), operands

@@ -274,16 +274,33 @@ class Pooling(Op):
 # Softmax family
 
 
-def _log_softmax(x, axis):
-    shifted = x - x.max(axis=axis, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+def _softmax_into(x, out, axis):
+    np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    np.exp(out, out=out)
+    out /= out.sum(axis=axis, keepdims=True)
 
 
-def _softmax(x, axis):
-    e = x - x.max(axis=axis, keepdims=True)
-    np.exp(e, out=e)
-    e /= e.sum(axis=axis, keepdims=True)
-    return e
+def _log_softmax_into(x, out, axis):
+    np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    out -= np.log(np.exp(out).sum(axis=axis, keepdims=True))
+
+
+_BLOCK_BYTES = 1 << 18
+
+
+def along_axis(fn, x, axis):
+    """`fn(x, out, axis)` into a fresh array. Along the last axis the rows are processed in
+    blocks of about _BLOCK_BYTES, so that fn's several numpy passes (max, subtract, exp,
+    sum, divide) run over cache-resident data instead of streaming the whole tensor."""
+    out = np.empty_like(x)
+    if axis not in (-1, x.ndim - 1) or x.ndim < 2:
+        fn(x, out, axis)
+        return out
+    rows, flat_out = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])
+    step = max(1, _BLOCK_BYTES // max(1, x.shape[-1] * x.itemsize))
+    for start in range(0, rows.shape[0], step):
+        fn(rows[start:start + step], flat_out[start:start + step], -1)
+    return out
 
 
 class _AlongAxis(Op):
@@ -299,7 +316,8 @@ class _AlongAxis(Op):
         check_arity(self, inputs, 1)
         reject_quantized(self, inputs)
         (x,) = inputs
-        normalize_axis(self.axis, len(x.shape), type(self).__name__.lower())
+        # a 0-d tensor counts as one value along one axis (0 or -1), as in PyTorch
+        normalize_axis(self.axis, max(len(x.shape), 1), type(self).__name__.lower())
         return ((x.shape, float_dtype([x.dtype])),)
 
     def kernel(self, x):
@@ -307,21 +325,20 @@ class _AlongAxis(Op):
         x = x.astype(_compute_dtype(out_dtype), copy=False)
         if x.size == 0:     # a max over an empty axis has no identity
             return x.astype(out_dtype)
-        # a 0-d tensor is one value along its only "axis", as in PyTorch
-        r = type(self)._fn(np.atleast_1d(x), self.axis).reshape(x.shape)
+        r = along_axis(type(self)._fn, np.atleast_1d(x), self.axis).reshape(x.shape)
         return r.astype(out_dtype, copy=False)
 
 
 class Softmax(_AlongAxis):
     """`Softmax(axis=-1)`: exp(x - max) / sum, along `axis`."""
 
-    _fn = staticmethod(_softmax)
+    _fn = staticmethod(_softmax_into)
 
 
 class LogSoftmax(_AlongAxis):
     """`LogSoftmax(axis=-1)`: x - max - log(sum(exp(x - max))), along `axis`."""
 
-    _fn = staticmethod(_log_softmax)
+    _fn = staticmethod(_log_softmax_into)
 
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -364,7 +381,7 @@ class CrossEntropy(Op):
         if labels.size and (labels.min() < 0 or labels.max() >= classes):
             bad = labels[(labels < 0) | (labels >= classes)].flat[0]
             raise IndexError(f"cross_entropy: label {bad} is out of range for {classes} classes")
-        logp = _log_softmax(logits, axis) if logits.size else logits
+        logp = along_axis(_log_softmax_into, logits, axis) if logits.size else logits
         picked = np.take_along_axis(logp, np.expand_dims(labels, axis).astype(np.intp), axis)
         loss = -np.squeeze(picked, axis)
         if self.reduction == "sum":
@@ -485,14 +502,22 @@ class LayerNormForward(Op):
         x = x.astype(compute, copy=False)
         if x.size == 0:
             return x.astype(out_dtype)
-        axes = tuple(range(x.ndim - len(self.normalized_shape), x.ndim))
-        y = x - x.mean(axis=axes, keepdims=True)
-        var = np.square(y).mean(axis=axes, keepdims=True)
-        var += compute.type(self.eps)
-        y /= np.sqrt(var, out=var)
-        if weight is not None:
-            y *= weight.astype(compute, copy=False)
-            y += bias.astype(compute, copy=False)
+        # each normalised group as one row: the blocked row loop of along_axis applies
+        size = int(np.prod(self.normalized_shape))
+        rows = x.reshape(x.shape[:x.ndim - len(self.normalized_shape)] + (size,))
+        affine = None if weight is None else (weight.astype(compute).reshape(-1),
+                                              bias.astype(compute).reshape(-1))
+
+        def normalize(block, out, axis):
+            np.subtract(block, block.mean(axis=axis, keepdims=True), out=out)
+            var = np.square(out).mean(axis=axis, keepdims=True)
+            var += compute.type(self.eps)
+            out /= np.sqrt(var, out=var)
+            if affine is not None:
+                out *= affine[0]
+                out += affine[1]
+
+        y = along_axis(normalize, np.atleast_1d(rows), -1).reshape(x.shape)
         return y.astype(out_dtype, copy=False)
 
 

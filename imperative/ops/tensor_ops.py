@@ -11,8 +11,6 @@ from .base import Op, check_arity, normalize_axis, reject_quantized
 
 __all__ = ["Concat", "Split", "Where", "Clip", "Fill", "Arange", "Linspace"]
 
-_BOOL = np.dtype(np.bool_)
-_INT32 = np.dtype(np.int32)
 _FLOAT32 = np.dtype(np.float32)
 
 

@@ -1,0 +1,166 @@
+"""imperative.random: seeded, deterministic at every async level, RNG ops not recomputable."""
+import numpy as np
+import pytest
+
+import imperative as imp
+from imperative import ops as O
+from imperative import random as R
+
+DRAWS = {
+    "normal": lambda: R.normal(1.0, 2.0, size=(3, 4)),
+    "uniform": lambda: R.uniform(-1.0, 3.0, size=7),
+    "randint": lambda: R.randint(-5, 5, size=(2, 5)),
+    "permutation": lambda: R.permutation(9),
+    "shuffle": lambda: R.permutation(imp.Tensor(np.arange(12).reshape(6, 2))),
+    "dropout": lambda: R.dropout(imp.Tensor(np.ones((4, 4), np.float32)), 0.3),
+}
+
+
+def draw_all(seed):
+    R.seed(seed)
+    return {name: fn().numpy() for name, fn in DRAWS.items()}
+
+
+@pytest.mark.parametrize("name", DRAWS)
+def test_same_seed_same_numbers(name):
+    R.seed(3)
+    a = DRAWS[name]().numpy()
+    R.seed(3)
+    b = DRAWS[name]().numpy()
+    np.testing.assert_array_equal(a, b)
+
+
+def test_different_seeds_differ():
+    a, b = draw_all(1), draw_all(2)
+    assert not np.array_equal(a["normal"], b["normal"])
+    assert not np.array_equal(a["uniform"], b["uniform"])
+
+
+def test_numbers_do_not_depend_on_the_async_level():
+    results = []
+    for level in (0, 1, 2):
+        with imp.option("async_level", level):
+            results.append(draw_all(11))
+    for other in results[1:]:
+        for name in DRAWS:
+            np.testing.assert_array_equal(results[0][name], other[name])
+
+
+def test_numbers_do_not_depend_on_when_they_are_read():
+    R.seed(5)
+    a, b = R.normal(size=2000), R.uniform(size=2000)
+    b_first = b.numpy()
+    R.seed(5)
+    c, d = R.normal(size=2000), R.uniform(size=2000)
+    imp.sync()
+    np.testing.assert_array_equal(b_first, d.numpy())
+    np.testing.assert_array_equal(a.numpy(), c.numpy())
+
+
+def test_a_rejected_call_does_not_shift_the_stream():
+    R.seed(9)
+    want = R.normal(size=4).numpy()
+    R.seed(9)
+    with pytest.raises(ValueError):
+        R.normal(std=-1.0, size=4)
+    np.testing.assert_array_equal(R.normal(size=4).numpy(), want)
+
+
+def test_default_dtypes_and_shapes():
+    assert R.normal().shape == () and R.normal().dtype == np.float32
+    assert R.uniform(size=(2, 3)).shape == (2, 3) and R.uniform().dtype == np.float32
+    assert R.randint(4, size=5).dtype == np.int32
+    assert R.permutation(6).dtype == np.int32 and R.permutation(6).shape == (6,)
+    assert R.normal(size=3, dtype="float16").dtype == np.float16
+    assert R.randint(0, 200, size=3, dtype="uint8").dtype == np.uint8
+
+
+def test_distributions():
+    R.seed(0)
+    n = R.normal(2.0, 0.5, size=20000).numpy()
+    assert abs(n.mean() - 2.0) < 0.02 and abs(n.std() - 0.5) < 0.02
+    u = R.uniform(-2.0, 6.0, size=20000).numpy()
+    assert u.min() >= -2.0 and u.max() < 6.0 and abs(u.mean() - 2.0) < 0.1
+    r = R.randint(3, 8, size=2000).numpy()
+    assert set(np.unique(r)) == {3, 4, 5, 6, 7}
+    assert set(np.unique(R.randint(4, size=200).numpy())) == {0, 1, 2, 3}
+    np.testing.assert_array_equal(np.sort(R.permutation(50).numpy()), np.arange(50))
+
+
+def test_permutation_of_a_tensor_shuffles_its_rows():
+    a = np.arange(30, dtype=np.float32).reshape(10, 3)
+    R.seed(4)
+    p = R.permutation(imp.Tensor(a)).numpy()
+    assert not np.array_equal(p, a)
+    np.testing.assert_array_equal(p[np.argsort(p[:, 0])], a)
+
+
+def test_dropout():
+    x = imp.Tensor(np.full((100, 100), 2.0, np.float32))
+    assert R.dropout(x, 0.5, training=False) is x
+    R.seed(1)
+    y = R.dropout(x, 0.25).numpy()
+    assert y.dtype == np.float32
+    assert set(np.unique(y)) <= {0.0, np.float32(2.0 / 0.75)}
+    assert abs((y == 0).mean() - 0.25) < 0.02
+    assert R.dropout(imp.Tensor([1, 2, 3]), 0.5).dtype == np.float32
+    np.testing.assert_array_equal(R.dropout(x, 0.0).numpy(), x.numpy())
+
+
+def test_dropout_mask():
+    R.seed(2)
+    m = R.dropout_mask(imp.Tensor(np.zeros((50, 40), np.float16)), 0.75)
+    assert m.shape == (50, 40) and m.dtype == np.float16
+    values = m.numpy()
+    assert set(np.unique(values)) <= {0.0, 1.0}
+    assert abs(values.mean() - 0.25) < 0.03
+
+
+@pytest.mark.parametrize("call", [
+    lambda: R.normal(size=-1),
+    lambda: R.normal(size=(2, -3)),
+    lambda: R.normal(0.0, -0.1),
+    lambda: R.normal(float("nan")),
+    lambda: R.uniform(1.0, 1.0),
+    lambda: R.uniform(2.0, 1.0),
+    lambda: R.randint(5, 5),
+    lambda: R.randint(0),
+    lambda: R.randint(0, 300, dtype="int8"),
+    lambda: R.permutation(-1),
+    lambda: R.permutation(imp.Tensor(3)),
+    lambda: R.seed(-1),
+    lambda: R.dropout(imp.Tensor([1.0]), 1.0),
+    lambda: R.dropout(imp.Tensor([1.0]), -0.1),
+], ids=["size-1", "size(2,-3)", "std<0", "mean nan", "high==low", "high<low", "randint high==low",
+        "randint(0)", "randint out of int8", "permutation(-1)", "permutation 0-d", "seed(-1)",
+        "dropout p=1", "dropout p<0"])
+def test_bad_arguments_raise_value_error_at_the_call(call):
+    with pytest.raises(ValueError):
+        call()
+
+
+@pytest.mark.parametrize("call", [lambda: R.normal(size=2.5), lambda: R.uniform(dtype="int32"),
+                                  lambda: R.randint(0, 4, dtype="float32")])
+def test_bad_types_raise_type_error(call):
+    with pytest.raises(TypeError):
+        call()
+
+
+def test_rng_ops_are_not_recomputable_values():
+    for cls in (O.GaussianRNG, O.UniformRNG, O.RandIntRNG, O.PermutationRNG, O.ShuffleRNG,
+                O.DropoutMaskRNG):
+        assert cls.RECOMPUTABLE is False
+    op = O.GaussianRNG(7, 0.0, 1.0, (2,))
+    assert not op.recomputable
+    assert op == O.GaussianRNG(7, 0.0, 1.0, (2,)) and op != O.GaussianRNG(8, 0.0, 1.0, (2,))
+    assert hash(op) == hash(O.GaussianRNG(7, 0.0, 1.0, (2,)))
+    assert repr(op) == "GaussianRNG(seed=7, mean=0.0, std=1.0, shape=(2,), dtype=float32, device=None)"
+    a, = imp.apply(op)
+    b, = imp.apply(op)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())     # the numbers are the op's
+
+
+def test_rng_ops_follow_the_device():
+    x = imp.Tensor(np.ones(4, np.float32), device="cpu1")
+    assert R.normal(size=2, device="cpu1").device == "cpu1"
+    assert R.dropout(x, 0.5).device == "cpu1"

@@ -1,0 +1,190 @@
+"""Big NN ops: imperative vs numpy written by hand vs PyTorch CPU, one thread each.
+
+    python tools/bench_ops.py [--quick] [--rounds N] [--json bench_ops.json]
+
+Cases: conv2d on (32, 64, 56, 56) with 64 3x3 filters, padding 1; max_pool2d 3x3 stride 2
+padding 1 on the same input; softmax over the last axis of (4096, 1000); layer_norm over
+the last axis of (32, 128, 768) with weight and bias. Every contender runs each case in
+the same process, interleaved over several rounds; the table shows the best round in
+milliseconds (imperative end to end: dispatch, kernel and a final sync), and the JSON
+holds the times and the ratios. Each result is checked against PyTorch's first.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+# One BLAS thread for everyone, set before numpy loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
+
+import imperative as imp  # noqa: E402
+
+F = imp.functional
+
+try:
+    import torch  # noqa: E402
+    import torch.nn.functional as TF  # noqa: E402
+    torch.set_num_threads(1)
+except ImportError:
+    torch = None
+
+
+# ---------------------------------------------------------------------------------------
+# numpy by hand: what a user would write in a few lines, without our chunking
+
+
+def np_conv2d(x, w, padding):
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    win = sliding_window_view(xp, (kh, kw), axis=(2, 3))          # n c ho wo kh kw
+    ho, wo = win.shape[2:4]
+    cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * ho * wo, c * kh * kw)
+    return (cols @ w.reshape(o, -1).T).reshape(n, ho, wo, o).transpose(0, 3, 1, 2)
+
+
+def np_max_pool2d(x, k, s, p):
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf)
+    return sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::s, ::s].max(axis=(4, 5))
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def np_layer_norm(x, w, b, eps=1e-5):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * w + b
+
+
+# ---------------------------------------------------------------------------------------
+# Cases: inputs, then one callable per contender returning a numpy array
+
+
+def make_cases(quick):
+    rng = np.random.default_rng(0)
+    batch = 4 if quick else 32
+    image = rng.standard_normal((batch, 64, 56, 56), dtype=np.float32)
+    filters = rng.standard_normal((64, 64, 3, 3), dtype=np.float32) * 0.05
+    logits = rng.standard_normal((512 if quick else 4096, 1000), dtype=np.float32)
+    tokens = rng.standard_normal((batch, 128, 768), dtype=np.float32)
+    gamma = rng.standard_normal(768, dtype=np.float32)
+    beta = rng.standard_normal(768, dtype=np.float32)
+    T = imp.Tensor
+    ti, tf, tl, tt, tg, tb = (T(a) for a in (image, filters, logits, tokens, gamma, beta))
+    cases = {
+        f"conv2d {image.shape} 64x3x3 p1": {
+            "imperative": lambda: F.conv2d(ti, tf, padding=1),
+            "numpy": lambda: np_conv2d(image, filters, 1),
+        },
+        f"max_pool2d {image.shape} k3 s2 p1": {
+            "imperative": lambda: F.max_pool2d(ti, 3, 2, 1),
+            "numpy": lambda: np_max_pool2d(image, 3, 2, 1),
+        },
+        f"softmax {logits.shape}": {
+            "imperative": lambda: F.softmax(tl, -1),
+            "numpy": lambda: np_softmax(logits),
+        },
+        f"layer_norm {tokens.shape}": {
+            "imperative": lambda: F.layer_norm(tt, (768,), tg, tb),
+            "numpy": lambda: np_layer_norm(tokens, gamma, beta),
+        },
+    }
+    if torch is not None:
+        pi, pf, pl, pt, pg, pb = (torch.from_numpy(a.copy())
+                                  for a in (image, filters, logits, tokens, gamma, beta))
+        torch_fns = [lambda: TF.conv2d(pi, pf, padding=1), lambda: TF.max_pool2d(pi, 3, 2, 1),
+                     lambda: torch.softmax(pl, -1), lambda: TF.layer_norm(pt, (768,), pg, pb)]
+        for case, fn in zip(cases.values(), torch_fns):
+            case["torch"] = fn
+    return cases
+
+
+def as_numpy(result):
+    if isinstance(result, imp.Tensor):
+        return result.numpy()
+    if torch is not None and isinstance(result, torch.Tensor):
+        return result.numpy()
+    return np.asarray(result)
+
+
+def check(cases):
+    """Every contender agrees with the first (imperative) before anything is timed."""
+    for name, fns in cases.items():
+        results = {who: as_numpy(fn()) for who, fn in fns.items()}
+        ref = results["imperative"]
+        for who, value in results.items():
+            np.testing.assert_allclose(value, ref, rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{name}: {who} disagrees with imperative")
+
+
+def time_once(who, fn):
+    start = time.perf_counter()
+    result = fn()
+    if who == "imperative":
+        imp.sync()      # the op may still run on the worker
+    elapsed = time.perf_counter() - start
+    del result
+    return elapsed
+
+
+def run(cases, rounds):
+    best = {name: {} for name in cases}
+    for _ in range(rounds):
+        for name, fns in cases.items():
+            for who, fn in fns.items():
+                t = time_once(who, fn)
+                best[name][who] = min(best[name].get(who, t), t)
+    return best
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller batches, 2 rounds (smoke run)")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5)")
+    parser.add_argument("--json", default="bench_ops.json", help="where to write the results")
+    args = parser.parse_args()
+    rounds = args.rounds or (2 if args.quick else 5)
+
+    cases = make_cases(args.quick)
+    check(cases)
+    best = run(cases, rounds)
+
+    names = ["imperative", "numpy"] + (["torch"] if torch is not None else [])
+    print(f"milliseconds, best of {rounds} interleaved rounds, 1 thread; numpy {np.__version__}, "
+          f"torch {torch.__version__ if torch else 'not installed'}")
+    print(f"{'case':<40}" + "".join(f"{n:>12}" for n in names)
+          + f"{'imp/numpy':>11}" + (f"{'imp/torch':>11}" if torch else ""))
+    ratios = {}
+    for case, row in best.items():
+        ratios[case] = {"imperative_over_numpy": row["imperative"] / row["numpy"]}
+        if torch is not None:
+            ratios[case]["imperative_over_torch"] = row["imperative"] / row["torch"]
+        line = f"{case:<40}" + "".join(f"{row[n] * 1e3:>12.2f}" for n in names)
+        line += "".join(f"{r:>11.2f}" for r in ratios[case].values())
+        print(line)
+
+    conv = next(c for c in best if c.startswith("conv2d"))
+    target = ratios[conv].get("imperative_over_torch")
+    if target is not None:
+        print(f"target conv2d imperative/torch <= 2.0: {target:.2f} "
+              f"({'ok' if target <= 2.0 else 'MISSED'})")
+    with open(args.json, "w") as f:
+        json.dump({"ms": {c: {k: v * 1e3 for k, v in row.items()} for c, row in best.items()},
+                   "ratios": ratios, "rounds": rounds, "quick": args.quick,
+                   "targets": {"conv2d imperative_over_torch": 2.0},
+                   "numpy": np.__version__, "torch": torch.__version__ if torch else None},
+                  f, indent=2)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
