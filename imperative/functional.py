@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _core
 from . import dtype as D
+from . import random as _random
 from . import ops as O
 from ._core import TensorBase, as_device
 from .device import get_device
@@ -39,7 +40,7 @@ __all__ = [
     # neural networks
     "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu",
     "softmax", "log_softmax", "cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
-    "batch_norm", "layer_norm", "embedding",
+    "batch_norm", "layer_norm", "embedding", "dropout",
 ]
 
 
@@ -530,3 +531,10 @@ def embedding(indices, weight):
     """Rows of weight (num_embeddings, dim) at the integer `indices`: indices.shape + (dim,)."""
     weight = _as_tensor(weight)
     return _apply1(cached_op(O.Embedding), _as_tensor(indices, weight.device), weight)
+
+
+def dropout(x, p=0.5, training=True):
+    """Inverted dropout: in training, zero each element with probability p and scale the rest
+    by 1/(1-p); otherwise return x. The mask is an RNG op (never recomputed, seeded by
+    imperative.random.seed)."""
+    return _random.dropout(_as_tensor(x), p, training)

@@ -584,3 +584,17 @@ def test_embedding_matches_numpy():
     assert_same(F.embedding(T(np.zeros((0,), np.int8)), T(w)), np.zeros((0, 3), np.float32))
     with pytest.raises(TypeError, match="indices must have an integer dtype"):
         F.embedding(T(np.array([1.0])), T(w))
+
+
+def test_dropout_is_deterministic_for_a_seed_and_scales_the_kept_values():
+    x = imp.Tensor(np.ones((64, 64), np.float32))
+    imp.random.seed(7)
+    a = imp.F.dropout(x, 0.25).numpy()
+    imp.random.seed(7)
+    b = imp.F.dropout(x, 0.25, training=True).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert set(np.unique(a)) <= {0.0, np.float32(1 / 0.75)}
+    assert 0.15 < (a == 0).mean() < 0.35
+    assert imp.F.dropout(x, 0.25, training=False) is x
+    with pytest.raises(ValueError, match="p must be"):
+        imp.F.dropout(x, 1.0)
