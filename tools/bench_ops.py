@@ -78,8 +78,22 @@ def make_cases(quick):
     tokens = rng.standard_normal((batch, 128, 768), dtype=np.float32)
     gamma = rng.standard_normal(768, dtype=np.float32)
     beta = rng.standard_normal(768, dtype=np.float32)
+    table = rng.standard_normal((4096, 256), dtype=np.float32)
+    rows = rng.integers(0, 4096, size=1024)
     T = imp.Tensor
     ti, tf, tl, tt, tg, tb = (T(a) for a in (image, filters, logits, tokens, gamma, beta))
+    t_table, t_rows = T(table), T(rows)
+
+    def imp_setitem():
+        x = T(t_table)            # shares the value; setitem rebinds x only
+        x[t_rows, 1:9] = 0.5
+        return x
+
+    def np_setitem():
+        x = table.copy()          # the tensor keeps its old value: a copy is the fair match
+        x[rows, 1:9] = 0.5
+        return x
+
     cases = {
         f"conv2d {image.shape} 64x3x3 p1": {
             "imperative": lambda: F.conv2d(ti, tf, padding=1),
@@ -97,12 +111,28 @@ def make_cases(quick):
             "imperative": lambda: F.layer_norm(tt, (768,), tg, tb),
             "numpy": lambda: np_layer_norm(tokens, gamma, beta),
         },
+        f"getitem {table.shape}[rows(1024), 1:9]": {
+            "imperative": lambda: t_table[t_rows, 1:9],
+            "numpy": lambda: table[rows, 1:9],
+        },
+        f"setitem {table.shape}[rows(1024), 1:9] = 0.5": {
+            "imperative": imp_setitem,
+            "numpy": np_setitem,
+        },
     }
     if torch is not None:
-        pi, pf, pl, pt, pg, pb = (torch.from_numpy(a.copy())
-                                  for a in (image, filters, logits, tokens, gamma, beta))
+        pi, pf, pl, pt, pg, pb, ptab = (torch.from_numpy(a.copy())
+                                        for a in (image, filters, logits, tokens, gamma, beta, table))
+        prows = torch.from_numpy(rows)
+
+        def torch_setitem():
+            x = ptab.clone()
+            x[prows, 1:9] = 0.5
+            return x
+
         torch_fns = [lambda: TF.conv2d(pi, pf, padding=1), lambda: TF.max_pool2d(pi, 3, 2, 1),
-                     lambda: torch.softmax(pl, -1), lambda: TF.layer_norm(pt, (768,), pg, pb)]
+                     lambda: torch.softmax(pl, -1), lambda: TF.layer_norm(pt, (768,), pg, pb),
+                     lambda: ptab[prows, 1:9], torch_setitem]
         for case, fn in zip(cases.values(), torch_fns):
             case["torch"] = fn
     return cases

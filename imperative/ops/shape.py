@@ -92,14 +92,18 @@ class Dimshuffle(Op):
         return np.transpose(x, self.pattern)
 
 
-class AddAxis(Op):
-    """`AddAxis(axis)`: insert size-1 dimensions at the given positions of the output."""
+class _AxesOp(Op):
+    """An op parameterised by one axis or a tuple of axes; its outputs are views."""
 
     _fields = ("axis",)
     ALIASES_INPUT = True
 
     def __init__(self, axis):
         self._set(axis=tuple(axis) if isinstance(axis, (list, tuple)) else (int(axis),))
+
+
+class AddAxis(_AxesOp):
+    """`AddAxis(axis)`: insert size-1 dimensions at the given positions of the output."""
 
     def infer(self, inputs):
         check_arity(self, inputs, 1)
@@ -114,14 +118,8 @@ class AddAxis(Op):
         return np.expand_dims(x, self.axis)
 
 
-class RemoveAxis(Op):
+class RemoveAxis(_AxesOp):
     """`RemoveAxis(axis)`: drop size-1 dimensions."""
-
-    _fields = ("axis",)
-    ALIASES_INPUT = True
-
-    def __init__(self, axis):
-        self._set(axis=tuple(axis) if isinstance(axis, (list, tuple)) else (int(axis),))
 
     def infer(self, inputs):
         check_arity(self, inputs, 1)
