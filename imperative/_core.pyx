@@ -311,6 +311,20 @@ cdef inline object _unpacked_value(TensorInfo info):
 include "_record.pxi"
 
 
+# Called as hook(op, input_infos, output_infos) after every op is issued, while any
+# gradient recording is active (imperative.autodiff); None costs one pointer check per op.
+cdef object _grad_hook = None
+
+
+def set_grad_hook(hook):
+    global _grad_hook
+    _grad_hook = hook
+
+
+def get_grad_hook():
+    return _grad_hook
+
+
 # --------------------------------------------------------------------------- the channel
 
 @cython.final
@@ -537,6 +551,8 @@ cdef class Channel:
         self._submit(cmd)
         if _profiling and t0:
             _record_dispatch(t0, cmd)
+        if _grad_hook is not None:
+            _grad_hook(op, inputs, outputs)
         return outputs
 
     cdef int _raise_unusable_input(self, op, TensorInfo info) except -1:
@@ -620,6 +636,8 @@ cdef class Channel:
         info.scope = _current_scope
         if _profiling and t0:
             _record_host_op(t0, op, a, b, info)
+        if _grad_hook is not None:
+            _grad_hook(op, [a] if b is None else [a, b], [info])
         return info
 
     cdef int _run_inline(self, Command cmd, bint raise_original) except -1:
