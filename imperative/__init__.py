@@ -7,7 +7,8 @@
 """
 from contextlib import contextmanager
 
-from . import dtype, functional, ops, random
+from . import autodiff, dtype, functional, nn, ops, optim, random
+from .autodiff import GradKey, backward, set_allow_higher_order_directive
 from ._core import (AsyncError, apply, close, full_sync, get_default_device, get_option,
                     memory_stats, options, reset_peak_memory_stats, set_default_device,
                     set_option, sync)
@@ -62,5 +63,6 @@ __all__ = [
     "option", "config_async_level", "get_async_level", "set_buffer_length", "memory_stats",
     "reset_peak_memory_stats", "get_device", "get_default_device", "set_default_device",
     "Device", "functional", "F", "random", "GenericPyOp", "push_scope", "pop_scope", "scope",
-    "Profiler", "start_profile", "stop_profile",
+    "Profiler", "start_profile", "stop_profile", "autodiff", "GradKey", "backward",
+    "set_allow_higher_order_directive", "nn", "optim",
 ]

@@ -54,3 +54,536 @@ def defgrad(*op_classes, inputs=(), outputs=()):
 def get_rule(op):
     """The rule for `op`, or None when the op is not differentiable."""
     return RULES.get(type(op))
+
+
+# =======================================================================================
+# The rules. Everything below computes with imperative ops (Tensor operators, `F`, and
+# `apply` of op values) so that a backward pass runs through the interpreter and can itself
+# be recorded for higher-order gradients. numpy appears only on shapes and op parameters.
+
+import math
+
+import numpy as np
+
+from . import dtype as D
+from . import functional as F
+from ._core import apply
+from .ops import (AddAxis, BatchedMatrixMul, Broadcast, Concat, Copy, Dimshuffle, Elemwise,
+                  FastpathCopy, Identity, IndexingMultiAxisVec, IndexingSetMultiAxisVec,
+                  MaskedIndexingMultiAxisVec, MatrixMul, Reduce, RemoveAxis, Reshape,
+                  SetSubtensor, Split, Subtensor, TypeCvt, Where, Clip)
+from .ops.base import cached_op, normalize_axes
+from .ops.indexing import TENSOR
+
+
+# ---------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def _is_float(dtype):
+    """Only plain float inputs get gradients (not ints, bools, masks or quantized values)."""
+    return dtype.kind == "f" and not D.is_quantize(dtype)
+
+
+def _unbroadcast(grad, shape):
+    """Sum `grad` down to `shape`, undoing numpy broadcasting: the leading axes broadcasting
+    added, then the axes where `shape` has size 1. A `shape` with extra leading 1s (a
+    setitem value may have them) is restored by the final reshape."""
+    shape = tuple(shape)
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra > 0:
+        grad = grad.sum(axis=tuple(range(extra)))
+    offset = len(shape) - grad.ndim
+    axes = tuple(i for i, n in enumerate(grad.shape) if n != 1 and shape[i + offset] == 1)
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    return grad if grad.shape == shape else grad.reshape(shape)
+
+
+def _as_input_grad(grad, ctx, i):
+    """`grad` as the gradient of input i: None for non-float inputs, else in its dtype."""
+    if grad is None or not _is_float(ctx.in_dtypes[i]):
+        return None
+    return grad if grad.dtype == ctx.in_dtypes[i] else grad.astype(ctx.in_dtypes[i])
+
+
+def _zeros_for_input(ctx, i):
+    return F.zeros(ctx.in_shapes[i], ctx.in_dtypes[i])
+
+
+def _no_grads(ctx):
+    return (None,) * len(ctx.in_shapes)
+
+
+def _single_output(fn):
+    """Wrap a rule of a one-output op: an output without gradient gives inputs none."""
+    def backward(op, ctx, grads):
+        if grads[0] is None:
+            return _no_grads(ctx)
+        return fn(op, ctx, grads[0])
+    backward.__name__ = fn.__name__
+    backward.__doc__ = fn.__doc__
+    return backward
+
+
+# ---------------------------------------------------------------------------------------
+# Elemwise: a table mode -> (saved inputs, saved outputs, derivative). A derivative gets
+# (dy, *inputs, output), the unsaved ones None, and returns one gradient per input in the
+# output's (broadcast) shape, or _ZERO for a piecewise-constant function (zero gradient,
+# as PyTorch gives). Modes not in the table (comparisons, logic, bits) get no gradient.
+
+_ZERO = object()
+_ELEMWISE = {}
+_SQRT_2 = math.sqrt(2.0)
+_SQRT_2_PI = math.sqrt(2.0 * math.pi)
+_GELU_TANH_C = math.sqrt(2.0 / math.pi)
+
+
+def _elemwise_grad(*modes, inputs=(), outputs=()):
+    def register(fn):
+        for mode in modes:
+            _ELEMWISE[mode] = (inputs, outputs, fn)
+        return fn
+    return register
+
+
+@_elemwise_grad("ADD")
+def _d_add(dy, x, y, out):
+    return dy, dy
+
+
+@_elemwise_grad("SUB")
+def _d_sub(dy, x, y, out):
+    return dy, -dy
+
+
+@_elemwise_grad("MUL", inputs=(0, 1))
+def _d_mul(dy, x, y, out):
+    return dy * y, dy * x
+
+
+@_elemwise_grad("TRUE_DIV", inputs=(0, 1))
+def _d_div(dy, x, y, out):
+    dx = dy / y
+    return dx, -dx * x / y
+
+
+@_elemwise_grad("POW", inputs=(0, 1), outputs=(0,))
+def _d_pow(dy, x, y, out):
+    # d/dy x**y = x**y log x; where x <= 0 it is undefined, and we give 0 (log of 1)
+    # rather than nan, as PyTorch does at x == 0
+    log_x = F.log(F.where(x > 0, x, 1))
+    return dy * y * x ** (y - 1), dy * out * log_x
+
+
+@_elemwise_grad("MAX", inputs=(0, 1))
+def _d_max(dy, x, y, out):
+    return _pick(x >= y, dy)
+
+
+@_elemwise_grad("MIN", inputs=(0, 1))
+def _d_min(dy, x, y, out):
+    return _pick(x <= y, dy)
+
+
+def _pick(first_wins, dy):
+    """Route dy to the first input where it won, to the second elsewhere (ties: first)."""
+    return F.where(first_wins, dy, 0), F.where(first_wins, 0, dy)
+
+
+@_elemwise_grad("MOD", inputs=(0, 1))
+def _d_mod(dy, x, y, out):
+    # x mod y = x - y * floor(x / y)
+    return dy, -dy * F.floor_div(x, y)
+
+
+@_elemwise_grad("FLOOR_DIV")
+def _d_floor_div(dy, x, y, out):
+    return _ZERO, _ZERO
+
+
+@_elemwise_grad("SIGN", "FLOOR", "CEIL", "TRUNC", "ROUND")
+def _d_step(dy, x, out):
+    return (_ZERO,)
+
+
+@_elemwise_grad("NEGATE")
+def _d_neg(dy, x, out):
+    return (-dy,)
+
+
+@_elemwise_grad("ABS", inputs=(0,))
+def _d_abs(dy, x, out):
+    return (dy * F.sign(x),)
+
+
+@_elemwise_grad("EXP", outputs=(0,))
+def _d_exp(dy, x, out):
+    return (dy * out,)
+
+
+@_elemwise_grad("EXPM1", outputs=(0,))
+def _d_expm1(dy, x, out):
+    return (dy * (out + 1),)
+
+
+@_elemwise_grad("LOG", inputs=(0,))
+def _d_log(dy, x, out):
+    return (dy / x,)
+
+
+@_elemwise_grad("LOG1P", inputs=(0,))
+def _d_log1p(dy, x, out):
+    return (dy / (x + 1),)
+
+
+@_elemwise_grad("SQRT", outputs=(0,))
+def _d_sqrt(dy, x, out):
+    return (dy * 0.5 / out,)
+
+
+@_elemwise_grad("RSQRT", outputs=(0,))
+def _d_rsqrt(dy, x, out):
+    # d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 out^3
+    return (dy * -0.5 * out * out * out,)
+
+
+@_elemwise_grad("SIN", inputs=(0,))
+def _d_sin(dy, x, out):
+    return (dy * F.cos(x),)
+
+
+@_elemwise_grad("COS", inputs=(0,))
+def _d_cos(dy, x, out):
+    return (-dy * F.sin(x),)
+
+
+@_elemwise_grad("TAN", outputs=(0,))
+def _d_tan(dy, x, out):
+    return (dy * (1 + out * out),)
+
+
+@_elemwise_grad("TANH", outputs=(0,))
+def _d_tanh(dy, x, out):
+    return (dy * (1 - out * out),)
+
+
+@_elemwise_grad("ERF", inputs=(0,))
+def _d_erf(dy, x, out):
+    return (dy * (2 / math.sqrt(math.pi)) * F.exp(-x * x),)
+
+
+@_elemwise_grad("RELU", outputs=(0,))
+def _d_relu(dy, x, out):
+    return (F.where(out > 0, dy, 0),)
+
+
+@_elemwise_grad("SIGMOID", outputs=(0,))
+def _d_sigmoid(dy, x, out):
+    return (dy * out * (1 - out),)
+
+
+@_elemwise_grad("GELU", inputs=(0,))
+def _d_gelu(dy, x, out):
+    # d/dx x Phi(x) = Phi(x) + x phi(x)
+    cdf = 0.5 * (1 + F.erf(x * (1 / _SQRT_2)))
+    pdf = F.exp(-0.5 * x * x) * (1 / _SQRT_2_PI)
+    return (dy * (cdf + x * pdf),)
+
+
+@_elemwise_grad("GELU_TANH", inputs=(0,))
+def _d_gelu_tanh(dy, x, out):
+    # y = x/2 (1 + tanh u), u = c (x + 0.044715 x^3)
+    x2 = x * x
+    t = F.tanh(_GELU_TANH_C * x * (1 + 0.044715 * x2))
+    du = _GELU_TANH_C * (1 + 3 * 0.044715 * x2)
+    return (dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du),)
+
+
+@_elemwise_grad("SOFTPLUS", inputs=(0,))
+def _d_softplus(dy, x, out):
+    return (dy * F.sigmoid(x),)
+
+
+@_elemwise_grad("SILU", inputs=(0,))
+def _d_silu(dy, x, out):
+    s = F.sigmoid(x)
+    return (dy * s * (1 + x * (1 - s)),)
+
+
+@_elemwise_grad("HSWISH", inputs=(0,))
+def _d_hswish(dy, x, out):
+    # 0 below -3, 1 above 3, (2x + 3) / 6 between (PyTorch's x/3 + 1/2)
+    return (dy * F.where(x < -3, 0, F.where(x > 3, 1, x * (1 / 3) + 0.5)),)
+
+
+@_elemwise_grad("HSIGMOID", inputs=(0,))
+def _d_hsigmoid(dy, x, out):
+    return (F.where((x > -3) & (x < 3), dy * (1 / 6), 0),)
+
+
+def _elemwise_saved(kind):
+    index = 0 if kind == "inputs" else 1
+    return lambda op: _ELEMWISE[op.mode][index] if op.mode in _ELEMWISE else ()
+
+
+@defgrad(Elemwise, inputs=_elemwise_saved("inputs"), outputs=_elemwise_saved("outputs"))
+@_single_output
+def _elemwise_backward(op, ctx, dy):
+    entry = _ELEMWISE.get(op.mode)
+    if entry is None or not any(map(_is_float, ctx.in_dtypes)):
+        return _no_grads(ctx)
+    raw = entry[2](dy, *ctx.inputs, ctx.outputs[0])
+    return tuple(_elemwise_input_grad(g, ctx, i) for i, g in enumerate(raw))
+
+
+def _elemwise_input_grad(g, ctx, i):
+    if not _is_float(ctx.in_dtypes[i]):
+        return None
+    if g is _ZERO:
+        return _zeros_for_input(ctx, i)
+    return _as_input_grad(_unbroadcast(g, ctx.in_shapes[i]), ctx, i)
+
+
+# ---------------------------------------------------------------------------------------
+# Reduce
+
+
+def _expand_reduced(g, in_shape, axes):
+    """A reduction's output-shaped tensor broadcast back over the input's shape."""
+    kept = tuple(1 if i in axes else n for i, n in enumerate(in_shape))
+    return F.broadcast_to(g.reshape(kept), in_shape)
+
+
+def _reduce_saved(op):
+    return (0,) if op.mode in ("SUM_SQR", "PRODUCT", "MAX", "MIN") else ()
+
+
+@defgrad(Reduce, inputs=_reduce_saved,
+         outputs=lambda op: (0,) if op.mode in ("PRODUCT", "MAX", "MIN") else ())
+@_single_output
+def _reduce_backward(op, ctx, dy):
+    if not _is_float(ctx.in_dtypes[0]):
+        return (None,)
+    in_shape = ctx.in_shapes[0]
+    axes = normalize_axes(op.axis, len(in_shape), f"Reduce {op.mode}")
+    expand = lambda t: _expand_reduced(t, in_shape, axes)  # noqa: E731
+    if op.mode == "SUM":
+        g = expand(dy)
+    elif op.mode == "MEAN":
+        count = int(np.prod([in_shape[a] for a in axes], dtype=np.int64))
+        g = expand(dy) * (1 / max(count, 1))
+    elif op.mode == "SUM_SQR":
+        g = expand(dy) * 2 * ctx.inputs[0]
+    elif op.mode == "PRODUCT":
+        # prod / x_i: exact away from zeros (a zero input gives nan/inf, a known limit)
+        g = expand(dy * ctx.outputs[0]) / ctx.inputs[0]
+    else:
+        # MAX / MIN: ties share the gradient equally
+        x = ctx.inputs[0]
+        winners = (x == expand(ctx.outputs[0])).astype(x.dtype)
+        g = expand(dy) * winners / expand(winners.sum(axis=axes, keepdims=True).reshape(ctx.out_shapes[0]))
+    return (_as_input_grad(g, ctx, 0),)
+
+
+# ---------------------------------------------------------------------------------------
+# Matrix products
+
+
+@defgrad(MatrixMul, BatchedMatrixMul, inputs=(0, 1))
+@_single_output
+def _matmul_backward(op, ctx, dy):
+    """dA' = dy B'^T and dB' = A'^T dy for A' = op(a), B' = op(b); a 1-D operand is a row
+    (a) or column (b) matrix, on which numpy ignores the transpose; batch dimensions that
+    were broadcast are summed back."""
+    a, b = ctx.inputs
+    sa, sb = ctx.in_shapes
+    sa2 = (1,) + sa if len(sa) == 1 else sa
+    sb2 = sb + (1,) if len(sb) == 1 else sb
+    ta, tb = op.transpose_a and len(sa) > 1, op.transpose_b and len(sb) > 1
+    a, b = a.reshape(sa2), b.reshape(sb2)
+    if len(sb) == 1:
+        dy = F.expand_dims(dy, dy.ndim)
+    if len(sa) == 1:
+        dy = F.expand_dims(dy, dy.ndim - 1)
+    ga = gb = None
+    if _is_float(ctx.in_dtypes[0]):
+        ga = (F.matmul(b, dy, transpose_a=tb, transpose_b=True) if ta
+              else F.matmul(dy, b, transpose_b=not tb))
+        ga = _unbroadcast(ga, sa2).reshape(sa)
+    if _is_float(ctx.in_dtypes[1]):
+        gb = (F.matmul(dy, a, transpose_a=True, transpose_b=ta) if tb
+              else F.matmul(a, dy, transpose_a=not ta))
+        gb = _unbroadcast(gb, sb2).reshape(sb)
+    return _as_input_grad(ga, ctx, 0), _as_input_grad(gb, ctx, 1)
+
+
+# ---------------------------------------------------------------------------------------
+# Shapes, casts, copies: they save nothing but shapes (Copy the input, for its device)
+
+
+@defgrad(Reshape, AddAxis, RemoveAxis)
+@_single_output
+def _reshape_backward(op, ctx, dy):
+    return (_as_input_grad(dy.reshape(ctx.in_shapes[0]), ctx, 0),)
+
+
+@defgrad(Broadcast)
+@_single_output
+def _broadcast_backward(op, ctx, dy):
+    return (_as_input_grad(_unbroadcast(dy, ctx.in_shapes[0]), ctx, 0),)
+
+
+@defgrad(Dimshuffle)
+@_single_output
+def _dimshuffle_backward(op, ctx, dy):
+    inverse = tuple(int(i) for i in np.argsort(op.pattern))
+    return (_as_input_grad(F.transpose(dy, inverse), ctx, 0),)
+
+
+@defgrad(Identity, FastpathCopy)
+@_single_output
+def _identity_backward(op, ctx, dy):
+    return (_as_input_grad(dy, ctx, 0),)
+
+
+@defgrad(TypeCvt)
+@_single_output
+def _typecvt_backward(op, ctx, dy):
+    # a cast to an integer type is a step function: no gradient flows through it
+    if not _is_float(ctx.out_dtypes[0]):
+        return (None,)
+    return (_as_input_grad(dy, ctx, 0),)
+
+
+@defgrad(Copy, inputs=(0,))
+@_single_output
+def _copy_backward(op, ctx, dy):
+    # the input is saved only for its device: GradContext carries no devices
+    return (_as_input_grad(F.copy(dy, ctx.inputs[0].device), ctx, 0),)
+
+
+# ---------------------------------------------------------------------------------------
+# Concat, Split, Where, Clip
+
+
+@defgrad(Concat)
+@_single_output
+def _concat_backward(op, ctx, dy):
+    axis = op.axis % len(ctx.out_shapes[0])
+    points = tuple(np.cumsum([s[axis] for s in ctx.in_shapes[:-1]], dtype=np.int64).tolist())
+    pieces = F.split(dy, points, axis)
+    return tuple(_as_input_grad(p, ctx, i) for i, p in enumerate(pieces))
+
+
+@defgrad(Split)
+def _split_backward(op, ctx, grads):
+    if all(g is None for g in grads) or not _is_float(ctx.in_dtypes[0]):
+        return (None,)
+    # outputs without a gradient contribute zeros to their piece
+    pieces = [F.zeros(shape, dt) if g is None else g
+              for g, shape, dt in zip(grads, ctx.out_shapes, ctx.out_dtypes)]
+    return (_as_input_grad(F.concat(pieces, op.axis), ctx, 0),)
+
+
+@defgrad(Where, inputs=(0,))
+@_single_output
+def _where_backward(op, ctx, dy):
+    cond = ctx.inputs[0]
+    gx, gy = F.where(cond, dy, 0), F.where(cond, 0, dy)
+    return (None, _as_input_grad(_unbroadcast(gx, ctx.in_shapes[1]), ctx, 1),
+            _as_input_grad(_unbroadcast(gy, ctx.in_shapes[2]), ctx, 2))
+
+
+@defgrad(Clip, inputs=(0,))
+@_single_output
+def _clip_backward(op, ctx, dy):
+    # inside the closed interval [lower, upper] the gradient passes, as PyTorch's clamp
+    x = ctx.inputs[0]
+    inside = None
+    if op.lower is not None:
+        inside = x >= op.lower
+    if op.upper is not None:
+        below = x <= op.upper
+        inside = below if inside is None else inside & below
+    return (_as_input_grad(F.where(inside, dy, 0), ctx, 0),)
+
+
+# ---------------------------------------------------------------------------------------
+# Indexing. The gradient of a gather is a scatter-add (repeated indices accumulate), which
+# the op set lacks: IndexingIncrMultiAxisVec below adds it, with its own rule.
+
+
+class IndexingIncrMultiAxisVec(IndexingSetMultiAxisVec):
+    """The value of `x` after `x[index] += value`, repeated indices accumulating
+    (numpy.add.at): inputs (x, value, *index_arrays), the value of x's dtype."""
+
+    def kernel(self, x, value, *indices, out=None):
+        result = out if out is x else x.copy()
+        np.add.at(result, self.index(indices), value)
+        return result
+
+
+def _index_inputs(first):
+    """Selector of the index inputs of an indexing op: those after the `first` fixed ones."""
+    return lambda op: tuple(range(first, first + sum(item == TENSOR for item in op.items
+                                                      if isinstance(item, str))))
+
+
+def _gather(t, items, indices):
+    """`t[index]` for an op's items and index tensors (basic or advanced)."""
+    if not indices:
+        # (slices are not hashable before Python 3.12: no cached_op here)
+        return apply(Subtensor(tuple(_basic_index(items))), t)[0]
+    masked = any(i.dtype.kind == "b" for i in indices)
+    cls = MaskedIndexingMultiAxisVec if masked else IndexingMultiAxisVec
+    return apply(cached_op(cls, items), t, *indices)[0]
+
+
+def _basic_index(items):
+    return (slice(*item[1:]) if isinstance(item, tuple) and item[0] == "slice" else item
+            for item in items)
+
+
+def _scatter_add(shape, dtype, value, items, indices):
+    """zeros(shape)[index] += value."""
+    return apply(cached_op(IndexingIncrMultiAxisVec, items), F.zeros(shape, dtype),
+                 value.astype(dtype), *indices)[0]
+
+
+@defgrad(Subtensor)
+@_single_output
+def _subtensor_backward(op, ctx, dy):
+    # basic indices never repeat an element: a plain setitem into zeros
+    zeros = _zeros_for_input(ctx, 0)
+    g = apply(cached_op(SetSubtensor, op.items), zeros, dy.astype(ctx.in_dtypes[0]))[0]
+    return (_as_input_grad(g, ctx, 0),)
+
+
+@defgrad(IndexingMultiAxisVec, MaskedIndexingMultiAxisVec, inputs=_index_inputs(1))
+@_single_output
+def _indexing_backward(op, ctx, dy):
+    if not _is_float(ctx.in_dtypes[0]):
+        return _no_grads(ctx)
+    g = _scatter_add(ctx.in_shapes[0], ctx.in_dtypes[0], dy, op.items, ctx.inputs[1:])
+    return (g,) + (None,) * (len(ctx.in_shapes) - 1)
+
+
+@defgrad(SetSubtensor, IndexingSetMultiAxisVec, IndexingIncrMultiAxisVec,
+         inputs=_index_inputs(2))
+@_single_output
+def _setitem_backward(op, ctx, dy):
+    """x gets dy except where the value was written (a set) or all of dy (an add); the
+    value gets dy at the index, summed over where it was broadcast."""
+    indices = ctx.inputs[2:]
+    gx = dy
+    if type(op) is not IndexingIncrMultiAxisVec:
+        cls = SetSubtensor if not indices else IndexingSetMultiAxisVec
+        gx = apply(cached_op(cls, op.items), dy, F.zeros((), dy.dtype), *indices)[0]
+    gv = _unbroadcast(_gather(dy, op.items, indices), ctx.in_shapes[1])
+    return (_as_input_grad(gx, ctx, 0), _as_input_grad(gv, ctx, 1)) + (None,) * len(indices)
+
+
+from . import grad_rules_nn  # noqa: E402,F401  (registers the NN rules)

@@ -130,6 +130,10 @@ class Tensor(TensorBase):
 
     def detach(self):
         """A Tensor sharing this value, outside every gradient record."""
+        if _core.get_grad_hook() is not None:
+            # Gradients are tracked per record: while recording, a detached tensor needs a
+            # record of its own (FastpathCopy aliases the storage, copies nothing).
+            return _core.apply(cached_op(O.FastpathCopy), self)[0]
         t = Tensor.__new__(Tensor)
         t._share(self)
         t.name = ""

@@ -1,0 +1,382 @@
+"""Reverse-mode autodiff: gradient keys that record ops, and the GradManager on top of them.
+
+How it works
+  * While at least one GradKey records, the core calls `_on_op(op, inputs, outputs)` after every
+    op (`_core.set_grad_hook`); with none recording the hook is None and costs nothing.
+  * A key tracks *records* (`TensorInfo`), not Tensor objects: an attached tensor's record, and
+    every float output of a differentiable op (one with a rule in `grad_rules`) that read a
+    tracked record. For each such op it keeps one `_Node` holding only what the rule asks to
+    save (through `_core.wrap_info`, which keeps those values alive); every other intermediate
+    is freed as soon as its last Tensor goes.
+  * `backward(key, ys, dys)` walks the nodes reachable from `ys` in reverse creation order (a
+    valid reverse topological order: an op's inputs exist before it), calls each rule under
+    the `backward` scope, sums the gradients of records used several times, hands every
+    attached record its gradient, and then releases the key's graph.
+  * Nesting: each key gets a priority when it starts recording (later = higher). While key K
+    runs its backward only keys of lower priority (outer ones) record, so the ops of K's rules
+    are recorded by the outer keys and an outer backward differentiates them again (higher
+    order). `set_allow_higher_order_directive(False)` turns that recording off.
+  * `FastpathCopy` (an alias of its input) is never recorded: its output is a fresh untracked
+    record, the way to take a value out of every gradient record.
+"""
+import itertools
+
+import numpy as np
+
+from . import _core
+from . import grad_rules
+from .ops import FastpathCopy
+from .scope import scope
+from .tensor import Tensor
+
+__all__ = ["GradKey", "backward", "set_allow_higher_order_directive", "GradManager",
+           "GradManagerGroup"]
+
+_active = []                  # keys recording, in the order they started
+_recorders = []               # keys the hook feeds now (all active ones, outside a backward)
+_allow_higher_order = True
+_saved_hook = None            # whatever hook was installed before ours (restored after)
+_priorities = itertools.count(1)
+
+
+def set_allow_higher_order_directive(flag):
+    """Whether a backward run while outer keys record is itself recorded (default True)."""
+    global _allow_higher_order
+    _allow_higher_order = bool(flag)
+
+
+def _on_op(op, inputs, outputs):
+    if type(op) is FastpathCopy:
+        return
+    rule = None
+    for key in _recorders:
+        if key._reads_tracked(inputs):
+            if rule is None:
+                rule = grad_rules.get_rule(op)
+                if rule is None:
+                    return
+            key._record(op, rule, inputs, outputs)
+
+
+def _set_recorders(keys):
+    """Feed the hook `keys`; install it only while that list is non-empty."""
+    global _recorders, _saved_hook
+    installed = bool(_recorders)
+    _recorders = list(keys)
+    if _recorders and not installed:
+        _saved_hook = _core.get_grad_hook()
+        _core.set_grad_hook(_on_op)
+    elif not _recorders and installed:
+        _core.set_grad_hook(_saved_hook)
+        _saved_hook = None
+
+
+class _Node:
+    """One recorded op: what its rule needs, and the records it links."""
+
+    __slots__ = ("seq", "op", "rule", "inputs", "outputs", "ctx")
+
+    def __init__(self, seq, op, rule, inputs, outputs):
+        self.seq = seq
+        self.op = op
+        self.rule = rule
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        keep_in = set(rule.save_inputs(op))
+        keep_out = set(rule.save_outputs(op))
+        # Output shapes may be unknown until the op runs (value-dependent): read them lazily.
+        self.ctx = (_saved(inputs, keep_in), _saved(outputs, keep_out),
+                    tuple(i.shape for i in inputs), tuple(i.dtype for i in inputs),
+                    tuple(o.dtype for o in outputs))
+
+    def context(self):
+        saved_in, saved_out, in_shapes, in_dtypes, out_dtypes = self.ctx
+        out_shapes = tuple(o.shape for o in self.outputs)
+        return grad_rules.GradContext(saved_in, saved_out, in_shapes, in_dtypes,
+                                      out_shapes, out_dtypes)
+
+    def free(self):
+        self.ctx = None
+
+
+def _saved(infos, keep):
+    return tuple(_core.wrap_info(info) if i in keep else None for i, info in enumerate(infos))
+
+
+def _is_float(info):
+    return info.dtype.kind == "f"
+
+
+class GradKey:
+    """Records the ops that read its attached tensors, for one backward.
+
+    `attach(tensor, callback)` starts the recording (if not started yet); `backward(key, ...)`
+    calls each callback with its tensor's gradient and ends it."""
+
+    def __init__(self, name=None):
+        self.name = name
+        self.priority = 0
+        self._producer = {}      # tracked record -> its _Node (None for attached records)
+        self._callbacks = {}     # attached record -> callback(grad)
+        self._seq = itertools.count()
+
+    def __repr__(self):
+        return f"<GradKey {self.name!r} priority={self.priority}>"
+
+    @property
+    def recording(self):
+        return self in _active
+
+    def attach(self, tensor, callback=None):
+        if not _is_float(tensor._record):
+            raise TypeError(f"only float tensors can be attached for gradients, got dtype "
+                            f"{tensor.dtype}")
+        info = tensor._record
+        self._producer.setdefault(info, None)
+        self._callbacks[info] = callback
+        self._start()
+        return self
+
+    def is_attached_to(self, tensor):
+        return tensor._record in self._callbacks
+
+    def _start(self):
+        if self.recording:
+            return
+        self.priority = next(_priorities)
+        _active.append(self)
+        _set_recorders(_active)
+
+    def _stop(self):
+        """End the recording and drop the graph (saved tensors are freed here)."""
+        if self in _active:
+            _active.remove(self)
+            _set_recorders(_active)
+        self._producer.clear()
+        self._callbacks.clear()
+
+    # ---- recording (called by the hook)
+
+    def _reads_tracked(self, inputs):
+        producer = self._producer
+        for info in inputs:
+            if info in producer:
+                return True
+        return False
+
+    def _record(self, op, rule, inputs, outputs):
+        node = _Node(next(self._seq), op, rule, inputs, outputs)
+        for info in outputs:
+            if _is_float(info):
+                self._producer[info] = node
+
+    # ---- backward
+
+    def _nodes_reaching(self, records):
+        """The nodes some of `records` depend on, latest first."""
+        seen = {}
+        stack = [self._producer.get(r) for r in records]
+        while stack:
+            node = stack.pop()
+            if node is None or node.seq in seen:
+                continue
+            seen[node.seq] = node
+            stack.extend(self._producer.get(i) for i in node.inputs)
+        return [seen[s] for s in sorted(seen, reverse=True)]
+
+    def _run(self, ys, dys):
+        grads = {}
+        for y, dy in zip(ys, dys):
+            _accumulate(grads, y._record, dy)
+        for node in self._nodes_reaching([y._record for y in ys]):
+            # attached records keep their gradient for the callbacks; others are done
+            out_grads = [grads.get(o) if o in self._callbacks else grads.pop(o, None)
+                         for o in node.outputs]
+            if any(g is not None for g in out_grads):
+                self._apply_rule(node, out_grads, grads)
+            node.free()
+        for info, callback in list(self._callbacks.items()):
+            grad = grads.get(info)
+            if grad is not None and callback is not None:
+                callback(grad)
+
+    def _apply_rule(self, node, out_grads, grads):
+        in_grads = node.rule.backward(node.op, node.context(), out_grads)
+        if in_grads is None or len(in_grads) != len(node.inputs):
+            raise RuntimeError(f"the backward rule of {node.op!r} returned "
+                               f"{in_grads!r}; expected one gradient per input "
+                               f"({len(node.inputs)})")
+        for info, grad in zip(node.inputs, in_grads):
+            if grad is None or info not in self._producer:
+                continue
+            if grad.shape != info.shape:
+                raise RuntimeError(f"the backward rule of {node.op!r} returned a gradient of "
+                                   f"shape {grad.shape} for an input of shape {info.shape}")
+            _accumulate(grads, info, grad)
+
+
+def _accumulate(grads, info, grad):
+    prev = grads.get(info)
+    grads[info] = grad if prev is None else prev + grad
+
+
+def _as_list(x, what):
+    if x is None:
+        return []
+    items = list(x) if isinstance(x, (list, tuple)) else [x]
+    for t in items:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what} must be Tensors, got {type(t).__name__}")
+    return items
+
+
+def _ones_like(y):
+    return Tensor(np.ones(y.shape, dtype=y.dtype), device=y.device)
+
+
+def backward(key, ys, dys=None):
+    """Differentiate `ys` (a Tensor or a list) for the tensors attached to `key`, seeding with
+    `dys` (same structure; None means ones), calling each attached tensor's callback with its
+    gradient. The key's recording ends and its graph is freed, even when a rule fails."""
+    ys = _as_list(ys, "ys")
+    dys = [None] * len(ys) if dys is None else _as_list(dys, "dys")
+    if len(dys) != len(ys):
+        raise ValueError(f"backward got {len(ys)} ys but {len(dys)} dys")
+    dys = [_ones_like(y) if dy is None else dy for y, dy in zip(ys, dys)]
+    for y, dy in zip(ys, dys):
+        if dy.shape != y.shape:
+            raise ValueError(f"dy of shape {dy.shape} does not match y of shape {y.shape}")
+    outer = [k for k in _active if k.priority < key.priority] if _allow_higher_order else []
+    previous = _recorders
+    _set_recorders(outer)
+    try:
+        with scope("backward"):
+            key._run(ys, dys)
+    finally:
+        _set_recorders(previous)
+        key._stop()
+
+
+class GradManager:
+    """`gm = GradManager().attach(params)`; `with gm: loss = f(); gm.backward(loss)`; then
+    `p.grad` holds the gradient, summed over backward calls until `p.grad = None`.
+
+    `backward` ends the recording (as in MegEngine): one backward per `record()`."""
+
+    def __init__(self):
+        self._attached = []      # tensors, in attach order
+        self._callbacks = {}     # id(tensor) -> list of cb(tensor, grad) -> grad
+        self._key = None
+
+    def attach(self, params, callbacks=None):
+        params = _as_list(params, "params")
+        callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else \
+            ([] if callbacks is None else [callbacks])
+        for p in params:
+            if p.dtype.kind != "f":
+                raise TypeError(f"GradManager.attach: only float tensors have gradients, got "
+                                f"dtype {p.dtype}")
+        for p in params:
+            if id(p) not in self._callbacks:
+                self._attached.append(p)
+                self._callbacks[id(p)] = []
+            self._callbacks[id(p)].extend(callbacks)
+            if self._key is not None:
+                self._attach_to_key(p)
+        return self
+
+    def attached_tensors(self):
+        return list(self._attached)
+
+    @property
+    def recording(self):
+        return self._key is not None
+
+    def record(self):
+        if self._key is not None:
+            raise RuntimeError("GradManager.record: already recording")
+        self._key = GradKey(name=f"GradManager@{id(self):x}")
+        for p in self._attached:
+            self._attach_to_key(p)
+        self._key._start()   # records even with nothing attached yet (attach may follow)
+
+    def release(self):
+        """End the recording and free the graph; does nothing when not recording."""
+        key, self._key = self._key, None
+        if key is not None:
+            key._stop()
+
+    def _attach_to_key(self, p):
+        self._key.attach(p, lambda grad, p=p: self._accumulate(p, grad))
+
+    def _accumulate(self, p, grad):
+        for cb in self._callbacks[id(p)]:
+            grad = cb(p, grad)
+        old = getattr(p, "grad", None)
+        p.grad = grad if old is None else old + grad
+
+    def backward(self, y=None, dy=None):
+        if self._key is None:
+            raise RuntimeError("GradManager.backward: not recording; call it inside `with gm:` "
+                               "or between gm.record() and gm.release()")
+        try:
+            if y is not None:
+                backward(self._key, y, dy)
+        finally:
+            self.release()
+
+    def __enter__(self):
+        self.record()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+    def __or__(self, other):
+        return GradManagerGroup([self]) | other
+
+
+class GradManagerGroup:
+    """`gm1 | gm2`: records, releases and runs backward for all its managers together."""
+
+    def __init__(self, managers=()):
+        self._managers = []
+        for gm in managers:
+            self._add(gm)
+
+    def _add(self, gm):
+        members = gm._managers if isinstance(gm, GradManagerGroup) else [gm]
+        for m in members:
+            if not isinstance(m, GradManager):
+                raise TypeError(f"can only group GradManagers, got {type(m).__name__}")
+            if m not in self._managers:
+                self._managers.append(m)
+
+    def __or__(self, other):
+        group = GradManagerGroup(self._managers)
+        group._add(other)
+        return group
+
+    __ror__ = __or__
+
+    def record(self):
+        for gm in self._managers:
+            gm.record()
+
+    def release(self):
+        for gm in reversed(self._managers):
+            gm.release()
+
+    def backward(self, y=None, dy=None):
+        # Outer (lower priority) keys first: a later key never records an earlier one's backward.
+        for gm in sorted(self._managers, key=lambda m: m._key.priority if m._key else 0):
+            gm.backward(y, dy)
+
+    def __enter__(self):
+        self.record()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
