@@ -1,0 +1,185 @@
+"""One training step (forward, backward, SGD) of an 8-layer MLP (width 1024, batch 256) and a
+3-conv CNN (batch 64, 32x32): imperative vs PyTorch CPU eager (vs hand-written numpy for the
+MLP). Each contender runs in a fresh subprocess (one BLAS thread each) so that its peak RSS
+is its own.
+
+    python tools/bench_train.py [--steps 10] [--json bench_train.json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+WIDTH, DEPTH, BATCH = 1024, 8, 256
+CNN_BATCH = 64
+
+
+def mlp_data(np):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH, WIDTH)).astype(np.float32)
+    y = rng.integers(0, 10, BATCH).astype(np.int32)
+    ws = [(rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32) for _ in range(DEPTH - 1)]
+    ws.append((rng.standard_normal((10, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32))
+    return x, y, ws
+
+
+def run_imperative(model, steps):
+    import numpy as np
+    import imperative as imp
+    from imperative import F, nn, optim
+    from imperative.autodiff import GradManager
+    if model == "mlp":
+        x, y, ws = mlp_data(np)
+        layers = []
+        for i, w in enumerate(ws):
+            lin = nn.Linear(w.shape[1], w.shape[0], bias=False)
+            lin.weight = imp.Parameter(w)
+            layers += [lin, nn.ReLU()] if i < len(ws) - 1 else [lin]
+        net = nn.Sequential(*layers)
+    else:
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)
+        y = rng.integers(0, 10, CNN_BATCH).astype(np.int32)
+        imp.random.seed(0)
+        net = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1),
+                            nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU())
+        head = nn.Linear(64, 10)
+    x, y = imp.Tensor(x), imp.Tensor(y)
+    params = net.parameters() + ([] if model == "mlp" else head.parameters())
+    opt = optim.SGD(params, 0.01)
+    gm = GradManager().attach(params)
+
+    def step():
+        with gm:
+            out = net(x)
+            if model == "cnn":
+                out = head(out.mean(axis=(2, 3)))
+            loss = F.cross_entropy(out, y)
+            gm.backward(loss)
+        opt.step()
+        opt.clear_grad()
+        return float(loss)
+    return step
+
+
+def run_torch(model, steps):
+    import numpy as np
+    import torch
+    torch.set_num_threads(1)
+    if model == "mlp":
+        x, y, ws = mlp_data(np)
+        layers = []
+        for i, w in enumerate(ws):
+            lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
+            lin.weight.data = torch.from_numpy(w.copy())
+            layers += [lin, torch.nn.ReLU()] if i < len(ws) - 1 else [lin]
+        net = torch.nn.Sequential(*layers)
+        params = list(net.parameters())
+    else:
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)
+        y = rng.integers(0, 10, CNN_BATCH).astype(np.int32)
+        net = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+                                  torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(),
+                                  torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU())
+        head = torch.nn.Linear(64, 10)
+        params = list(net.parameters()) + list(head.parameters())
+    x, y = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+    opt = torch.optim.SGD(params, 0.01)
+
+    def step():
+        out = net(x)
+        if model == "cnn":
+            out = head(out.mean(dim=(2, 3)))
+        loss = torch.nn.functional.cross_entropy(out, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return float(loss)
+    return step
+
+
+def run_numpy(model, steps):
+    """Hand-written MLP step: forward, softmax cross-entropy, backward, SGD."""
+    import numpy as np
+    x, y, ws = mlp_data(np)
+
+    def step():
+        acts = [x]
+        for w in ws[:-1]:
+            acts.append(np.maximum(acts[-1] @ w.T, 0))
+        logits = acts[-1] @ ws[-1].T
+        z = logits - logits.max(1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(1, keepdims=True)
+        loss = -np.log(p[np.arange(BATCH), y]).mean()
+        g = p
+        g[np.arange(BATCH), y] -= 1
+        g /= BATCH
+        for i in range(len(ws) - 1, -1, -1):
+            gw = g.T @ acts[i]
+            g = g @ ws[i]
+            if i:
+                g *= acts[i] > 0
+            ws[i] -= 0.01 * gw
+        return float(loss)
+    return step
+
+
+def child(contender, model, steps):
+    """Runs in the subprocess: times `steps` steps after one warm-up, reports peak RSS."""
+    import psutil
+    proc = psutil.Process()
+    make = {"imperative": run_imperative, "torch": run_torch, "numpy": run_numpy}[contender]
+    step = make(model, steps)
+    step()
+    times, peak = [], proc.memory_info().rss
+    for _ in range(steps):
+        start = time.perf_counter()
+        loss = step()
+        times.append(time.perf_counter() - start)
+        peak = max(peak, proc.memory_info().rss)
+    with open("/proc/self/status") as f:
+        hwm = next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM")), peak)
+    print(json.dumps({"step_s": min(times), "median_s": sorted(times)[len(times) // 2],
+                      "peak_rss": hwm, "loss": loss}))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--json", default="bench_train.json")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args.child[0], args.child[1], args.steps)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    results = {}
+    for model, contenders in (("mlp", ("imperative", "torch", "numpy")), ("cnn", ("imperative", "torch"))):
+        for who in contenders:
+            out = subprocess.run([sys.executable, __file__, "--child", who, model, "--steps", str(args.steps)],
+                                 capture_output=True, text=True, env=env)
+            if out.returncode:
+                print(f"{model} {who}: failed\n{out.stderr[-2000:]}")
+                continue
+            results[f"{model} {who}"] = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"{'case':<18}{'best ms':>10}{'median ms':>11}{'peak RSS MiB':>14}{'loss':>9}")
+    for key, r in results.items():
+        print(f"{key:<18}{r['step_s'] * 1e3:>10.1f}{r['median_s'] * 1e3:>11.1f}"
+              f"{r['peak_rss'] / 2**20:>14.1f}{r['loss']:>9.4f}")
+    ratios = {}
+    for model in ("mlp", "cnn"):
+        a, b = results.get(f"{model} imperative"), results.get(f"{model} torch")
+        if a and b:
+            ratios[f"{model}_step_over_torch"] = a["step_s"] / b["step_s"]
+            ratios[f"{model}_peak_rss_over_torch"] = a["peak_rss"] / b["peak_rss"]
+    print("ratios:", json.dumps({k: round(v, 3) for k, v in ratios.items()}))
+    with open(args.json, "w") as f:
+        json.dump({"results": results, "ratios": ratios}, f, indent=2)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
