@@ -384,7 +384,8 @@ def _reduce_backward(op, ctx, dy):
         # MAX / MIN: ties share the gradient equally
         x = ctx.inputs[0]
         winners = (x == expand(ctx.outputs[0])).astype(x.dtype)
-        g = expand(dy) * winners / expand(winners.sum(axis=axes, keepdims=True).reshape(ctx.out_shapes[0]))
+        ties = F.broadcast_to(winners.sum(axis=axes, keepdims=True), in_shape)
+        g = expand(dy) * winners / ties
     return (_as_input_grad(g, ctx, 0),)
 
 

@@ -91,9 +91,10 @@ def _padded_shape(op, shape):
     return shape[:2] + (shape[2] + 2 * ph, shape[3] + 2 * pw)
 
 
-def _crop(op, t, shape):
+def _crop_index(op, shape):
+    """The index of the unpadded input inside the padded one."""
     (ph, pw) = op.padding
-    return t[:, :, ph:ph + shape[2], pw:pw + shape[3]]
+    return (slice(None), slice(None), slice(ph, ph + shape[2]), slice(pw, pw + shape[3]))
 
 
 def _max_pool_contributions(op, ctx, dy):
@@ -108,11 +109,6 @@ def _max_pool_contributions(op, ctx, dy):
         hit = (xpad[tap] == out).astype(dy.dtype) * unclaimed
         unclaimed = unclaimed - hit
         yield tap, dy * hit
-
-
-def _crop_index(op, shape):
-    (ph, pw) = op.padding
-    return (slice(None), slice(None), slice(ph, ph + shape[2]), slice(pw, pw + shape[3]))
 
 
 def _average_pool_contributions(op, ctx, dy):
