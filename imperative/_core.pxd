@@ -69,8 +69,8 @@ cdef class TensorInfo:
     cdef readonly int status           # [C/W] Status
     cdef public object value           # [W] numpy array while PRODUCED ([C] for host-computed ops)
     cdef public Storage storage        # [W] allocation holding `value`
-    cdef public object producer        # [C] the Command that computes it (kept while drop is possible)
-    cdef public list users             # [C] commands reading it (for DTR's neighbourhood)
+    cdef public object producer        # [C] Producer that recomputes it (while recording paths)
+    cdef public list users             # [C] weak references to the Producers reading it
     cdef public Py_ssize_t numel       # number of elements (from shape)
     cdef public Py_ssize_t size        # bytes the value occupies (from shape and dtype)
     cdef public double cost            # [W] seconds its producer took
@@ -80,6 +80,11 @@ cdef class TensorInfo:
     cdef public int pending_uses       # [C/W] queued commands that read or produce it
     cdef public long long ready_seq    # [C] sequence number of the command producing it
     cdef public ErrorRecord error      # [W] set when INVALID
+    cdef public object uf_parent       # [C/W] DTR union-find of evicted neighbourhoods
+    cdef public double uf_cost         # [C/W] the class's cost, valid at its root
+    cdef public str swap_path          # [C/W] the file holding the value while SWAPPED
+    cdef public object swap_shape
+    cdef public object swap_dtype
     cdef public object scope           # [C] imperative.scope.ScopeNode it was made under
     cdef public object op              # [C] the op that produced it (None for data)
     cdef public int out_index          # [C] which output of `op`

@@ -88,6 +88,11 @@ cdef enum:  # option indices into Channel._opts
     OPT_CATCH = 3
     OPT_ENABLE_DROP = 4
     OPT_ENABLE_SWAP = 5
+    OPT_DTR_AUTO = 6
+    OPT_SQRT_SAMPLING = 7
+    OPT_DTR_THRESHOLD = 8
+    OPT_MIN_EVICTEE = 9
+    OPT_RECORD_PATH = 10
     OPT_QUEUE_SIZE = 11
 
 
@@ -229,6 +234,21 @@ cdef class ErrorRecord:
 
 
 cdef class TensorInfo:
+    def __dealloc__(self):
+        # A record kept alive only by producers that read it (a leaf whose tensors are
+        # gone) still held its value: release the accounting (and any swap file) now.
+        cdef Storage st = self.storage
+        if st is not None:
+            st.refs -= 1
+            if st.refs == 0:
+                (<Device>st.device).stats.allocated -= st.nbytes
+        if self.swap_path is not None:
+            try:
+                os.remove(self.swap_path)
+            except OSError:
+                pass
+            (<Device>self.device).stats.swapped -= self.size
+
     @property
     def id(self):
         return self.handle & 0xFFFFFFFF
@@ -327,9 +347,14 @@ def get_grad_hook():
 
 # --------------------------------------------------------------------------- the channel
 
+cdef class MemoryManager
+
+
 @cython.final
 cdef class Channel:
     cdef long long _opts[12]
+    cdef MemoryManager mm            # drop, swap, DTR (imperative/_memory.pxi)
+    cdef bint _memory_on             # any of enable_drop/swap, record_computing_path, DTR
     # handle table [C]
     cdef list _table
     cdef vector[long long] _free_handles   # whole handles: a free slot's id and next generation
@@ -371,6 +396,7 @@ cdef class Channel:
         values = _options_from_environment()
         for i, name in enumerate(_OPTION_NAMES):
             self._opts[i] = values[name]
+        self._update_memory_flag()
 
     # ---- options
 
@@ -379,6 +405,11 @@ cdef class Channel:
         self._opts[<int>_OPTION_INDEX[name]] = v
         if name == "buffer_length":
             self._flush_buffer(v)
+        self._update_memory_flag()
+
+    cdef void _update_memory_flag(self):
+        self._memory_on = (self._opts[OPT_ENABLE_DROP] or self._opts[OPT_ENABLE_SWAP]
+                           or self._opts[OPT_RECORD_PATH] or self._opts[OPT_DTR_AUTO])
 
     def get_option(self, str name):
         if name not in _OPTION_INDEX:
@@ -473,9 +504,13 @@ cdef class Channel:
         info.storage = storage
         info.value = array
         info.status = PRODUCED
+        if self._memory_on:
+            self.mm.on_produced(info)
 
     cdef void _free_value(self, TensorInfo info):
         cdef Storage storage = info.storage
+        if self._memory_on:
+            self.mm.forget(info)
         info.value = None
         info.storage = None
         if storage is not None:
@@ -542,6 +577,8 @@ cdef class Channel:
         cmd.outputs = outputs
         cmd.fast = fast
         cmd.scope = _current_scope
+        if self._memory_on and op.recomputable:
+            self.mm.record(op, inputs, outputs)
         for i in range(len(outputs)):
             info = outputs[i]
             info.op = op
@@ -607,7 +644,7 @@ cdef class Channel:
         runs the op (again) and reports any error by the usual protocol."""
         cdef Py_ssize_t limit
         cdef long long t0 = _now_ns() if _profiling else 0
-        if self._state != 0 or a.status != PRODUCED or a.quantized:
+        if self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on:
             return None
         if b is not None and (b.status != PRODUCED or b.dtype is not a.dtype
                               or b.device is not a.device
@@ -692,8 +729,7 @@ cdef class Channel:
         self._retire_handle(info)
         if info.pending_uses == 0:
             # Nothing queued touches it: free it here instead of queueing a Del.
-            self._free_value(info)
-            info.status = DELETED
+            self._delete(info)
             return
         for i in range(len(self._buffer) - 1, -1, -1):
             cmd = self._buffer[i]
@@ -777,6 +813,9 @@ cdef class Channel:
                         self._processed += 1
                         if self._n_waiters:
                             self._notify_waiters()
+                    # drop the references: a finished command must not keep records alive
+                    batch = None
+                    cmd = None
                 elif self._stopping:
                     break
                 else:
@@ -817,9 +856,27 @@ cdef class Channel:
         elif cmd.kind == CMD_DEL:
             info = cmd.target
             info.pending_uses -= 1
-            self._free_value(info)
-            info.status = DELETED
+            self._delete(info)
         return 0
+
+    cdef void _delete(self, TensorInfo info):
+        """No Tensor refers to `info` any more. While producers are recorded, a tensor that
+        can be recomputed is dropped (its record stays for whoever needs it again) and a
+        leaf that a recorded producer reads keeps its value (its record's death frees it)."""
+        if self._memory_on and info.status in (PRODUCED, DROPPED, SWAPPED):
+            if info.producer is not None:
+                if info.status == PRODUCED:
+                    self._free_value(info)
+                    info.status = DROPPED
+                return
+            if info.users is not None and any(ref() is not None for ref in info.users):
+                self.mm.forget(info)
+                return
+        self._free_value(info)
+        if info.swap_path is not None:
+            _remove_swap_file(info)
+            (<Device>info.device).stats.swapped -= info.size
+        info.status = DELETED
 
     cdef int _execute_apply(self, Command cmd) except -1:
         """Run one op's kernel (worker, or caller for host compute); never raises
@@ -833,7 +890,9 @@ cdef class Channel:
                 self._free_dels(cmd)
                 return 0
         try:
-            if cmd.fast:
+            if self._memory_on:
+                self._run_managed(cmd)
+            elif cmd.fast:
                 self._run_ufunc(cmd)
             else:
                 self._run_kernel(cmd)
@@ -847,6 +906,32 @@ cdef class Channel:
         self._free_dels(cmd)
         return 0
 
+    cdef int _run_managed(self, Command cmd) except -1:
+        """Run an op under the memory manager: its inputs pinned and resident (recomputed or
+        swapped in), room made for its outputs under the budget."""
+        cdef TensorInfo info
+        cdef Py_ssize_t needed = 0
+        for info in cmd.inputs:
+            info.pins += 1
+        try:
+            for info in cmd.inputs:
+                if info.status == DROPPED or info.status == SWAPPED:
+                    self.mm.restore(info)
+            for info in cmd.outputs:
+                needed += info.size
+            if cmd.outputs:
+                self.mm.make_room(needed, (<TensorInfo>cmd.outputs[0]).device)
+            if cmd.fast:
+                self._run_ufunc(cmd)
+            else:
+                self._run_kernel(cmd)
+        finally:
+            self.mm.clock += 1
+            for info in cmd.inputs:
+                info.pins -= 1
+                info.last_use = self.mm.clock
+        return 0
+
     cdef void _mark_invalid(self, TensorInfo out, ErrorRecord rec):
         if out.status == PRODUCED:
             self._free_value(out)
@@ -858,8 +943,7 @@ cdef class Channel:
         if cmd.dels is None:
             return
         for info in cmd.dels:
-            self._free_value(info)
-            info.status = DELETED
+            self._delete(info)
         cmd.dels = None
 
     cdef int _run_ufunc(self, Command cmd) except -1:
@@ -892,8 +976,8 @@ cdef class Channel:
         contiguous, owning its whole storage, and no view of it anywhere."""
         cdef TensorInfo info
         cdef Storage st
-        if cmd.dels is None or cmd.outputs is None:
-            return None
+        if cmd.dels is None or cmd.outputs is None or self._memory_on:
+            return None   # while recording, a dying input may still be needed to recompute
         for info in cmd.dels:
             st = info.storage
             if (st is not None and st.refs == 1 and not st.exported
@@ -960,6 +1044,9 @@ cdef class Channel:
             self._raise_unusable_input("read", info)
         if info.status == DELETED:
             raise RuntimeError("tensor was deleted")
+        if info.status == DROPPED or info.status == SWAPPED:
+            self.sync_quietly()           # the worker is idle now: restore on this thread
+            self.mm.restore(info)
         return 0
 
     cpdef object get_value(self, TensorInfo info):
@@ -1130,9 +1217,80 @@ cdef str _describe_failure(Command cmd, exc):
             f"(inputs: [{inputs}]; issued at {site})")
 
 
+include "_memory.pxi"
+
+
 # --------------------------------------------------------------------------- the process's channel
 
 cdef Channel _channel = Channel()
+_channel.mm = MemoryManager(_channel)
+
+
+# ---- memory management verbs (Tensor._drop/_swap_out/_swap_in, imperative.dtr)
+
+cdef int _require(int index, str name, str what) except -1:
+    if not _channel._opts[index]:
+        raise RuntimeError(f"Tensor.{what}() needs the option {name}=1 "
+                           f"(imperative.set_option({name!r}, 1))")
+    return 0
+
+
+def drop_tensor(TensorBase t):
+    """Free `t`'s value, keeping how to recompute it (Tensor._drop)."""
+    _require(OPT_ENABLE_DROP, "enable_drop", "_drop")
+    cdef TensorInfo info = t._info
+    _channel.wait_produced(info)
+    if info.producer is None:
+        warnings.warn(f"cannot drop a tensor {info.shape} {info.dtype} that has no producer "
+                      "(made from data, an RNG op, or created before enable_drop was set): "
+                      "nothing was dropped", UserWarning, stacklevel=3)
+        return
+    _channel.sync_quietly()          # no queued op is reading it now
+    if info.status == PRODUCED:
+        _channel.mm.drop(info, "_drop()")
+
+
+def swap_out_tensor(TensorBase t):
+    _require(OPT_ENABLE_SWAP, "enable_swap", "_swap_out")
+    cdef TensorInfo info = t._info
+    _channel.wait_produced(info)
+    _channel.sync_quietly()
+    if info.status == PRODUCED:
+        _channel.mm.swap_out(info, "_swap_out()")
+
+
+def swap_in_tensor(TensorBase t):
+    _require(OPT_ENABLE_SWAP, "enable_swap", "_swap_in")
+    _channel.wait_produced(t._info)      # restores a swapped (or dropped) value
+
+
+def tensor_status(TensorBase t):
+    """The record's status name: PRODUCED, DROPPED, SWAPPED, ..."""
+    return Status(t._info.status).name
+
+
+def set_eviction_policy(str name):
+    if name not in POLICIES:
+        raise ValueError(f"unknown eviction policy {name!r}; choose one of {sorted(POLICIES)}")
+    _channel.mm.policy = POLICIES[name]()
+
+
+def get_eviction_policy():
+    return _channel.mm.policy.name
+
+
+def set_swap_dir(path):
+    _channel.mm.swap_dir = None if path is None else str(path)
+
+
+def get_swap_dir():
+    return _channel.mm.ensure_swap_dir()
+
+
+def memory_manager_stats():
+    return {"eviction_seconds": _channel.mm.eviction_seconds,
+            "budget_overshoots": _channel.mm.overshoots, "clock": _channel.mm.clock,
+            "candidates": len(_channel.mm.candidates)}
 cdef object _tensor_cls = None   # imperative.tensor.Tensor, set at its import
 
 
@@ -1199,7 +1357,10 @@ def set_default_device(name):
 def memory_stats(device=None):
     """Memory counters of a device (default: the default device)."""
     cdef Device d = _channel.default_device if device is None else as_device(device)
-    return d.stats.as_dict()
+    stats = d.stats.as_dict()
+    stats["eviction_seconds"] = _channel.mm.eviction_seconds
+    stats["budget_overshoots"] = _channel.mm.overshoots
+    return stats
 
 
 def reset_peak_memory_stats():

@@ -89,11 +89,11 @@ class _Node:
                     tuple(i.shape for i in inputs), tuple(i.dtype for i in inputs),
                     tuple(o.dtype for o in outputs))
 
-    def context(self):
+    def context(self, needs):
         saved_in, saved_out, in_shapes, in_dtypes, out_dtypes = self.ctx
         out_shapes = tuple(o.shape for o in self.outputs)
         return grad_rules.GradContext(saved_in, saved_out, in_shapes, in_dtypes,
-                                      out_shapes, out_dtypes)
+                                      out_shapes, out_dtypes, needs)
 
     def free(self):
         self.ctx = None
@@ -201,7 +201,10 @@ class GradKey:
                 callback(grad)
 
     def _apply_rule(self, node, out_grads, grads):
-        in_grads = node.rule.backward(node.op, node.context(), out_grads)
+        producer = self._producer
+        # only tracked inputs (those that depend on an attached record) get their gradient used
+        needs = tuple(info in producer for info in node.inputs)
+        in_grads = node.rule.backward(node.op, node.context(needs), out_grads)
         if in_grads is None or len(in_grads) != len(node.inputs):
             raise RuntimeError(f"the backward rule of {node.op!r} returned "
                                f"{in_grads!r}; expected one gradient per input "

@@ -8,6 +8,9 @@ exactly those alive after the forward pass and frees the rest at once.
 The rule is called as `rule(op, ctx, grads)`:
   * `ctx.inputs` / `ctx.outputs`: tuples with a Tensor at each saved index, None elsewhere
   * `ctx.in_shapes`, `ctx.in_dtypes`, `ctx.out_shapes`, `ctx.out_dtypes`: always available
+  * `ctx.needs`: one bool per input, True when the engine will use that input's gradient
+    (the input is tracked by the recording key); a rule may return None where it is False
+    and should skip computing it when that is costly (a matmul, a convolution)
   * `grads`: one Tensor per output (None where that output got no gradient)
 and returns one gradient per input (a Tensor of that input's shape, or None for inputs that
 get none: integer inputs, indices, masks). Rules compute with ordinary imperative ops, so
@@ -26,6 +29,7 @@ class GradContext(NamedTuple):
     in_dtypes: tuple
     out_shapes: tuple
     out_dtypes: tuple
+    needs: tuple
 
 
 class GradRule(NamedTuple):
@@ -73,6 +77,7 @@ from .ops import (AddAxis, BatchedMatrixMul, Broadcast, Concat, Copy, Dimshuffle
                   MaskedIndexingMultiAxisVec, MatrixMul, Reduce, RemoveAxis, Reshape,
                   SetSubtensor, Split, Subtensor, TypeCvt, Where, Clip)
 from .ops.base import cached_op, normalize_axes
+from .ops.elemwise import ActivationGrad, ScaledAdd
 from .ops.indexing import TENSOR
 
 
@@ -107,6 +112,11 @@ def _as_input_grad(grad, ctx, i):
     if grad is None or not _is_float(ctx.in_dtypes[i]):
         return None
     return grad if grad.dtype == ctx.in_dtypes[i] else grad.astype(ctx.in_dtypes[i])
+
+
+def _wants(ctx, i):
+    """Whether input i gets a gradient: a float input whose gradient the engine uses."""
+    return ctx.needs[i] and _is_float(ctx.in_dtypes[i])
 
 
 def _zeros_for_input(ctx, i):
@@ -267,7 +277,7 @@ def _d_tan(dy, x, out):
 
 @_elemwise_grad("TANH", outputs=(0,))
 def _d_tanh(dy, x, out):
-    return (dy * (1 - out * out),)
+    return (_activation_grad("TANH", dy, out),)
 
 
 @_elemwise_grad("ERF", inputs=(0,))
@@ -277,12 +287,12 @@ def _d_erf(dy, x, out):
 
 @_elemwise_grad("RELU", outputs=(0,))
 def _d_relu(dy, x, out):
-    return (F.where(out > 0, dy, 0),)
+    return (_activation_grad("RELU", dy, out),)
 
 
 @_elemwise_grad("SIGMOID", outputs=(0,))
 def _d_sigmoid(dy, x, out):
-    return (dy * out * (1 - out),)
+    return (_activation_grad("SIGMOID", dy, out),)
 
 
 @_elemwise_grad("GELU", inputs=(0,))
@@ -324,6 +334,40 @@ def _d_hsigmoid(dy, x, out):
     return (F.where((x > -3) & (x < 3), dy * (1 / 6), 0),)
 
 
+def _activation_grad(mode, dy, y):
+    if dy.dtype != y.dtype:
+        y = y.astype(dy.dtype)
+    return apply(cached_op(ActivationGrad, mode), dy, y)[0]
+
+
+@defgrad(ActivationGrad, inputs=(0, 1))
+@_single_output
+def _activation_grad_backward(op, ctx, g):
+    """Second order: ActivationGrad(dy, y) is linear in dy (the same op again); in y it is
+    0 for RELU (piecewise constant), dy (1 - 2y) for SIGMOID, -2 dy y for TANH."""
+    dy, y = ctx.inputs
+    gdy = _activation_grad(op.mode, g, y) if _wants(ctx, 0) else None
+    gy = None
+    if _wants(ctx, 1):
+        if op.mode == "RELU":
+            gy = F.zeros(ctx.in_shapes[1], ctx.in_dtypes[1])
+        elif op.mode == "SIGMOID":
+            gy = g * dy * (1 - 2 * y)
+        else:
+            gy = g * dy * y * -2
+        gy = _unbroadcast(gy, ctx.in_shapes[1])
+    if gdy is not None:
+        gdy = _unbroadcast(gdy, ctx.in_shapes[0])
+    return _as_input_grad(gdy, ctx, 0), _as_input_grad(gy, ctx, 1)
+
+
+@defgrad(ScaledAdd)
+@_single_output
+def _scaled_add_backward(op, ctx, g):
+    return (_as_input_grad(g, ctx, 0) if _wants(ctx, 0) else None,
+            _as_input_grad(g * op.alpha, ctx, 1) if _wants(ctx, 1) else None)
+
+
 def _elemwise_saved(kind):
     index = 0 if kind == "inputs" else 1
     return lambda op: _ELEMWISE[op.mode][index] if op.mode in _ELEMWISE else ()
@@ -335,12 +379,28 @@ def _elemwise_backward(op, ctx, dy):
     entry = _ELEMWISE.get(op.mode)
     if entry is None or not any(map(_is_float, ctx.in_dtypes)):
         return _no_grads(ctx)
-    raw = entry[2](dy, *ctx.inputs, ctx.outputs[0])
+    if op.mode in _SKIPPABLE:
+        raw = _SKIPPABLE[op.mode](dy, *ctx.inputs, _wants(ctx, 0), _wants(ctx, 1))
+    else:
+        raw = entry[2](dy, *ctx.inputs, ctx.outputs[0])
     return tuple(_elemwise_input_grad(g, ctx, i) for i, g in enumerate(raw))
 
 
+def _mul_needed(dy, x, y, want_x, want_y):
+    return (dy * y if want_x else None), (dy * x if want_y else None)
+
+
+def _div_needed(dy, x, y, want_x, want_y):
+    dx = dy / y
+    return (dx if want_x else None), (-dx * x / y if want_y else None)
+
+
+# binary modes whose rule computes only the gradients the engine uses
+_SKIPPABLE = {"MUL": _mul_needed, "TRUE_DIV": _div_needed}
+
+
 def _elemwise_input_grad(g, ctx, i):
-    if not _is_float(ctx.in_dtypes[i]):
+    if g is None or not _is_float(ctx.in_dtypes[i]):
         return None
     if g is _ZERO:
         return _zeros_for_input(ctx, i)
@@ -404,20 +464,28 @@ def _matmul_backward(op, ctx, dy):
     sa2 = (1,) + sa if len(sa) == 1 else sa
     sb2 = sb + (1,) if len(sb) == 1 else sb
     ta, tb = op.transpose_a and len(sa) > 1, op.transpose_b and len(sb) > 1
-    a, b = a.reshape(sa2), b.reshape(sb2)
+    want_a, want_b = _wants(ctx, 0), _wants(ctx, 1)
+    if len(sa) == 1 and want_b:
+        a = a.reshape(sa2)
+    if len(sb) == 1 and want_a:
+        b = b.reshape(sb2)
     if len(sb) == 1:
         dy = F.expand_dims(dy, dy.ndim)
     if len(sa) == 1:
         dy = F.expand_dims(dy, dy.ndim - 1)
     ga = gb = None
-    if _is_float(ctx.in_dtypes[0]):
+    if want_a:
         ga = (F.matmul(b, dy, transpose_a=tb, transpose_b=True) if ta
               else F.matmul(dy, b, transpose_b=not tb))
-        ga = _unbroadcast(ga, sa2).reshape(sa)
-    if _is_float(ctx.in_dtypes[1]):
+        ga = _unbroadcast(ga, sa2)
+        if ga.shape != sa:
+            ga = ga.reshape(sa)
+    if want_b:
         gb = (F.matmul(dy, a, transpose_a=True, transpose_b=ta) if tb
               else F.matmul(a, dy, transpose_a=not ta))
-        gb = _unbroadcast(gb, sb2).reshape(sb)
+        gb = _unbroadcast(gb, sb2)
+        if gb.shape != sb:
+            gb = gb.reshape(sb)
     return _as_input_grad(ga, ctx, 0), _as_input_grad(gb, ctx, 1)
 
 

@@ -3,73 +3,80 @@ the rule interface. Like every rule, these compute with imperative ops only."""
 import numpy as np
 
 from . import functional as F
+from ._core import apply
 from .grad_rules import (_as_input_grad, _is_float, _no_grads, _scatter_add, _single_output,
-                         defgrad)
+                         _wants, defgrad)
+from .ops.base import cached_op
 from .ops.indexing import TENSOR
-from .ops.nn import (BatchNormForward, Convolution, CrossEntropy, Embedding, LayerNormForward,
+from .ops.nn import (BatchNormForward, Convolution, ConvolutionBackwardData,
+                     ConvolutionBackwardFilter, CrossEntropy, Embedding, LayerNormForward,
                      LeakyRelu, LogSoftmax, Pooling, Softmax, _valid_counts)
 from .tensor import Tensor
 
 
 # ---------------------------------------------------------------------------------------
-# Convolution: both gradients are convolutions again
+# Convolution: its two gradients are dedicated ops (ConvolutionBackwardData / Filter)
 
 
-def _conv_input_grad(dy, w, in_hw, stride, padding, dilation, groups):
-    """The transposed convolution of dy: dy is stuffed with stride-1 zeros between its
-    values and bordered by a window span of zeros, then convolved with the weight flipped
-    in space and with in/out channels swapped. That yields the gradient of the padded
-    input, which is cropped to the input."""
-    n, o, ho, wo = dy.shape
-    _, cg, kh, kw = w.shape
-    spans = [d * (k - 1) + 1 for d, k in zip(dilation, (kh, kw))]
-    # input rows/cols past the last window get no gradient: zeros at the far end
-    tails = [size + 2 * p - span - (out - 1) * s
-             for size, p, span, out, s in zip(in_hw, padding, spans, (ho, wo), stride)]
-    big = F.zeros((n, o) + tuple(2 * (span - 1) + (out - 1) * s + 1 + tail for span, out, s, tail
-                                 in zip(spans, (ho, wo), stride, tails)), dy.dtype)
-    (sh, sw), (bh, bw) = stride, (spans[0] - 1, spans[1] - 1)
-    big[:, :, bh:bh + (ho - 1) * sh + 1:sh, bw:bw + (wo - 1) * sw + 1:sw] = dy
-    g = groups
-    swapped = w.reshape(g, o // g, cg, kh, kw).transpose(0, 2, 1, 3, 4).reshape(cg * g, o // g, kh, kw)
-    full = F.conv2d(big, swapped[:, :, ::-1, ::-1], dilation=dilation, groups=g)
-    (ph, pw), (h, wd) = padding, in_hw
-    return full[:, :, ph:ph + h, pw:pw + wd]
+def _conv_params(op):
+    return (op.stride, op.padding, op.dilation, op.groups)
 
 
-def _conv_weight_grad(x, dy, kernel_hw, stride, padding, dilation):
-    """dW[o, c, i, j] = sum over n, h, w of dy[n, o, h, w] xpad[n, c, h s + i d, w s + j d]:
-    a convolution of x by dy with the batch as channels, stride and dilation exchanged.
-    (Its output may overhang the kernel by the rows no window reached: cropped.)"""
-    kh, kw = kernel_hw
-    g = F.conv2d(x.transpose(1, 0, 2, 3), dy.transpose(1, 0, 2, 3),
-                 stride=dilation, padding=padding, dilation=stride)
-    return g[:, :, :kh, :kw].transpose(1, 0, 2, 3)
+def _data_grad(params, dy, w, in_hw):
+    return apply(cached_op(ConvolutionBackwardData, *params, tuple(in_hw)), dy, w)[0]
 
 
-def _grouped_weight_grad(x, dy, w_shape, op):
-    g = op.groups
-    cg, og = w_shape[1], w_shape[0] // g
-    parts = [_conv_weight_grad(x[:, i * cg:(i + 1) * cg], dy[:, i * og:(i + 1) * og],
-                               w_shape[2:], op.stride, op.padding, op.dilation)
-             for i in range(g)]
-    return parts[0] if g == 1 else F.concat(parts, 0)
+def _filter_grad(params, x, dy, kernel_hw):
+    return apply(cached_op(ConvolutionBackwardFilter, *params, tuple(kernel_hw)), x, dy)[0]
+
+
+def _conv(params, x, w):
+    return apply(cached_op(Convolution, *params), x, w)[0]
 
 
 @defgrad(Convolution, inputs=(0, 1))
 @_single_output
 def _conv_backward(op, ctx, dy):
-    x, w = (t.astype(dy.dtype) for t in ctx.inputs[:2])
+    """gx = ConvolutionBackwardData(dy, w), gw = ConvolutionBackwardFilter(x, dy), each
+    computed only when the engine uses it."""
+    x, w = ctx.inputs[:2]
+    params = _conv_params(op)
     gx = gw = gb = None
-    if _is_float(ctx.in_dtypes[0]):
-        gx = _conv_input_grad(dy, w, ctx.in_shapes[0][2:], op.stride, op.padding,
-                              op.dilation, op.groups)
-    if _is_float(ctx.in_dtypes[1]):
-        gw = _grouped_weight_grad(x, dy, ctx.in_shapes[1], op)
-    if len(ctx.in_shapes) == 3:
+    if _wants(ctx, 0):
+        gx = _data_grad(params, dy, w.astype(dy.dtype), ctx.in_shapes[0][2:])
+    if _wants(ctx, 1):
+        gw = _filter_grad(params, x.astype(dy.dtype), dy, ctx.in_shapes[1][2:])
+    if len(ctx.in_shapes) == 3 and _wants(ctx, 2):
         gb = dy.sum(axis=(0, 2, 3))
     grads = (gx, gw, gb)[:len(ctx.in_shapes)]
     return tuple(_as_input_grad(gr, ctx, i) for i, gr in enumerate(grads))
+
+
+# Both gradient ops are bilinear, and their gradients are the three ops again:
+#   <G, BD(dy, w)> = <conv(G, w), dy>       so  d/d dy = conv(G, w),   d/dw = BF(G, dy)
+#   <G, BF(x, dy)> = <conv(x, G), dy>       so  d/dx = BD(dy, G),      d/d dy = conv(x, G)
+
+
+@defgrad(ConvolutionBackwardData, inputs=(0, 1))
+@_single_output
+def _conv_data_backward(op, ctx, g):
+    dy, w = ctx.inputs
+    params = _conv_params(op)
+    g_dy = _conv(params, g, w.astype(g.dtype)) if _wants(ctx, 0) else None
+    g_w = _filter_grad(params, g, dy.astype(g.dtype), ctx.in_shapes[1][2:]) \
+        if _wants(ctx, 1) else None
+    return _as_input_grad(g_dy, ctx, 0), _as_input_grad(g_w, ctx, 1)
+
+
+@defgrad(ConvolutionBackwardFilter, inputs=(0, 1))
+@_single_output
+def _conv_filter_backward(op, ctx, g):
+    x, dy = ctx.inputs
+    params = _conv_params(op)
+    g_x = _data_grad(params, dy.astype(g.dtype), g, ctx.in_shapes[0][2:]) \
+        if _wants(ctx, 0) else None
+    g_dy = _conv(params, x.astype(g.dtype), g) if _wants(ctx, 1) else None
+    return _as_input_grad(g_x, ctx, 0), _as_input_grad(g_dy, ctx, 1)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,7 +1,17 @@
 """Optimizers. `step()` computes each new value with ordinary ops (so the update runs
 through the interpreter) and rebinds the Parameter to it, in place: the object the model
 holds stays the same."""
+from ._core import apply
+from .ops.base import cached_op
+from .ops.elemwise import ScaledAdd
 from .tensor import Tensor
+
+
+def _axpy(x, alpha, y):
+    """x + alpha * y, as one op when x and y match (the usual parameter and gradient)."""
+    if x.shape == y.shape and x.dtype == y.dtype and x.dtype.kind == "f":
+        return apply(cached_op(ScaledAdd, float(alpha)), x, y)[0]
+    return x + y * alpha
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
@@ -54,13 +64,13 @@ class SGD(Optimizer):
 
     def _update(self, param, grad, state):
         if self.weight_decay:
-            grad = grad + param * self.weight_decay
+            grad = _axpy(grad, self.weight_decay, param)
         if self.momentum:
             buf = state.get("momentum")
             buf = grad if buf is None else buf * self.momentum + grad
             state["momentum"] = buf
-            grad = grad + buf * self.momentum if self.nesterov else buf
-        return param - grad * self.lr
+            grad = _axpy(grad, self.momentum, buf) if self.nesterov else buf
+        return _axpy(param, -self.lr, grad)
 
 
 class Adam(Optimizer):
@@ -89,7 +99,7 @@ class Adam(Optimizer):
         step = (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)) ** 0.5 + self.eps)
         if self.weight_decay and self.decoupled:
             param = param * (1 - self.lr * self.weight_decay)
-        return param - step * self.lr
+        return _axpy(param, -self.lr, step)
 
 
 class AdamW(Adam):

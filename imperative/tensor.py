@@ -249,22 +249,15 @@ class Tensor(TensorBase):
     # ---- memory-management hooks (API.md §4)
 
     def _drop(self):
-        _require_option("enable_drop", "_drop")
-        raise NotImplementedError("Tensor._drop lands with the memory-management issue")
+        """Free the value, keeping how to recompute it; the next use recomputes it."""
+        _core.drop_tensor(self)
 
     def _swap_out(self):
-        _require_option("enable_swap", "_swap_out")
-        raise NotImplementedError("Tensor._swap_out lands with the memory-management issue")
+        """Move the value to a file in imperative.dtr.swap_dir; any use reads it back."""
+        _core.swap_out_tensor(self)
 
     def _swap_in(self):
-        _require_option("enable_swap", "_swap_in")
-        raise NotImplementedError("Tensor._swap_in lands with the memory-management issue")
-
-
-def _require_option(name, what):
-    if not _core.get_option(name):
-        raise RuntimeError(f"Tensor.{what}() needs the option {name}=1 "
-                           f"(imperative.set_option({name!r}, 1))")
+        _core.swap_in_tensor(self)
 
 
 class Parameter(Tensor):

@@ -18,6 +18,7 @@ import pytest
 import imperative as imp
 from imperative import ops as O
 from imperative.grad_rules import GradContext, IndexingIncrMultiAxisVec, get_rule
+from imperative.ops.elemwise import ActivationGrad, ScaledAdd
 from imperative.ops.indexing import TENSOR
 
 EPS = 1e-3
@@ -193,6 +194,19 @@ CASES = [C(f"elemwise-{m}", E(m), gen) for m, gen in _UNARY.items()] + [
     C("conv-groups", O.Convolution((2, 1), (0, 1), 1, 2), normal(2, 4, 7, 5),
       normal(6, 2, 3, 3), normal(6)),
     C("conv-int-input", O.Convolution(), indices(3, 1, 2, 4, 4), normal(3, 2, 2, 2)),
+    # the backward ops of conv2d and of the activations have rules too (second order)
+    C("conv-backward-data", O.ConvolutionBackwardData(2, 1, 1, 1, (6, 7)), normal(2, 4, 3, 4),
+      normal(4, 3, 3, 2)),
+    C("conv-backward-data-groups", O.ConvolutionBackwardData((2, 1), (0, 1), 1, 2, (7, 5)),
+      normal(2, 6, 3, 5), normal(6, 2, 3, 3)),
+    C("conv-backward-filter", O.ConvolutionBackwardFilter(1, (1, 2), 2, 1, (2, 3)),
+      normal(1, 2, 7, 6), normal(1, 3, 7, 6)),
+    C("conv-backward-filter-groups", O.ConvolutionBackwardFilter((2, 1), (0, 1), 1, 2, (3, 3)),
+      normal(2, 4, 7, 5), normal(2, 6, 3, 5)),
+    C("relu-grad", ActivationGrad("RELU"), normal(3, 4), away(3, 4)),
+    C("sigmoid-grad", ActivationGrad("SIGMOID"), normal(3, 4), uniform(0.1, 0.9, 3, 4)),
+    C("tanh-grad", ActivationGrad("TANH"), normal(3, 4), uniform(-0.9, 0.9, 3, 4)),
+    C("scaled-add", ScaledAdd(-0.3), normal(3, 4), normal(3, 4)),
     C("maxpool", O.Pooling("MAX", 2), distinct(2, 3, 4, 6)),
     C("maxpool-overlap-pad", O.Pooling("MAX", 3, 2, 1), distinct(2, 2, 7, 6)),
     C("avgpool", O.Pooling("AVERAGE", 2, 1, 1), normal(2, 3, 5, 4)),
@@ -231,7 +245,8 @@ def run_rule(op, arrays, dys):
         tuple(t if i in keep_in else None for i, t in enumerate(tensors)),
         tuple(t if i in keep_out else None for i, t in enumerate(outputs)),
         tuple(t.shape for t in tensors), tuple(t.dtype for t in tensors),
-        tuple(t.shape for t in outputs), tuple(t.dtype for t in outputs))
+        tuple(t.shape for t in outputs), tuple(t.dtype for t in outputs),
+        (True,) * len(tensors))
     grads = rule.backward(op, ctx, tuple(None if d is None else imp.Tensor(d, dtype=o.dtype)
                                          for d, o in zip(dys, outputs)))
     assert len(grads) == len(arrays)
@@ -289,7 +304,8 @@ def test_non_differentiable_ops_give_no_gradient(op):
     if rule is None:
         return
     x = imp.Tensor([1.0, 2.0])
-    ctx = GradContext((x, x), (None,), ((2,), (2,)), (x.dtype, x.dtype), ((2,),), (np.dtype(bool),))
+    ctx = GradContext((x, x), (None,), ((2,), (2,)), (x.dtype, x.dtype), ((2,),), (np.dtype(bool),),
+                     (True, True))
     assert all(g is None for g in rule.backward(op, ctx, (imp.Tensor([1.0, 1.0]),)))
 
 
@@ -297,8 +313,88 @@ def test_no_output_gradient_gives_no_input_gradient():
     op = E("MUL")
     rule = get_rule(op)
     x = imp.Tensor([1.0, 2.0])
-    ctx = GradContext((x, x), (None,), ((2,), (2,)), (x.dtype,) * 2, ((2,),), (x.dtype,))
+    ctx = GradContext((x, x), (None,), ((2,), (2,)), (x.dtype,) * 2, ((2,),), (x.dtype,),
+                     (True, True))
     assert rule.backward(op, ctx, (None,)) == (None, None)
+
+
+@pytest.mark.parametrize("op,shapes", [
+    (O.MatrixMul(False, True), [(3, 4), (5, 4)]),
+    (O.Convolution(1, 1), [(2, 3, 5, 5), (4, 3, 3, 3)]),
+    (E("MUL"), [(3, 4), (3, 4)]),
+    (E("TRUE_DIV"), [(3, 4), (3, 4)]),
+])
+def test_rules_skip_unneeded_gradients(op, shapes, rng):
+    """With ctx.needs False for an input, the rule returns None there and the other
+    gradients unchanged (the first layer's input gradient is never computed)."""
+    arrays = [uniform(0.5, 2, *s)(rng) for s in shapes]
+    tensors = [imp.Tensor(a) for a in arrays]
+    outputs = imp.apply(op, *tensors)
+    rule = get_rule(op)
+    keep_in, keep_out = set(rule.save_inputs(op)), set(rule.save_outputs(op))
+    dy = imp.Tensor(rng.standard_normal(outputs[0].shape).astype(np.float32))
+    full = None
+    for skip in range(len(arrays)):
+        needs = tuple(i != skip for i in range(len(arrays)))
+        ctx = GradContext(
+            tuple(t if i in keep_in else None for i, t in enumerate(tensors)),
+            tuple(t if i in keep_out else None for i, t in enumerate(outputs)),
+            tuple(t.shape for t in tensors), tuple(t.dtype for t in tensors),
+            tuple(t.shape for t in outputs), tuple(t.dtype for t in outputs), needs)
+        grads = rule.backward(op, ctx, (dy,))
+        assert grads[skip] is None
+        if full is None:
+            full = run_rule(op, arrays, [dy.numpy()])
+        for i, g in enumerate(grads):
+            if i != skip:
+                np.testing.assert_allclose(g.numpy(), full[i], rtol=1e-6)
+
+
+def test_first_layer_input_gradient_is_not_computed():
+    """An MLP step computes 2 matmuls per layer backward except the first (no input grad)."""
+    from imperative import autodiff
+    rng = np.random.default_rng(0)
+    x = imp.Tensor(rng.standard_normal((4, 5)).astype(np.float32))
+    ws = [imp.Parameter(rng.standard_normal((5, 5)).astype(np.float32)) for _ in range(3)]
+    calls = []
+    original = O.MatrixMul.kernel
+    gm = autodiff.GradManager().attach(ws)
+    with gm:
+        h = x
+        for w in ws:
+            h = imp.functional.relu(imp.functional.linear(h, w))
+        loss = h.sum()
+        O.MatrixMul.kernel = lambda self, a, b: calls.append(1) or original(self, a, b)
+        try:
+            gm.backward(loss)
+            [w.grad.numpy() for w in ws]
+        finally:
+            O.MatrixMul.kernel = original
+    assert len(calls) == 5
+
+
+def test_conv2d_second_order_matches_torch(rng):
+    """Gradients of a function of conv2d's gradients (through ConvolutionBackwardData and
+    ConvolutionBackwardFilter) match PyTorch's double backward."""
+    torch = pytest.importorskip("torch")
+    from imperative import autodiff
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    tx, tw = imp.Tensor(x), imp.Tensor(w)
+    outer, inner = autodiff.GradManager().attach([tx, tw]), autodiff.GradManager().attach([tx, tw])
+    with outer:
+        with inner:
+            y = imp.functional.conv2d(tx, tw, stride=2, padding=1)
+            inner.backward((y * y).sum())
+        gx, gw = tx.grad, tw.grad
+        tx.grad = tw.grad = None
+        outer.backward((gx * gx).sum() + (gw * gw).sum())
+    px, pw = (torch.tensor(a, requires_grad=True) for a in (x, w))
+    py = torch.nn.functional.conv2d(px, pw, stride=2, padding=1)
+    qx, qw = torch.autograd.grad((py * py).sum(), (px, pw), create_graph=True)
+    ((qx * qx).sum() + (qw * qw).sum()).backward()
+    np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-3, atol=1e-2)
+    np.testing.assert_allclose(tw.grad.numpy(), pw.grad.numpy(), rtol=1e-3, atol=1e-2)
 
 
 def test_gradients_take_each_input_dtype():

@@ -312,3 +312,113 @@ class Elemwise(Op):
         else:
             r = np.asarray(self._fn(*arrays))
         return r if r.dtype == out_dtype else r.astype(out_dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# Backward kernels of activations, as one op each (autodiff's rules use them): the gradient
+# of x from dy and the activation's output y, without Where or a chain of temporaries.
+
+
+def _relu_grad(dy, y, out):
+    # dy where y > 0 (relu's output is positive exactly where its input is), else 0
+    return np.multiply(dy, y > 0, out=out)
+
+
+def _sigmoid_grad(dy, y, out):
+    # dy * y * (1 - y)
+    t = np.subtract(1, y, dtype=y.dtype)
+    t *= y
+    return np.multiply(dy, t, out=out)
+
+
+def _tanh_grad(dy, y, out):
+    # dy * (1 - y * y)
+    t = np.multiply(y, y)
+    np.subtract(1, t, out=t)
+    return np.multiply(dy, t, out=out)
+
+
+_ACTIVATION_GRADS = {"RELU": _relu_grad, "SIGMOID": _sigmoid_grad, "TANH": _tanh_grad}
+
+
+class ActivationGrad(Op):
+    """`ActivationGrad(mode)`: inputs (dy, y), y = activation(x) for mode "RELU", "SIGMOID"
+    or "TANH"; the gradient of x (numpy broadcasting, float result)."""
+
+    _fields = ("mode",)
+    INPLACE_CAPABLE = True
+
+    def __init__(self, mode):
+        if not isinstance(mode, str) or mode.upper() not in _ACTIVATION_GRADS:
+            raise ValueError(f"unknown ActivationGrad mode {mode!r}; valid modes: "
+                             f"{', '.join(_ACTIVATION_GRADS)}")
+        self._set(mode=mode.upper())
+
+    @property
+    def name(self):
+        return f"ActivationGrad.{self.mode}"
+
+    def _dtypes(self, dtypes):
+        compute = dtype_promotion(list(dtypes))
+        if compute.kind in "biu":
+            compute = _FLOAT32
+        return compute, downcast(compute)
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 2)
+        reject_quantized(self, inputs)
+        try:
+            shape = np.broadcast_shapes(*(t.shape for t in inputs))
+        except ValueError:
+            raise ValueError(f"{self!r}: shapes {inputs[0].shape} and {inputs[1].shape} "
+                             f"cannot be broadcast together") from None
+        return ((shape, self._dtypes(t.dtype for t in inputs)[1]),)
+
+    def kernel(self, dy, y, out=None):
+        compute, out_dtype = self._dtypes((dy.dtype, y.dtype))
+        dy, y = dy.astype(compute, copy=False), y.astype(compute, copy=False)
+        if out is not None and (out.dtype != compute
+                                or out.shape != np.broadcast_shapes(dy.shape, y.shape)):
+            out = None
+        r = _ACTIVATION_GRADS[self.mode](dy, y, out)
+        return r if r.dtype == out_dtype else r.astype(out_dtype)
+
+
+_AXPY_BLOCK = 1 << 15
+
+
+class ScaledAdd(Op):
+    """`ScaledAdd(alpha)`: x + alpha * y for x and y of one shape and float dtype (an
+    optimizer's update `param - lr * grad` as one op), computed over cache-sized blocks."""
+
+    _fields = ("alpha",)
+    INPLACE_CAPABLE = True
+
+    def __init__(self, alpha):
+        self._set(alpha=float(alpha))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 2)
+        reject_quantized(self, inputs)
+        x, y = inputs
+        if x.shape != y.shape or x.dtype != y.dtype or x.dtype.kind != "f":
+            raise ValueError(f"{self!r}: needs two float inputs of one shape and dtype, got "
+                             f"{x.shape} {x.dtype} and {y.shape} {y.dtype}")
+        return ((x.shape, x.dtype),)
+
+    def kernel(self, x, y, out=None):
+        if out is None or out.shape != x.shape or out.dtype != x.dtype:
+            out = np.empty_like(x)
+        alpha = x.dtype.type(self.alpha)
+        if x.size <= _AXPY_BLOCK or not (x.flags.c_contiguous and y.flags.c_contiguous
+                                    and out.flags.c_contiguous):
+            t = np.multiply(y, alpha)        # a temporary: `out` may alias x or y
+            return np.add(x, t, out=out)
+        fx, fy, fo = x.reshape(-1), y.reshape(-1), out.reshape(-1)
+        t = np.empty(_AXPY_BLOCK, x.dtype)
+        for start in range(0, fx.size, _AXPY_BLOCK):
+            stop = min(fx.size, start + _AXPY_BLOCK)
+            tb = t[:stop - start]
+            np.multiply(fy[start:stop], alpha, out=tb)
+            np.add(fx[start:stop], tb, out=fo[start:stop])
+        return out

@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from .. import dtype as D
 from .base import Op, check_arity, normalize_axis, reject_quantized
 
-__all__ = ["Convolution", "Pooling", "Softmax", "LogSoftmax", "CrossEntropy",
+__all__ = ["Convolution", "ConvolutionBackwardData", "ConvolutionBackwardFilter", "Pooling", "Softmax", "LogSoftmax", "CrossEntropy",
            "BatchNormForward", "LayerNormForward", "Embedding", "LeakyRelu"]
 
 _FLOAT16 = np.dtype(np.float16)
@@ -178,6 +178,145 @@ class Convolution(Op):
         if b is not None:
             out += b.astype(compute).reshape(1, o, 1, 1)
         return out.astype(out_dtype, copy=False)
+
+
+class _ConvolutionGrad(Op):
+    """Shared parameters of the two convolution gradients (those of the forward op)."""
+
+    _fields = ("stride", "padding", "dilation", "groups")
+
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1):
+        if not isinstance(groups, numbers.Integral) or isinstance(groups, bool) or groups < 1:
+            raise ValueError(f"conv2d: groups must be a positive int, got {groups!r}")
+        self._set(stride=_positive_pair(stride, "conv2d: stride"),
+                  padding=_positive_pair(padding, "conv2d: padding", 0),
+                  dilation=_positive_pair(dilation, "conv2d: dilation"), groups=int(groups))
+
+    def forward_op(self):
+        return Convolution(self.stride, self.padding, self.dilation, self.groups)
+
+    def _check(self, dy, x_shape, w_shape):
+        fwd = self.forward_op()
+        ((shape, _),) = fwd.infer((_Desc(x_shape, _FLOAT32), _Desc(w_shape, _FLOAT32)))
+        if tuple(dy.shape) != tuple(shape):
+            raise ValueError(f"{self!r}: output gradient of shape {dy.shape} does not match "
+                             f"the convolution of {x_shape} by {w_shape} ({shape})")
+
+
+class _Desc:
+    """A shape/dtype description, to reuse Convolution.infer's checks."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+class ConvolutionBackwardData(_ConvolutionGrad):
+    """`ConvolutionBackwardData(stride, padding, dilation, groups, in_hw)`: inputs dy
+    (N, O, Ho, Wo) and weight (O, C/groups, kh, kw); the gradient of conv2d's input
+    (N, C, H, W), H, W = in_hw (a transposed convolution). One sgemm per image and group
+    (weight^T @ dy) then one strided add per kernel tap (col2im)."""
+
+    _fields = ("stride", "padding", "dilation", "groups", "in_hw")
+
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1, in_hw=(1, 1)):
+        super().__init__(stride, padding, dilation, groups)
+        self._set(in_hw=_positive_pair(in_hw, "conv2d: input size"))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 2)
+        reject_quantized(self, inputs)
+        dy, w = inputs
+        _check_ndim("conv2d backward", "dy", dy.shape, 4, "(N, O, Ho, Wo)")
+        _check_ndim("conv2d backward", "weight", w.shape, 4, "(O, C/groups, kh, kw)")
+        x_shape = (dy.shape[0], w.shape[1] * self.groups) + self.in_hw
+        self._check(dy, x_shape, w.shape)
+        return ((x_shape, float_dtype([dy.dtype, w.dtype])),)
+
+    def kernel(self, dy, w):
+        out_dtype = float_dtype([dy.dtype, w.dtype])
+        compute = _compute_dtype(out_dtype)
+        dy, w = dy.astype(compute, copy=False), w.astype(compute, copy=False)
+        n, o, ho, wo = dy.shape
+        _, cg, kh, kw = w.shape
+        g = self.groups
+        c = cg * g
+        h, wd = self.in_hw
+        (sh, sw), (ph, pw), (dh, dw) = self.stride, self.padding, self.dilation
+        k, l = cg * kh * kw, ho * wo
+        wt = w.reshape(g, o // g, k).transpose(0, 2, 1)        # (g, K, O/g)
+        dyg = dy.reshape(n, g, o // g, l)
+        gx = np.empty((n, c, h, wd), dtype=compute)
+        hp, wp = h + 2 * ph, wd + 2 * pw
+        step = max(1, min(n, _CHUNK_BYTES // max(1, k * g * l * dy.itemsize)))
+        pad = None
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            m = stop - start
+            cols = np.matmul(wt, dyg[start:stop]).reshape(m, c, kh, kw, ho, wo)
+            if ph or pw:
+                if pad is None:
+                    pad = np.empty((step, c, hp, wp), dtype=compute)
+                target = pad[:m]
+            else:
+                target = gx[start:stop]
+            target.fill(0)
+            for i in range(kh):
+                for j in range(kw):
+                    r0, c0 = i * dh, j * dw
+                    target[:, :, r0:r0 + (ho - 1) * sh + 1:sh, c0:c0 + (wo - 1) * sw + 1:sw] \
+                        += cols[:, :, i, j]
+            if ph or pw:
+                gx[start:stop] = target[:, :, ph:ph + h, pw:pw + wd]
+        return gx.astype(out_dtype, copy=False)
+
+
+class ConvolutionBackwardFilter(_ConvolutionGrad):
+    """`ConvolutionBackwardFilter(stride, padding, dilation, groups, kernel_hw)`: inputs x
+    (N, C, H, W) and dy (N, O, Ho, Wo); the gradient of conv2d's weight (O, C/groups, kh, kw),
+    kh, kw = kernel_hw: one sgemm (dy @ im2col(x)^T) per group over a chunk of images."""
+
+    _fields = ("stride", "padding", "dilation", "groups", "kernel_hw")
+
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1, kernel_hw=(1, 1)):
+        super().__init__(stride, padding, dilation, groups)
+        self._set(kernel_hw=_positive_pair(kernel_hw, "conv2d: kernel size"))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 2)
+        reject_quantized(self, inputs)
+        x, dy = inputs
+        _check_ndim("conv2d backward", "input", x.shape, 4, "(N, C, H, W)")
+        _check_ndim("conv2d backward", "dy", dy.shape, 4, "(N, O, Ho, Wo)")
+        if x.shape[1] % self.groups:
+            raise ValueError(f"{self!r}: input channels {x.shape[1]} not divisible by groups")
+        w_shape = (dy.shape[1], x.shape[1] // self.groups) + self.kernel_hw
+        self._check(dy, x.shape, w_shape)
+        return ((w_shape, float_dtype([x.dtype, dy.dtype])),)
+
+    def kernel(self, x, dy):
+        out_dtype = float_dtype([x.dtype, dy.dtype])
+        compute = _compute_dtype(out_dtype)
+        x, dy = x.astype(compute, copy=False), dy.astype(compute, copy=False)
+        n, c, h, wd = x.shape
+        _, o, ho, wo = dy.shape
+        kh, kw = self.kernel_hw
+        g = self.groups
+        cg = c // g
+        k, l = cg * kh * kw, ho * wo
+        gw = np.zeros((g, o // g, k), dtype=compute)
+        cols = None
+        for start, stop, win in window_chunks(x, (kh, kw), self.stride, self.padding,
+                                              self.dilation, 0, c * kh * kw * l * x.itemsize):
+            m = stop - start
+            if cols is None:
+                cols = np.empty((c, kh, kw, m, ho, wo), dtype=compute)
+            part = cols[:, :, :, :m]
+            # (C, kh, kw, m, Ho, Wo): the images side by side, so one sgemm covers the chunk
+            np.copyto(part, win.transpose(1, 4, 5, 0, 2, 3))
+            d = dy[start:stop].reshape(m, g, o // g, l).transpose(1, 2, 0, 3).reshape(
+                g, o // g, m * l)
+            gw += np.matmul(d, part.reshape(g, k, m * l).transpose(0, 2, 1))
+        return gw.reshape(o, cg, kh, kw).astype(out_dtype, copy=False)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,392 @@
+# Included by _core.pyx: the memory manager. Drop (free a value, keep how to recompute it),
+# regeneration, swap to disk, and DTR eviction under a budget with pluggable policies.
+#
+# Who does what:
+#   * dispatch records a Producer for every output of a recomputable op while any of
+#     enable_drop / record_computing_path / enable_dtr_auto_drop is on;
+#   * the op runner (worker, or caller for ops it runs itself) pins an op's inputs, brings
+#     dropped or swapped inputs back (`restore`), makes room under the budget (`make_room`),
+#     runs the kernel and unpins;
+#   * the death of a tensor's last handle drops it when it has a producer (others may need
+#     it again), keeps the value of a leaf that a recorded producer reads (it cannot be
+#     recomputed), and frees it otherwise.
+# All of it runs under the GIL; values are replaced, never written in place, while recording.
+
+import weakref as _weakref
+from libc.math cimport sqrt
+
+# Estimated costs, in seconds, so that decisions do not depend on timing noise.
+cdef double _MEMORY_BYTES_PER_S = 5e9       # bytes an elementwise kernel moves per second
+cdef double _SWAP_BYTES_PER_S = 1e9         # write, or read back, a swap file
+
+
+@cython.final
+cdef class Producer:
+    """How to recompute some tensors: an op, its input records (kept alive) and its output
+    records (weakly: an output nobody holds need not be recomputed)."""
+    cdef readonly object op
+    cdef readonly list inputs
+    cdef readonly list outputs
+    cdef readonly double cost
+    cdef object __weakref__
+
+    def alive_outputs(self):
+        return [r() for r in self.outputs]
+
+
+cdef double _estimate_cost(OpDef op, list inputs, list outputs):
+    """Seconds the op would take: from its flop count when it declares one, else from the
+    bytes it reads and writes."""
+    cdef TensorInfo info
+    cdef double nbytes = 0
+    for info in inputs:
+        nbytes += info.size
+    for info in outputs:
+        nbytes += info.size
+    flops = getattr(op, "estimate_flops", None)
+    if flops is not None:
+        return max(flops([i.shape for i in inputs], [o.shape for o in outputs]) / 5e10,
+                   nbytes / _MEMORY_BYTES_PER_S)
+    return nbytes / _MEMORY_BYTES_PER_S
+
+
+# ------------------------------------------------------------------ eviction policies
+
+
+cdef class EvictionPolicy:
+    """Chooses what to evict. `score(info, clock)`: lower is evicted first; `on_evict` and
+    `on_restore` keep any bookkeeping (h_DTR^eq's union-find) current."""
+    name = "base"
+
+    cpdef double score(self, TensorInfo info, long long clock):
+        raise NotImplementedError
+
+    cpdef on_evict(self, TensorInfo info):
+        pass
+
+    cpdef on_restore(self, TensorInfo info):
+        pass
+
+
+cdef class LRUPolicy(EvictionPolicy):
+    """Least recently used first."""
+    name = "lru"
+
+    cpdef double score(self, TensorInfo info, long long clock):
+        return <double>info.last_use
+
+
+cdef class SizePolicy(EvictionPolicy):
+    """Largest first."""
+    name = "size"
+
+    cpdef double score(self, TensorInfo info, long long clock):
+        return -<double>info.size
+
+
+cdef TensorInfo _uf_find(TensorInfo info):
+    cdef TensorInfo root = info
+    while root.uf_parent is not None:
+        root = root.uf_parent
+    while info.uf_parent is not None and info.uf_parent is not root:   # path compression
+        nxt = info.uf_parent
+        info.uf_parent = root
+        info = nxt
+    return root
+
+
+cdef class DTREqPolicy(EvictionPolicy):
+    """h_DTR^eq: (cost of the tensor and of the evicted tensors around it) / (size x
+    staleness). Evicted tensors that touch each other form a union-find class whose cost
+    is kept at its root, so a neighbourhood's cost is a few root look-ups."""
+    name = "dtr_eq"
+
+    cpdef double score(self, TensorInfo info, long long clock):
+        cdef double cost = info.cost
+        cdef list seen = []
+        for n in _neighbours(info):
+            if (<TensorInfo>n).status == DROPPED:
+                root = _uf_find(n)
+                if not _contains(seen, root):
+                    seen.append(root)
+                    cost += (<TensorInfo>root).uf_cost
+        return cost / (<double>max(info.size, 1) * <double>max(clock - info.last_use, 1))
+
+    cpdef on_evict(self, TensorInfo info):
+        cdef TensorInfo root
+        info.uf_parent = None
+        info.uf_cost = info.cost
+        root = info
+        for n in _neighbours(info):
+            if (<TensorInfo>n).status == DROPPED:
+                other = _uf_find(n)
+                if other is not root:
+                    (<TensorInfo>other).uf_parent = root
+                    root.uf_cost += (<TensorInfo>other).uf_cost
+
+    cpdef on_restore(self, TensorInfo info):
+        # the eq approximation: a class is never split, its cost just loses this member's
+        cdef TensorInfo root = _uf_find(info)
+        root.uf_cost = max(root.uf_cost - info.cost, 0.0)
+
+
+cdef list _neighbours(TensorInfo info):
+    """Records one op away: the inputs of its producer and the outputs of its consumers."""
+    cdef list out = []
+    cdef Producer p = info.producer
+    if p is not None:
+        out.extend(p.inputs)
+    if info.users is not None:
+        for ref in info.users:
+            user = ref()
+            if user is not None:
+                for o in (<Producer>user).outputs:
+                    rec = o()
+                    if rec is not None and rec is not info:
+                        out.append(rec)
+    return out
+
+
+POLICIES = {"dtr_eq": DTREqPolicy, "lru": LRUPolicy, "size": SizePolicy}
+
+
+# ------------------------------------------------------------------ the manager
+
+
+@cython.final
+cdef class MemoryManager:
+    cdef Channel ch
+    cdef public EvictionPolicy policy
+    cdef dict candidates          # TensorInfo -> None: resident, recomputable, big enough
+    cdef public long long clock   # logical: one tick per op run
+    cdef public str swap_dir
+    cdef object _rng              # for sqrt(N) sampling, seeded: decisions are reproducible
+    cdef public double eviction_seconds
+    cdef public long long overshoots
+
+    def __cinit__(self, Channel ch):
+        self.ch = ch
+        self.policy = DTREqPolicy()
+        self.candidates = {}
+        self.swap_dir = None
+        import random as _random
+        self._rng = _random.Random(0)
+
+    # ---- recording producers
+
+    cdef void record(self, OpDef op, list inputs, list outputs):
+        cdef TensorInfo info
+        cdef Producer p = Producer.__new__(Producer)
+        p.op = op
+        p.inputs = list(inputs)
+        p.outputs = [_weakref.ref(o) for o in outputs]
+        p.cost = _estimate_cost(op, inputs, outputs) / max(len(outputs), 1)
+        pref = _weakref.ref(p)
+        for info in inputs:
+            if info.users is None:
+                info.users = []
+            info.users.append(pref)
+        for info in outputs:
+            info.producer = p
+            info.cost = p.cost
+
+    cdef void on_produced(self, TensorInfo info):
+        """A value became resident: maybe an eviction candidate."""
+        info.last_use = self.clock
+        if info.producer is not None and info.size >= self.ch._opts[OPT_MIN_EVICTEE]:
+            self.candidates[info] = None
+
+    cdef void forget(self, TensorInfo info):
+        self.candidates.pop(info, None)
+
+    # ---- dropping, swapping, restoring
+
+    cdef int drop(self, TensorInfo info, str reason) except -1:
+        cdef long long t0 = _now_ns() if _profiling else 0
+        self.forget(info)
+        self.ch._free_value(info)
+        info.status = DROPPED
+        if _profiling:
+            record_memory_event(t0, "drop", info, reason)
+        return 0
+
+    cdef int swap_out(self, TensorInfo info, str reason) except -1:
+        """Write the value to a file and free it; on any error nothing changes."""
+        cdef long long t0 = _now_ns() if _profiling else 0
+        cdef Device dev = info.device
+        if info.storage is not None and info.storage.refs > 1:
+            raise RuntimeError(f"cannot swap out a tensor {info.shape} {info.dtype} whose "
+                               f"storage {info.storage.refs - 1} other tensor(s) view")
+        path = os.path.join(self.ensure_swap_dir(), f"{os.getpid()}-{id(info):x}.bin")
+        value = np.ascontiguousarray(info.value)
+        try:
+            value.tofile(path)
+        except OSError as e:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+            raise OSError(e.errno, f"swap out failed, the tensor stays in memory: could not "
+                                   f"write {value.nbytes} bytes to {path}: {e.strerror}") from e
+        info.swap_path = path
+        info.swap_shape = value.shape
+        info.swap_dtype = value.dtype
+        self.forget(info)
+        self.ch._free_value(info)
+        info.status = SWAPPED
+        dev.stats.swapped += info.size
+        dev.stats.swap_outs += 1
+        if _profiling:
+            record_memory_event(t0, "swap_out", info, reason)
+        return 0
+
+    cdef int swap_in(self, TensorInfo info) except -1:
+        cdef long long t0 = _now_ns() if _profiling else 0
+        cdef Device dev = info.device
+        value = np.fromfile(info.swap_path, dtype=info.swap_dtype).reshape(info.swap_shape)
+        _remove_swap_file(info)
+        dev.stats.swapped -= info.size
+        dev.stats.swap_ins += 1
+        self.ch._set_value(info, value, None)
+        self.on_produced(info)
+        if _profiling:
+            record_memory_event(t0, "swap_in", info, "used")
+        return 0
+
+    cdef str ensure_swap_dir(self):
+        if self.swap_dir is None:
+            import tempfile
+            self.swap_dir = tempfile.mkdtemp(prefix="imperative-swap-")
+        os.makedirs(self.swap_dir, exist_ok=True)
+        return self.swap_dir
+
+    cdef int restore(self, TensorInfo target) except -1:
+        """Bring `target` back: swap it in, or recompute it (and first, iteratively, any
+        input of its producer that is gone too)."""
+        cdef list stack = [target]
+        cdef TensorInfo t, i
+        cdef Producer p
+        while stack:
+            t = stack[len(stack) - 1]    # (wraparound is off in this module)
+            if t.status == PRODUCED:
+                stack.pop()
+            elif t.status == SWAPPED:
+                self.swap_in(t)
+                stack.pop()
+            elif t.status == DROPPED:
+                p = t.producer
+                missing = [i for i in p.inputs if i.status != PRODUCED]
+                for i in missing:
+                    if i.status not in (DROPPED, SWAPPED):
+                        raise RuntimeError(f"cannot recompute a dropped tensor {t.shape} {t.dtype}: "
+                                           f"an input of its producer {p.op!r} is gone")
+                if missing:
+                    stack.extend(missing)
+                else:
+                    self.recompute(p)
+                    stack.pop()
+            else:
+                raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
+        return 0
+
+    cdef int recompute(self, Producer p) except -1:
+        cdef long long t0 = _now_ns()
+        cdef TensorInfo i, out
+        cdef OpDef op = p.op
+        for i in p.inputs:
+            i.pins += 1
+        try:
+            outs = [r() for r in p.outputs]
+            self.make_room(sum((<TensorInfo>o).size for o in outs if o is not None
+                               and (<TensorInfo>o).status == DROPPED), (<TensorInfo>p.inputs[0]).device
+                           if p.inputs else self.ch.default_device)
+            result = op.kernel(*[_unpacked_value(i) for i in p.inputs])
+        finally:
+            for i in p.inputs:
+                i.pins -= 1
+        if not isinstance(result, tuple):
+            result = (result,)
+        for k in range(len(outs)):
+            out = outs[k]
+            if out is None or out.status != DROPPED:
+                continue
+            r = result[k] if type(result[k]) is _ndarray else _np_asarray(result[k])
+            if out.packed:
+                r = _pack_4bit(r)
+            self.ch._set_value(out, r, _shared_storage(r, p.inputs) if op.aliases_input else None)
+            self.policy.on_restore(out)
+            self.on_produced(out)
+        cdef Device dev = (<TensorInfo>outs[0]).device if outs and outs[0] is not None else self.ch.default_device
+        dev.stats.recomputes += 1
+        dev.stats.recompute_seconds += (_now_ns() - t0) * 1e-9
+        if _profiling:
+            for out in outs:
+                if out is not None:
+                    record_memory_event(t0, "recompute", out, repr(op))
+                    break
+        return 0
+
+    # ---- the budget
+
+    cdef int make_room(self, Py_ssize_t needed, Device device) except -1:
+        """Evict until tensor memory on `device` plus `needed` fits the threshold. When only
+        pinned or unrecomputable tensors are left, the op runs anyway: overshoot counted."""
+        cdef long long threshold = self.ch._opts[OPT_DTR_THRESHOLD]
+        cdef long long t0
+        cdef TensorInfo victim
+        if not self.ch._opts[OPT_DTR_AUTO] or threshold <= 0:
+            return 0
+        if device.stats.allocated + needed <= threshold:
+            return 0
+        t0 = _now_ns()
+        while device.stats.allocated + needed > threshold:
+            victim = self.choose(device)
+            if victim is None:
+                self.overshoots += 1
+                break
+            self.evict(victim)
+        self.eviction_seconds += (_now_ns() - t0) * 1e-9
+        return 0
+
+    cdef TensorInfo choose(self, Device device):
+        cdef TensorInfo info, best = None
+        cdef double s, best_score = 0
+        cdef list pool = list(self.candidates)
+        cdef Py_ssize_t k
+        if self.ch._opts[OPT_SQRT_SAMPLING] and len(pool) > 16:
+            k = <Py_ssize_t>sqrt(<double>len(pool)) + 1
+            pool = self._rng.sample(pool, k)
+        for info in pool:
+            if (info.status != PRODUCED or info.pins or info.device is not device
+                    or info.storage is None or info.storage.refs != 1):
+                continue
+            s = self.policy.score(info, self.clock)
+            if best is None or s < best_score:
+                best, best_score = info, s
+        return best
+
+    cdef int evict(self, TensorInfo victim) except -1:
+        """Drop the victim, or swap it out when reading it back is estimated cheaper than
+        recomputing it (and its evicted neighbourhood)."""
+        cdef double recompute_cost = victim.cost
+        cdef double swap_cost = 2.0 * victim.size / _SWAP_BYTES_PER_S
+        victim.device.stats.evictions += 1
+        if self.ch._opts[OPT_ENABLE_SWAP] and swap_cost < recompute_cost:
+            try:
+                self.swap_out(victim, "evicted (swap cheaper than recompute)")
+                self.policy.on_evict(victim)
+                return 0
+            except OSError:
+                pass                      # fall back to dropping it
+        self.policy.on_evict(victim)
+        self.drop(victim, "evicted")
+        return 0
+
+
+cdef void _remove_swap_file(TensorInfo info):
+    if info.swap_path is not None:
+        try:
+            os.remove(info.swap_path)
+        except OSError:
+            pass
+        info.swap_path = None
