@@ -80,6 +80,8 @@ cdef class TensorInfo:
     cdef public int pending_uses       # [C/W] queued commands that read or produce it
     cdef public long long ready_seq    # [C] sequence number of the command producing it
     cdef public ErrorRecord error      # [W] set when INVALID
+    cdef public bint persistent        # [C] rebound value (parameter update, in-place op):
+                                       #     never evicted; its producer is cut once it exists
     cdef public object uf_parent       # [C/W] DTR union-find of evicted neighbourhoods
     cdef public double uf_cost         # [C/W] the class's cost, valid at its root
     cdef public str swap_path          # [C/W] the file holding the value while SWAPPED

@@ -410,6 +410,8 @@ cdef class Channel:
     cdef void _update_memory_flag(self):
         self._memory_on = (self._opts[OPT_ENABLE_DROP] or self._opts[OPT_ENABLE_SWAP]
                            or self._opts[OPT_RECORD_PATH] or self._opts[OPT_DTR_AUTO])
+        if not self._memory_on and self.mm is not None:
+            self.mm.candidates.clear()    # nothing is evicted while off; hold no records
 
     def get_option(self, str name):
         if name not in _OPTION_INDEX:
@@ -863,7 +865,10 @@ cdef class Channel:
         """No Tensor refers to `info` any more. While producers are recorded, a tensor that
         can be recomputed is dropped (its record stays for whoever needs it again) and a
         leaf that a recorded producer reads keeps its value (its record's death frees it)."""
-        if self._memory_on and info.status in (PRODUCED, DROPPED, SWAPPED):
+        # (records made while recording keep these rules after it is turned off: what was
+        # dropped then can still be recomputed)
+        if ((self._memory_on or info.producer is not None or info.users is not None)
+                and info.status in (PRODUCED, DROPPED, SWAPPED)):
             if info.producer is not None:
                 if info.status == PRODUCED:
                     self._free_value(info)
@@ -1639,10 +1644,13 @@ cdef class TensorBase:
         self._info.tensor_refs += 1
 
     def _set_info_from(self, TensorBase other):
-        """Rebind this tensor to `other`'s value (in-place operators, __setitem__)."""
+        """Rebind this tensor to `other`'s value (in-place operators, __setitem__, optimizer
+        updates). The new value is persistent for the memory manager."""
         cdef TensorInfo old = self._info
         self._info = other._info
         self._info.tensor_refs += 1
+        if _channel._memory_on:
+            _channel.mm.make_persistent(self._info)
         if old is not None:
             old.tensor_refs -= 1
             if old.tensor_refs == 0:

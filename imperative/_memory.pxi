@@ -157,7 +157,7 @@ POLICIES = {"dtr_eq": DTREqPolicy, "lru": LRUPolicy, "size": SizePolicy}
 cdef class MemoryManager:
     cdef Channel ch
     cdef public EvictionPolicy policy
-    cdef dict candidates          # TensorInfo -> None: resident, recomputable, big enough
+    cdef public dict candidates   # TensorInfo -> None: resident, recomputable, big enough
     cdef public long long clock   # logical: one tick per op run
     cdef public str swap_dir
     cdef object _rng              # for sqrt(N) sampling, seeded: decisions are reproducible
@@ -193,8 +193,21 @@ cdef class MemoryManager:
     cdef void on_produced(self, TensorInfo info):
         """A value became resident: maybe an eviction candidate."""
         info.last_use = self.clock
-        if info.producer is not None and info.size >= self.ch._opts[OPT_MIN_EVICTEE]:
+        if info.persistent:
+            # Cutting the producer ends the history chain: without this, evicting a
+            # parameter would mean recomputing every earlier training step.
+            info.producer = None
+        elif info.producer is not None and info.size >= self.ch._opts[OPT_MIN_EVICTEE]:
             self.candidates[info] = None
+
+    cdef int make_persistent(self, TensorInfo info) except -1:
+        info.persistent = True
+        self.forget(info)
+        if info.status == DROPPED or info.status == SWAPPED:
+            self.ch.wait_produced(info)
+        if info.status == PRODUCED:
+            info.producer = None
+        return 0
 
     cdef void forget(self, TensorInfo info):
         self.candidates.pop(info, None)
@@ -264,29 +277,37 @@ cdef class MemoryManager:
         """Bring `target` back: swap it in, or recompute it (and first, iteratively, any
         input of its producer that is gone too)."""
         cdef list stack = [target]
-        cdef TensorInfo t, i
+        cdef list restored = []          # pinned until the end: making room for a later
+        cdef TensorInfo t, i             # recomputation must not evict an earlier one
         cdef Producer p
-        while stack:
-            t = stack[len(stack) - 1]    # (wraparound is off in this module)
-            if t.status == PRODUCED:
-                stack.pop()
-            elif t.status == SWAPPED:
-                self.swap_in(t)
-                stack.pop()
-            elif t.status == DROPPED:
-                p = t.producer
-                missing = [i for i in p.inputs if i.status != PRODUCED]
-                for i in missing:
-                    if i.status not in (DROPPED, SWAPPED):
-                        raise RuntimeError(f"cannot recompute a dropped tensor {t.shape} {t.dtype}: "
-                                           f"an input of its producer {p.op!r} is gone")
-                if missing:
-                    stack.extend(missing)
-                else:
-                    self.recompute(p)
+        try:
+            while stack:
+                t = stack[len(stack) - 1]    # (wraparound is off in this module)
+                if t.status == PRODUCED:
                     stack.pop()
-            else:
-                raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
+                    continue
+                if t.status == SWAPPED:
+                    self.swap_in(t)
+                elif t.status == DROPPED:
+                    p = t.producer
+                    missing = [i for i in p.inputs if i.status != PRODUCED]
+                    for i in missing:
+                        if i.status not in (DROPPED, SWAPPED):
+                            raise RuntimeError(f"cannot recompute a dropped tensor {t.shape} "
+                                               f"{t.dtype}: an input of its producer {p.op!r} is "
+                                               f"{Status(i.status).name} {i!r} {i.shape}")
+                    if missing:
+                        stack.extend(missing)
+                        continue
+                    self.recompute(p)
+                else:
+                    raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
+                t.pins += 1
+                restored.append(t)
+                stack.pop()
+        finally:
+            for t in restored:
+                t.pins -= 1
         return 0
 
     cdef int recompute(self, Producer p) except -1:
