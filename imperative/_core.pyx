@@ -888,14 +888,17 @@ cdef class Channel:
         unless catch_worker_exception is 0."""
         cdef TensorInfo info
         cdef OpDef op = cmd.op
+        cdef bint gone = False           # an input dropped or swapped out: restore first
         for info in cmd.inputs:
             if info.status == INVALID:
                 for out in cmd.outputs:
                     self._mark_invalid(out, info.error)
                 self._free_dels(cmd)
                 return 0
+            if info.status == DROPPED or info.status == SWAPPED:
+                gone = True
         try:
-            if self._memory_on:
+            if self._memory_on or gone:
                 self._run_managed(cmd)
             elif cmd.fast:
                 self._run_ufunc(cmd)

@@ -193,12 +193,18 @@ cdef class MemoryManager:
     cdef void on_produced(self, TensorInfo info):
         """A value became resident: maybe an eviction candidate."""
         info.last_use = self.clock
+        if info.producer is None:
+            return
         if info.persistent:
             # Cutting the producer ends the history chain: without this, evicting a
             # parameter would mean recomputing every earlier training step.
             info.producer = None
-        elif info.producer is not None and info.size >= self.ch._opts[OPT_MIN_EVICTEE]:
+        elif info.size >= self.ch._opts[OPT_MIN_EVICTEE] and (<OpDef>(<Producer>info.producer).op).recomputable:
             self.candidates[info] = None
+        elif not self.ch._opts[OPT_ENABLE_DROP]:
+            # Never evicted (too small): its recipe would only keep its inputs alive, and
+            # through them whole earlier steps (an old loss holding old parameters).
+            info.producer = None
 
     cdef int make_persistent(self, TensorInfo info) except -1:
         info.persistent = True
