@@ -1,0 +1,171 @@
+"""Drop, regeneration, swap and DTR eviction: values come back bit for bit, memory
+accounting follows, errors are clear (API.md §4)."""
+import gc
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import imperative as imp
+
+N = 50000      # elements: 200 KB float32
+
+
+@pytest.fixture
+def memory_options():
+    with imp.option("enable_drop", 1), imp.option("enable_swap", 1):
+        yield
+    gc.collect()
+
+
+def allocated():
+    imp.sync()
+    return imp.memory_stats()["allocated"]
+
+
+def test_drop_needs_the_option():
+    t = imp.Tensor(np.ones(3, np.float32)) * 2
+    with pytest.raises(RuntimeError, match="enable_drop"):
+        t._drop()
+    with pytest.raises(RuntimeError, match="enable_swap"):
+        t._swap_out()
+
+
+def test_dropped_tensor_is_recomputed_bit_for_bit(memory_options):
+    a = imp.Tensor(np.random.default_rng(0).standard_normal(N).astype(np.float32))
+    b = imp.F.exp(a * 3 + 1)
+    want = b.numpy().copy()
+    before, recomputes = allocated(), imp.memory_stats()["recomputes"]
+    b._drop()
+    assert imp._core.tensor_status(b) == "DROPPED"
+    assert allocated() == before - N * 4
+    np.testing.assert_array_equal(b.numpy(), want)
+    assert imp.memory_stats()["recomputes"] >= recomputes + 1   # (+ dropped temporaries)
+
+
+def test_a_chain_of_dropped_tensors_is_regenerated_in_order(memory_options):
+    x = imp.Tensor(np.arange(N, dtype=np.float32))
+    chain = [x]
+    for i in range(6):
+        chain.append(chain[-1] * 1.5 + i)
+    wants = [t.numpy().copy() for t in chain]
+    for t in chain[1:]:
+        t._drop()
+    recomputes = imp.memory_stats()["recomputes"]
+    np.testing.assert_array_equal(chain[-1].numpy(), wants[-1])     # regenerates the whole chain
+    assert imp.memory_stats()["recomputes"] - recomputes >= 6
+    for t, want in zip(chain, wants):
+        np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_tensors_without_a_producer_warn_and_stay(memory_options):
+    x = imp.Tensor(np.ones(N, np.float32))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x._drop()
+    assert any(issubclass(w.category, UserWarning) and "no producer" in str(w.message) for w in caught)
+    assert imp._core.tensor_status(x) == "PRODUCED"
+    np.testing.assert_array_equal(x.numpy(), np.ones(N))
+
+
+def test_a_dropped_intermediate_whose_tensor_died_is_still_recomputable(memory_options):
+    x = imp.Tensor(np.arange(N, dtype=np.float32))
+    h = x * 2
+    y = h + 1
+    want = y.numpy().copy()
+    del h                       # y's recipe still needs h: dropped, not freed
+    gc.collect()
+    y._drop()
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_swap_out_writes_a_file_and_any_use_reads_it_back(memory_options, tmp_path):
+    imp.dtr.swap_dir = str(tmp_path)
+    try:
+        x = imp.Tensor(np.random.default_rng(1).standard_normal(N).astype(np.float32)) * 2
+        want = x.numpy().copy()
+        before = allocated()
+        x._swap_out()
+        assert imp._core.tensor_status(x) == "SWAPPED"
+        assert len(os.listdir(tmp_path)) == 1
+        assert allocated() == before - N * 4
+        assert imp.memory_stats()["swapped"] >= N * 4
+        y = x + 0                                    # a use swaps it back in
+        np.testing.assert_array_equal(y.numpy(), want)
+        assert imp._core.tensor_status(x) == "PRODUCED"
+        assert os.listdir(tmp_path) == []            # the file goes once the value is back
+        x._swap_out()
+        x._swap_in()
+        np.testing.assert_array_equal(x.numpy(), want)
+        x._swap_out()
+        del x, y
+        gc.collect()
+        imp.sync()
+        assert os.listdir(tmp_path) == []            # and when the tensor dies
+    finally:
+        imp.dtr.swap_dir = None
+
+
+def test_swap_to_an_unwritable_place_fails_clearly_and_loses_nothing(memory_options, tmp_path):
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("x")
+    imp.dtr.swap_dir = str(blocker / "swap")
+    try:
+        x = imp.Tensor(np.arange(N, dtype=np.float32)) + 1
+        with pytest.raises(OSError):
+            x._swap_out()
+        assert imp._core.tensor_status(x) == "PRODUCED"
+        np.testing.assert_array_equal(x.numpy(), np.arange(N) + 1)
+    finally:
+        imp.dtr.swap_dir = None
+
+
+def test_dtr_sizes_parse_and_a_failing_enable_changes_nothing():
+    assert imp.dtr.parse_size("512MB") == 512 * 2 ** 20
+    assert imp.dtr.parse_size("1.5GB") == int(1.5 * 2 ** 30)
+    assert imp.dtr.parse_size(1024) == 1024
+    for bad in ("12 parsecs", "-1MB", -5, True, "MB"):
+        with pytest.raises(ValueError):
+            imp.dtr.parse_size(bad)
+    before = imp.options()
+    with pytest.raises(ValueError):
+        imp.dtr.enable(eviction_threshold="1GB", evictee_minimum_size="lots")
+    assert imp.options() == before and not imp.dtr.is_enabled()
+    with pytest.raises(ValueError, match="unknown eviction policy"):
+        imp.dtr.set_policy("random")
+
+
+@pytest.mark.parametrize("policy", ["dtr_eq", "lru", "size"])
+def test_dtr_keeps_a_forward_chain_under_the_budget_with_identical_results(policy):
+    x = imp.Tensor(np.random.default_rng(2).standard_normal(N).astype(np.float32))
+
+    def run():
+        t, outs = x, []
+        for i in range(20):
+            t = imp.F.tanh(t * 0.9 + 0.1)
+            outs.append(t)
+        return outs
+
+    want = [t.numpy().copy() for t in run()]
+    old = (imp.get_option("dtr_eviction_threshold"), imp.get_option("dtr_evictee_minimum_size"),
+           imp.dtr.get_policy())
+    budget = 8 * N * 4
+    imp.dtr.enable(eviction_threshold=budget, evictee_minimum_size=1024)
+    imp.dtr.set_policy(policy)
+    try:
+        imp.sync()
+        base = allocated()
+        imp.reset_peak_memory_stats()
+        evictions = imp.memory_stats()["evictions"]
+        outs = run()
+        imp.sync()
+        assert imp.memory_stats()["peak_allocated"] <= max(budget, base) + 2 * N * 4
+        assert imp.memory_stats()["evictions"] > evictions
+        for t, w in zip(outs, want):                 # evicted ones are recomputed on use
+            np.testing.assert_array_equal(t.numpy(), w)
+    finally:
+        imp.dtr.disable()
+        imp.set_option("dtr_eviction_threshold", old[0])
+        imp.set_option("dtr_evictee_minimum_size", old[1])
+        imp.dtr.set_policy(old[2])
