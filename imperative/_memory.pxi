@@ -280,40 +280,51 @@ cdef class MemoryManager:
         return self.swap_dir
 
     cdef int restore(self, TensorInfo target) except -1:
-        """Bring `target` back: swap it in, or recompute it (and first, iteratively, any
-        input of its producer that is gone too)."""
+        """Bring `target` back: swap it in, or recompute it, first bringing back (one at a
+        time, iteratively) the inputs of its producer that are gone too. While a tensor
+        waits for its inputs, those already back are pinned: making room for the next
+        one must not evict them (the DTR paper's locking), and nothing else is pinned, so
+        the pinned set is one path of the recomputation, not the whole history."""
         cdef list stack = [target]
-        cdef list restored = []          # pinned until the end: making room for a later
-        cdef TensorInfo t, i             # recomputation must not evict an earlier one
+        cdef dict held = {}              # tensor on the stack -> its inputs pinned for it
+        cdef TensorInfo t, i
         cdef Producer p
         try:
             while stack:
                 t = stack[len(stack) - 1]    # (wraparound is off in this module)
                 if t.status == PRODUCED:
                     stack.pop()
-                    continue
-                if t.status == SWAPPED:
+                elif t.status == SWAPPED:
                     self.swap_in(t)
+                    stack.pop()
                 elif t.status == DROPPED:
                     p = t.producer
-                    missing = [i for i in p.inputs if i.status != PRODUCED]
-                    for i in missing:
-                        if i.status not in (DROPPED, SWAPPED):
-                            raise RuntimeError(f"cannot recompute a dropped tensor {t.shape} "
-                                               f"{t.dtype}: an input of its producer {p.op!r} is "
-                                               f"{Status(i.status).name} {i!r} {i.shape}")
-                    if missing:
-                        stack.extend(missing)
+                    pinned = held.setdefault(t, [])
+                    missing = None
+                    for i in p.inputs:
+                        if i.status == PRODUCED:
+                            if not _contains(pinned, i):
+                                i.pins += 1
+                                pinned.append(i)
+                        elif i.status == DROPPED or i.status == SWAPPED:
+                            missing = i if missing is None else missing
+                        else:
+                            raise RuntimeError(
+                                f"cannot recompute a dropped tensor {t.shape} {t.dtype}: an "
+                                f"input of its producer {p.op!r} is {Status(i.status).name}")
+                    if missing is not None:
+                        stack.append(missing)
                         continue
                     self.recompute(p)
+                    for i in held.pop(t):
+                        i.pins -= 1
+                    stack.pop()
                 else:
                     raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
-                t.pins += 1
-                restored.append(t)
-                stack.pop()
         finally:
-            for t in restored:
-                t.pins -= 1
+            for pinned in held.values():
+                for i in pinned:
+                    i.pins -= 1
         return 0
 
     cdef int recompute(self, Producer p) except -1:
@@ -375,6 +386,10 @@ cdef class MemoryManager:
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
         return 0
 
+    cdef inline bint evictable(self, TensorInfo info, Device device):
+        return (info.status == PRODUCED and not info.pins and info.device is device
+                and info.storage is not None and info.storage.refs == 1)
+
     cdef TensorInfo choose(self, Device device):
         cdef TensorInfo info, best = None
         cdef double s, best_score = 0
@@ -384,8 +399,7 @@ cdef class MemoryManager:
             k = <Py_ssize_t>sqrt(<double>len(pool)) + 1
             pool = self._rng.sample(pool, k)
         for info in pool:
-            if (info.status != PRODUCED or info.pins or info.device is not device
-                    or info.storage is None or info.storage.refs != 1):
+            if not self.evictable(info, device):
                 continue
             s = self.policy.score(info, self.clock)
             if best is None or s < best_score:

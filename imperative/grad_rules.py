@@ -434,7 +434,7 @@ def _reduce_backward(op, ctx, dy):
         g = expand(dy)
     elif op.mode == "MEAN":
         count = int(np.prod([in_shape[a] for a in axes], dtype=np.int64))
-        g = expand(dy) * (1 / max(count, 1))
+        g = expand(dy * (1 / max(count, 1)))     # scale the small tensor, then broadcast
     elif op.mode == "SUM_SQR":
         g = expand(dy) * 2 * ctx.inputs[0]
     elif op.mode == "PRODUCT":

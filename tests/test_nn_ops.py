@@ -174,8 +174,62 @@ def test_convolution_chunks_over_a_large_batch(monkeypatch):
     x, w, b, *_ = _conv_args(((9, 3, 8, 8), (4, 3, 3, 3), 1, 1, 1, 1, True))
     (whole,) = run(O.Convolution(1, 1), x, w, b)
     monkeypatch.setattr(O.nn, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(O.nn, "_GEMM_CHUNK_BYTES", 1)
     (chunked,) = run(O.Convolution(1, 1), x, w, b)
     np.testing.assert_allclose(chunked, whole, rtol=1e-6, atol=1e-6)
+
+
+def ref_conv2d_grads(x, w, dy, stride, padding, dilation, groups):
+    """conv2d's input and weight gradients by their definition (float64)."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    ho, wo = dy.shape[2:]
+    og = o // groups
+    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    gxp, gw = np.zeros_like(xp), np.zeros(w.shape)
+    for g, i, j in itertools.product(range(groups), range(kh), range(kw)):
+        rows = slice(i * dh, i * dh + sh * (ho - 1) + 1, sh)
+        cols = slice(j * dw, j * dw + sw * (wo - 1) + 1, sw)
+        cs, os_ = slice(g * cg, (g + 1) * cg), slice(g * og, (g + 1) * og)
+        gxp[:, cs, rows, cols] += np.einsum("nohw,oc->nchw", dy[:, os_], w[os_, :, i, j])
+        gw[os_, :, i, j] = np.einsum("nohw,nchw->oc", dy[:, os_], xp[:, cs, rows, cols])
+    return gxp[:, :, ph:ph + h, pw:pw + wd], gw
+
+
+CONV_GRAD_CASES = [
+    # x shape, weight shape, stride, padding, dilation, groups
+    ((5, 8, 6, 7), (8, 8, 3, 3), 1, 1, 1, 1),          # wide sgemm; data grad as a conv (C >= O)
+    ((5, 4, 6, 7), (8, 4, 3, 3), 1, 1, 1, 1),          # data grad by col2im (C < O)
+    ((3, 12, 7, 6), (4, 6, 3, 2), 1, (2, 1), (1, 2), 2),   # groups, dilation, C >= O
+    ((3, 12, 7, 6), (4, 6, 3, 2), 1, (3, 1), 1, 2),    # padding too large for the conv route
+    ((3, 8, 9, 9), (6, 8, 3, 3), 2, 1, 1, 1),          # stride 2: col2im
+]
+
+
+@pytest.mark.parametrize("case", CONV_GRAD_CASES, ids=str)
+@pytest.mark.parametrize("columns", [4096, 50, 1])
+def test_convolution_and_gradients_over_chunkings(monkeypatch, case, columns):
+    """Forward, data and filter gradients match their definitions whichever kernel path
+    runs and however the batch is chunked (partial last chunks included)."""
+    monkeypatch.setattr(O.nn, "_GEMM_COLUMNS", columns)
+    xs, ws, stride, padding, dilation, groups = case
+    rng = np.random.default_rng(sum(xs) + sum(ws))
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    (y,) = run(O.Convolution(stride, padding, dilation, groups), x, w)
+    args = (_pair(stride), _pair(padding), _pair(dilation), groups)
+    np.testing.assert_allclose(y, ref_conv2d(x.astype(np.float64), w.astype(np.float64), None,
+                                             *args), rtol=1e-4, atol=1e-4)
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    (gx,) = run(O.ConvolutionBackwardData(stride, padding, dilation, groups, xs[2:]), dy, w)
+    (gw,) = run(O.ConvolutionBackwardFilter(stride, padding, dilation, groups, ws[2:]), x, dy)
+    ex, ew = ref_conv2d_grads(x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64),
+                              *args)
+    assert gx.dtype == gw.dtype == np.float32
+    np.testing.assert_allclose(gx, ex, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gw, ew, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype, out_dtype", [("float16", "float16"), ("int8", "float32"),

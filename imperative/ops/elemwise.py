@@ -305,7 +305,12 @@ class Elemwise(Op):
         (the runtime passes a dying input's storage); the returned array is the result."""
         compute, out_dtype = self._dtypes_for(tuple(a.dtype for a in arrays))
         arrays = [a if a.dtype == compute else a.astype(compute) for a in arrays]
-        if not isinstance(self._fn, np.ufunc):
+        if self._fn is _relu:
+            # one np.maximum pass (into the donated buffer when there is one), not blocks
+            x = arrays[0]
+            dest = out if out is not None and compute == out_dtype else None
+            r = np.asarray(np.maximum(x, np.zeros((), x.dtype), out=dest))
+        elif not isinstance(self._fn, np.ufunc):
             r = np.asarray(_blockwise(self._fn, *arrays))   # our own functions are unary
         elif out is not None and compute == out_dtype:
             return self._fn(*arrays, out=out)
