@@ -149,6 +149,13 @@ cdef list _neighbours(TensorInfo info):
 
 POLICIES = {"dtr_eq": DTREqPolicy, "lru": LRUPolicy, "size": SizePolicy}
 
+cdef object _overshoot_hook = None    # debugging: called as hook(allocated, needed, threshold)
+
+
+def set_overshoot_hook(hook):
+    global _overshoot_hook
+    _overshoot_hook = hook
+
 
 # ------------------------------------------------------------------ the manager
 
@@ -157,7 +164,10 @@ POLICIES = {"dtr_eq": DTREqPolicy, "lru": LRUPolicy, "size": SizePolicy}
 cdef class MemoryManager:
     cdef Channel ch
     cdef public EvictionPolicy policy
-    cdef public dict candidates   # TensorInfo -> None: resident, recomputable, big enough
+    # Resident, recomputable, big enough. Held weakly: a recomputed record that no tensor
+    # and no recipe refers to any more must die (and free its value), not be kept alive
+    # here together with the whole history its recipe reaches.
+    cdef public object candidates
     cdef public long long clock   # logical: one tick per op run
     cdef public str swap_dir
     cdef object _rng              # for sqrt(N) sampling, seeded: decisions are reproducible
@@ -167,7 +177,7 @@ cdef class MemoryManager:
     def __cinit__(self, Channel ch):
         self.ch = ch
         self.policy = DTREqPolicy()
-        self.candidates = {}
+        self.candidates = _weakref.WeakSet()
         self.swap_dir = None
         import random as _random
         self._rng = _random.Random(0)
@@ -200,7 +210,7 @@ cdef class MemoryManager:
             # parameter would mean recomputing every earlier training step.
             info.producer = None
         elif info.size >= self.ch._opts[OPT_MIN_EVICTEE] and (<OpDef>(<Producer>info.producer).op).recomputable:
-            self.candidates[info] = None
+            self.candidates.add(info)
         elif not self.ch._opts[OPT_ENABLE_DROP]:
             # Never evicted (too small): its recipe would only keep its inputs alive, and
             # through them whole earlier steps (an old loss holding old parameters).
@@ -216,7 +226,7 @@ cdef class MemoryManager:
         return 0
 
     cdef void forget(self, TensorInfo info):
-        self.candidates.pop(info, None)
+        self.candidates.discard(info)
 
     # ---- dropping, swapping, restoring
 
@@ -381,6 +391,8 @@ cdef class MemoryManager:
             victim = self.choose(device)
             if victim is None:
                 self.overshoots += 1
+                if _overshoot_hook is not None:
+                    _overshoot_hook(device.stats.allocated, needed, threshold)
                 break
             self.evict(victim)
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
