@@ -58,6 +58,7 @@ cdef class ErrorRecord:
 
 @cython.final
 @cython.freelist(512)
+@cython.no_gc_clear      # __dealloc__ must still see `storage` to release its accounting
 cdef class TensorInfo:
     """A handle's record in the table."""
     cdef readonly long long handle     # id | generation << 32; -1 for internal constants
@@ -82,8 +83,8 @@ cdef class TensorInfo:
     cdef public ErrorRecord error      # [W] set when INVALID
     cdef public bint persistent        # [C] rebound value (parameter update, in-place op):
                                        #     never evicted; its producer is cut once it exists
-    cdef public object uf_parent       # [C/W] DTR union-find of evicted neighbourhoods
-    cdef public double uf_cost         # [C/W] the class's cost, valid at its root
+    cdef public object uf_class        # [C/W] DTR: the union-find class of evicted
+                                       #     neighbourhoods it joined (an EvictedClass)
     cdef public str swap_path          # [C/W] the file holding the value while SWAPPED
     cdef public object swap_shape
     cdef public object swap_dtype

@@ -803,6 +803,7 @@ cdef class Channel:
     def _worker_main(self):
         cdef Command cmd
         cdef list batch
+        cdef Py_ssize_t i
         # Floating-point warnings on the worker would print from a foreign thread.
         np.seterr(all="ignore")
         try:
@@ -810,14 +811,17 @@ cdef class Channel:
                 if self._pending:
                     batch = self._pending
                     self._pending = []
-                    for cmd in batch:
+                    for i in range(len(batch)):
+                        cmd = batch[i]
+                        # a finished command must not keep records alive while the rest of
+                        # its batch runs (they would pin a whole earlier step in memory)
+                        batch[i] = None
                         self._execute(cmd)
+                        cmd = None
                         self._processed += 1
                         if self._n_waiters:
                             self._notify_waiters()
-                    # drop the references: a finished command must not keep records alive
                     batch = None
-                    cmd = None
                 elif self._stopping:
                     break
                 else:
@@ -1162,7 +1166,7 @@ cdef object _infer_cached(OpDef op, list inputs):
     return descs
 
 
-cdef inline bint _contains(list infos, TensorInfo info):
+cdef inline bint _contains(list infos, object info):
     for x in infos:
         if x is info:
             return True

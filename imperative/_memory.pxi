@@ -84,14 +84,22 @@ cdef class SizePolicy(EvictionPolicy):
         return -<double>info.size
 
 
-cdef TensorInfo _uf_find(TensorInfo info):
-    cdef TensorInfo root = info
-    while root.uf_parent is not None:
-        root = root.uf_parent
-    while info.uf_parent is not None and info.uf_parent is not root:   # path compression
-        nxt = info.uf_parent
-        info.uf_parent = root
-        info = nxt
+@cython.final
+cdef class EvictedClass:
+    """A union-find class of evicted tensors that touch each other. Classes point only to
+    classes (never to tensor records), so they cannot tie records into reference cycles."""
+    cdef EvictedClass parent
+    cdef double cost
+
+
+cdef EvictedClass _class_root(EvictedClass c):
+    cdef EvictedClass root = c
+    while root.parent is not None:
+        root = root.parent
+    while c.parent is not None and c.parent is not root:   # path compression
+        nxt = c.parent
+        c.parent = root
+        c = nxt
     return root
 
 
@@ -104,30 +112,33 @@ cdef class DTREqPolicy(EvictionPolicy):
     cpdef double score(self, TensorInfo info, long long clock):
         cdef double cost = info.cost
         cdef list seen = []
+        cdef EvictedClass root
         for n in _neighbours(info):
-            if (<TensorInfo>n).status == DROPPED:
-                root = _uf_find(n)
+            if (<TensorInfo>n).status == DROPPED and (<TensorInfo>n).uf_class is not None:
+                root = _class_root((<TensorInfo>n).uf_class)
                 if not _contains(seen, root):
                     seen.append(root)
-                    cost += (<TensorInfo>root).uf_cost
+                    cost += root.cost
         return cost / (<double>max(info.size, 1) * <double>max(clock - info.last_use, 1))
 
     cpdef on_evict(self, TensorInfo info):
-        cdef TensorInfo root
-        info.uf_parent = None
-        info.uf_cost = info.cost
-        root = info
+        cdef EvictedClass mine = EvictedClass.__new__(EvictedClass)
+        cdef EvictedClass other
+        mine.cost = info.cost
+        info.uf_class = mine
         for n in _neighbours(info):
-            if (<TensorInfo>n).status == DROPPED:
-                other = _uf_find(n)
-                if other is not root:
-                    (<TensorInfo>other).uf_parent = root
-                    root.uf_cost += (<TensorInfo>other).uf_cost
+            if (<TensorInfo>n).status == DROPPED and (<TensorInfo>n).uf_class is not None:
+                other = _class_root((<TensorInfo>n).uf_class)
+                if other is not mine:
+                    other.parent = mine
+                    mine.cost += other.cost
 
     cpdef on_restore(self, TensorInfo info):
         # the eq approximation: a class is never split, its cost just loses this member's
-        cdef TensorInfo root = _uf_find(info)
-        root.uf_cost = max(root.uf_cost - info.cost, 0.0)
+        if info.uf_class is not None:
+            root = _class_root(info.uf_class)
+            (<EvictedClass>root).cost = max((<EvictedClass>root).cost - info.cost, 0.0)
+            info.uf_class = None
 
 
 cdef list _neighbours(TensorInfo info):
