@@ -1276,6 +1276,15 @@ def swap_in_tensor(TensorBase t):
     _channel.wait_produced(t._info)      # restores a swapped (or dropped) value
 
 
+def persistent(TensorBase t):
+    """Mark `t`'s value as long-lived state (optimizer buffers): the memory manager never
+    evicts it and forgets its recipe once it exists, so state does not chain one training
+    step to the next. Returns `t`."""
+    if _channel._memory_on:
+        _channel.mm.make_persistent(t._info)
+    return t
+
+
 def tensor_status(TensorBase t):
     """The record's status name: PRODUCED, DROPPED, SWAPPED, ..."""
     return Status(t._info.status).name

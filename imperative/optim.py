@@ -1,6 +1,7 @@
 """Optimizers. `step()` computes each new value with ordinary ops (so the update runs
 through the interpreter) and rebinds the Parameter to it, in place: the object the model
 holds stays the same."""
+from . import _core
 from ._core import apply
 from .ops.base import cached_op
 from .ops.elemwise import ScaledAdd
@@ -68,7 +69,7 @@ class SGD(Optimizer):
         if self.momentum:
             buf = state.get("momentum")
             buf = grad if buf is None else buf * self.momentum + grad
-            state["momentum"] = buf
+            state["momentum"] = _core.persistent(buf)
             grad = _axpy(grad, self.momentum, buf) if self.nesterov else buf
         return _axpy(param, -self.lr, grad)
 
@@ -93,9 +94,9 @@ class Adam(Optimizer):
         if self.weight_decay and not self.decoupled:
             grad = grad + param * self.weight_decay
         t = state["t"] = state.get("t", 0) + 1
-        m = state["m"] = grad * (1 - b1) if "m" not in state else state["m"] * b1 + grad * (1 - b1)
-        v = state["v"] = (grad * grad) * (1 - b2) if "v" not in state else \
-            state["v"] * b2 + (grad * grad) * (1 - b2)
+        m = grad * (1 - b1) if "m" not in state else state["m"] * b1 + grad * (1 - b1)
+        v = (grad * grad) * (1 - b2) if "v" not in state else state["v"] * b2 + (grad * grad) * (1 - b2)
+        state["m"], state["v"] = _core.persistent(m), _core.persistent(v)
         step = (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)) ** 0.5 + self.eps)
         if self.weight_decay and self.decoupled:
             param = param * (1 - self.lr * self.weight_decay)

@@ -51,6 +51,12 @@ class MatrixMul(Op):
         dt = downcast(dtype_promotion([a.dtype, b.dtype]))
         return ((_matmul_shape(sa, sb, repr(self)), dt),)
 
+    def estimate_flops(self, in_shapes, out_shapes):
+        """For the memory manager's recompute-cost estimate: 2 x outputs x inner size."""
+        a = in_shapes[0]
+        inner = a[-2] if self.transpose_a and len(a) >= 2 else a[-1]
+        return 2.0 * float(np.prod(out_shapes[0])) * inner
+
     def kernel(self, a, b):
         if self.transpose_a and a.ndim >= 2:
             a = np.swapaxes(a, -1, -2)
