@@ -260,7 +260,19 @@ def backward(key, ys, dys=None):
         key._stop()
 
 
-class GradManager:
+class _RecordingContext:
+    """`with manager:` records on entry and releases on exit, even when the body raises."""
+
+    def __enter__(self):
+        self.record()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+
+class GradManager(_RecordingContext):
     """`gm = GradManager().attach(params)`; `with gm: loss = f(); gm.backward(loss)`; then
     `p.grad` holds the gradient, summed over backward calls until `p.grad = None`.
 
@@ -328,19 +340,12 @@ class GradManager:
         finally:
             self.release()
 
-    def __enter__(self):
-        self.record()
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-        return False
 
     def __or__(self, other):
         return GradManagerGroup([self]) | other
 
 
-class GradManagerGroup:
+class GradManagerGroup(_RecordingContext):
     """`gm1 | gm2`: records, releases and runs backward for all its managers together."""
 
     def __init__(self, managers=()):
@@ -376,10 +381,3 @@ class GradManagerGroup:
         for gm in sorted(self._managers, key=lambda m: m._key.priority if m._key else 0):
             gm.backward(y, dy)
 
-    def __enter__(self):
-        self.record()
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-        return False
