@@ -875,8 +875,10 @@ cdef class Channel:
                 and info.status in (PRODUCED, DROPPED, SWAPPED)):
             if info.producer is not None:
                 if info.status == PRODUCED:
-                    self._free_value(info)
-                    info.status = DROPPED
+                    self.mm.drop(info, "deleted")
+                    # joins its evicted neighbourhood: recomputing a neighbour now costs
+                    # this one too, and h_DTR^eq must see that
+                    self.mm.policy.on_evict(info)
                 return
             if info.users is not None and any(ref() is not None for ref in info.users):
                 self.mm.forget(info)
