@@ -20,19 +20,14 @@ MLP = dict(batch=2048, width=256, depth=16, classes=10)
 
 def point(policy, fraction, peak, steps):
     """One measurement, in this (fresh) process; prints a JSON line."""
-    import numpy as np
     import psutil
     import imperative as imp
-    from imperative import F, nn, optim
+    from imperative import F, optim
     from imperative.autodiff import GradManager
-    rng = np.random.default_rng(0)
-    x = imp.Tensor(rng.standard_normal((MLP["batch"], MLP["width"])).astype(np.float32))
-    y = imp.Tensor(rng.integers(0, MLP["classes"], MLP["batch"]).astype(np.int32))
-    imp.random.seed(0)
-    layers = []
-    for _ in range(MLP["depth"]):
-        layers += [nn.Linear(MLP["width"], MLP["width"]), nn.ReLU()]
-    model = nn.Sequential(*layers, nn.Linear(MLP["width"], MLP["classes"]))
+    sys.path.insert(0, HERE)
+    from demo import make_model, make_task      # the demo's model and task
+    x, y = make_task(MLP["batch"], MLP["width"], MLP["classes"])
+    model = make_model(MLP["width"], MLP["depth"], MLP["classes"])
     opt = optim.SGD(model.parameters(), 0.01)
     gm = GradManager().attach(model.parameters())
     if fraction is not None:
