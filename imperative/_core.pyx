@@ -1120,6 +1120,7 @@ cdef class Channel:
         self._table = []
         self._free_handles.clear()
         self._live = 0
+        self.mm.remove_swap_files()
         self._state = 1
         if errors and not quiet:
             rec = errors[0]

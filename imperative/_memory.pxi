@@ -181,6 +181,7 @@ cdef class MemoryManager:
     cdef public object candidates
     cdef public long long clock   # logical: one tick per op run
     cdef public str swap_dir
+    cdef public str own_swap_dir    # the temporary folder made here (removed at close)
     cdef object _rng              # for sqrt(N) sampling, seeded: decisions are reproducible
     cdef public double eviction_seconds
     cdef public long long overshoots
@@ -296,9 +297,30 @@ cdef class MemoryManager:
     cdef str ensure_swap_dir(self):
         if self.swap_dir is None:
             import tempfile
-            self.swap_dir = tempfile.mkdtemp(prefix="imperative-swap-")
+            self.swap_dir = self.own_swap_dir = tempfile.mkdtemp(prefix="imperative-swap-")
         os.makedirs(self.swap_dir, exist_ok=True)
         return self.swap_dir
+
+    def remove_swap_files(self):
+        """At close (and so at exit): remove this process's swap files, and the swap folder
+        when it is the temporary one made here."""
+        prefix = f"{os.getpid()}-"
+        for folder in {self.swap_dir, self.own_swap_dir} - {None}:
+            try:
+                names = os.listdir(folder)
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith(prefix):
+                    try:
+                        os.remove(os.path.join(folder, name))
+                    except OSError:
+                        pass
+        if self.own_swap_dir is not None:
+            try:
+                os.rmdir(self.own_swap_dir)
+            except OSError:
+                pass
 
     cdef int restore(self, TensorInfo target) except -1:
         """Bring `target` back: swap it in, or recompute it, first bringing back (one at a

@@ -169,3 +169,19 @@ def test_dtr_keeps_a_forward_chain_under_the_budget_with_identical_results(polic
         imp.set_option("dtr_eviction_threshold", old[0])
         imp.set_option("dtr_evictee_minimum_size", old[1])
         imp.dtr.set_policy(old[2])
+
+
+def test_swap_files_and_the_temporary_swap_folder_are_removed_at_exit():
+    import subprocess
+    import sys
+    code = (
+        "import numpy as np, imperative as imp\n"
+        "imp.set_option('enable_swap', 1)\n"
+        "x = imp.Tensor(np.ones(50000, np.float32)) * 2\n"
+        "x._swap_out()\n"
+        "print(imp.dtr.swap_dir)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    folder = r.stdout.strip()
+    assert folder and not os.path.exists(folder)
