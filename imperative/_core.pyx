@@ -314,11 +314,11 @@ cdef inline bint _dtype_is_packed(object dtype):
     return dtype.metadata is not None and _is_4bit is not None and _is_4bit(dtype)
 
 
-cdef Py_ssize_t _nbytes_of(tuple shape, object dtype, bint packed):
-    cdef Py_ssize_t n = _num_elements(shape)
+cdef inline Py_ssize_t _nbytes_of(Py_ssize_t numel, object dtype, bint packed):
+    """Bytes of storage for `numel` elements (4-bit values: two per byte)."""
     if packed:
-        return (n + 1) // 2
-    return n * dtype.itemsize
+        return (numel + 1) // 2
+    return numel * dtype.itemsize
 
 
 cdef inline object _unpacked_value(TensorInfo info):
@@ -452,7 +452,7 @@ cdef class Channel:
             info.packed = _dtype_is_packed(dtype)
         if shape is not None:
             info.numel = _num_elements(shape)
-            info.size = info.numel // 2 + info.numel % 2 if info.packed else info.numel * dtype.itemsize
+            info.size = _nbytes_of(info.numel, dtype, info.packed)
         self._add_handle(info)
         return info
 
@@ -522,7 +522,7 @@ cdef class Channel:
 
     # ---- dispatch
 
-    cdef list dispatch(self, OpDef op, list inputs, object caller_frame_hint=None):
+    cdef list dispatch(self, OpDef op, list inputs):
         """Infer outputs, allocate handles and run or queue the op. Returns the output infos."""
         cdef TensorInfo first, info
         cdef Py_ssize_t i, n = len(inputs)
@@ -1032,7 +1032,7 @@ cdef class Channel:
             if out.shape is None:       # value-dependent shape: known now
                 out.shape = r.shape
                 out.numel = _num_elements(out.shape)
-                out.size = _nbytes_of(out.shape, out.dtype, out.packed)
+                out.size = _nbytes_of(out.numel, out.dtype, out.packed)
             elif r.shape != out.shape:
                 raise RuntimeError(f"kernel of {op!r} produced shape {r.shape}, "
                                    f"infer declared {out.shape}")
@@ -1495,7 +1495,6 @@ def set_typecvt_factory(factory):
 cdef list _binary_infos(object x, object y):
     """Operands of a binary operator as records of one promoted dtype."""
     cdef TensorInfo a, b
-    cdef TensorBase tx, ty
     if isinstance(x, TensorBase) and isinstance(y, TensorBase):
         a = (<TensorBase>x)._info
         b = (<TensorBase>y)._info

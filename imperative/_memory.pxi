@@ -288,8 +288,7 @@ cdef class MemoryManager:
         _remove_swap_file(info)
         dev.stats.swapped -= info.size
         dev.stats.swap_ins += 1
-        self.ch._set_value(info, value, None)
-        self.on_produced(info)
+        self.ch._set_value(info, value, None)     # (which also makes it a candidate again)
         if _profiling:
             record_memory_event(t0, "swap_in", info, "used")
         return 0
@@ -396,7 +395,6 @@ cdef class MemoryManager:
                 r = _pack_4bit(r)
             self.ch._set_value(out, r, _shared_storage(r, p.inputs) if op.aliases_input else None)
             self.policy.on_restore(out)
-            self.on_produced(out)
         cdef Device dev = (<TensorInfo>outs[0]).device if outs and outs[0] is not None else self.ch.default_device
         dev.stats.recomputes += 1
         dev.stats.recompute_seconds += (_now_ns() - t0) * 1e-9

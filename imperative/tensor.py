@@ -40,7 +40,7 @@ def _axis_arg(axis):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
-def _shape_args(args, what):
+def _shape_args(args):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         return tuple(int(s) for s in args[0])
     if len(args) == 1 and isinstance(args[0], TensorBase):
@@ -155,13 +155,13 @@ class Tensor(TensorBase):
         return _core.apply(cached_op(O.Copy, str(as_device(device))), self)[0]
 
     def reshape(self, *shape):
-        return _core.apply(cached_op(O.Reshape, _shape_args(shape, "reshape")), self)[0]
+        return _core.apply(cached_op(O.Reshape, _shape_args(shape)), self)[0]
 
     def flatten(self):
         return self.reshape(-1)
 
     def transpose(self, *axes):
-        axes = _shape_args(axes, "transpose") or tuple(range(self.ndim))[::-1]
+        axes = _shape_args(axes) or tuple(range(self.ndim))[::-1]
         return _core.apply(cached_op(O.Dimshuffle, tuple(axes)), self)[0]
 
     @property
@@ -169,7 +169,7 @@ class Tensor(TensorBase):
         return self.transpose()
 
     def broadcast_to(self, *shape):
-        return _core.apply(cached_op(O.Broadcast, _shape_args(shape, "broadcast_to")), self)[0]
+        return _core.apply(cached_op(O.Broadcast, _shape_args(shape)), self)[0]
 
     def _reduce(self, mode, axis, keepdims):
         return _core.apply(cached_op(O.Reduce, mode, _axis_arg(axis), bool(keepdims)), self)[0]
