@@ -248,6 +248,8 @@ cdef class TensorInfo:
             except OSError:
                 pass
             (<Device>self.device).stats.swapped -= self.size
+        if self.uf_class is not None:       # DTR: its class no longer waits on it
+            _leave_evicted_class(self.uf_class, self.cost)
 
     @property
     def id(self):
@@ -875,10 +877,7 @@ cdef class Channel:
                 and info.status in (PRODUCED, DROPPED, SWAPPED)):
             if info.producer is not None:
                 if info.status == PRODUCED:
-                    self.mm.drop(info, "deleted")
-                    # joins its evicted neighbourhood: recomputing a neighbour now costs
-                    # this one too, and h_DTR^eq must see that
-                    self.mm.policy.on_evict(info)
+                    self.mm.drop_dead(info, "deleted")
                 return
             if info.users is not None and any(ref() is not None for ref in info.users):
                 self.mm.forget(info)
@@ -944,6 +943,7 @@ cdef class Channel:
             for info in cmd.inputs:
                 info.pins -= 1
                 info.last_use = self.mm.clock
+                info.read_since_produced = True
         return 0
 
     cdef void _mark_invalid(self, TensorInfo out, ErrorRecord rec):

@@ -103,6 +103,14 @@ cdef EvictedClass _class_root(EvictedClass c):
     return root
 
 
+cdef void _leave_evicted_class(EvictedClass member, double cost):
+    """A member leaves (restored, or its record died): the eq approximation never splits
+    a class, it only stops counting the member's cost. Without this, classes would keep
+    the cost of long-dead tensors and make every old neighbour look precious."""
+    cdef EvictedClass root = _class_root(member)
+    root.cost = max(root.cost - cost, 0.0)
+
+
 cdef class DTREqPolicy(EvictionPolicy):
     """h_DTR^eq: (cost of the tensor and of the evicted tensors around it) / (size x
     staleness). Evicted tensors that touch each other form a union-find class whose cost
@@ -136,8 +144,7 @@ cdef class DTREqPolicy(EvictionPolicy):
     cpdef on_restore(self, TensorInfo info):
         # the eq approximation: a class is never split, its cost just loses this member's
         if info.uf_class is not None:
-            root = _class_root(info.uf_class)
-            (<EvictedClass>root).cost = max((<EvictedClass>root).cost - info.cost, 0.0)
+            _leave_evicted_class(info.uf_class, info.cost)
             info.uf_class = None
 
 
@@ -215,6 +222,7 @@ cdef class MemoryManager:
     cdef void on_produced(self, TensorInfo info):
         """A value became resident: maybe an eviction candidate."""
         info.last_use = self.clock
+        info.read_since_produced = False
         if info.producer is None:
             return
         if info.persistent:
@@ -249,6 +257,14 @@ cdef class MemoryManager:
         info.status = DROPPED
         if _profiling:
             record_memory_event(t0, "drop", info, reason)
+        return 0
+
+    cdef int drop_dead(self, TensorInfo info, str reason) except -1:
+        """Drop a value no tensor refers to (kept only as a recipe's input). It joins its
+        evicted neighbourhood: recomputing a neighbour now costs this one too, and
+        h_DTR^eq must see that."""
+        self.drop(info, reason)
+        self.policy.on_evict(info)
         return 0
 
     cdef int swap_out(self, TensorInfo info, str reason) except -1:
@@ -360,6 +376,11 @@ cdef class MemoryManager:
                     self.recompute(p)
                     for i in held.pop(t):
                         i.pins -= 1
+                        if (i.tensor_refs == 0 and i.pending_uses == 0 and i.pins == 0
+                                and i.status == PRODUCED and i.producer is not None):
+                            # an intermediate no tensor and no queued op holds, brought
+                            # back only for this step: free it again as its first run did
+                            self.drop_dead(i, "recomputed, dead again")
                     stack.pop()
                 else:
                     raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
@@ -382,8 +403,13 @@ cdef class MemoryManager:
                            if p.inputs else self.ch.default_device)
             result = op.kernel(*[_unpacked_value(i) for i in p.inputs])
         finally:
+            # a recomputation is an access like any other: it ticks the clock, and its
+            # inputs are as fresh as the op that asked for them
+            self.clock += 1
             for i in p.inputs:
                 i.pins -= 1
+                i.last_use = self.clock
+                i.read_since_produced = True
         if not isinstance(result, tuple):
             result = (result,)
         for k in range(len(outs)):
@@ -434,8 +460,12 @@ cdef class MemoryManager:
                 and info.storage is not None and info.storage.refs == 1)
 
     cdef TensorInfo choose(self, Device device):
-        cdef TensorInfo info, best = None
-        cdef double s, best_score = 0
+        """The evictable candidate with the lowest score. A value no op has read yet is
+        taken only when nothing else is left: it was made to be used next (a gradient
+        flowing back, an output just recomputed), and evicting it makes its op wait on
+        a recomputation whose inputs may be gone by then."""
+        cdef TensorInfo info, best = None, best_unread = None
+        cdef double s, best_score = 0, best_unread_score = 0
         cdef list pool = list(self.candidates)
         cdef Py_ssize_t k
         if self.ch._opts[OPT_SQRT_SAMPLING] and len(pool) > 16:
@@ -445,9 +475,12 @@ cdef class MemoryManager:
             if not self.evictable(info, device):
                 continue
             s = self.policy.score(info, self.clock)
-            if best is None or s < best_score:
-                best, best_score = info, s
-        return best
+            if info.read_since_produced:
+                if best is None or s < best_score:
+                    best, best_score = info, s
+            elif best_unread is None or s < best_unread_score:
+                best_unread, best_unread_score = info, s
+        return best if best is not None else best_unread
 
     cdef int evict(self, TensorInfo victim) except -1:
         """Drop the victim, or swap it out when reading it back is estimated cheaper than

@@ -328,7 +328,9 @@ class GradManager(_RecordingContext):
         for cb in self._callbacks[id(p)]:
             grad = cb(p, grad)
         old = getattr(p, "grad", None)
-        p.grad = grad if old is None else old + grad
+        # A gradient is a result kept across the step, like optimizer state: its recipe
+        # would reach back through the whole backward pass, so it is never evicted.
+        p.grad = _core.persistent(grad if old is None else old + grad)
 
     def backward(self, y=None, dy=None):
         if self._key is None:

@@ -185,3 +185,53 @@ def test_swap_files_and_the_temporary_swap_folder_are_removed_at_exit():
     assert r.returncode == 0 and r.stderr == "", r.stderr
     folder = r.stdout.strip()
     assert folder and not os.path.exists(folder)
+
+
+def test_training_under_a_budget_recomputes_without_storms():
+    """A 12-layer MLP at 0.7 of its peak: gradients flowing back and `.grad` results are
+    never evicted, and each evicted activation is recomputed about once per step
+    (before the fixes: dozens of recomputations per layer)."""
+    from imperative import F, nn, optim
+    from imperative.autodiff import GradManager
+    depth, rng = 12, np.random.default_rng(0)
+    x = imp.Tensor(rng.standard_normal((512, 64)).astype(np.float32))
+    y = imp.Tensor(rng.integers(0, 10, 512).astype(np.int32))
+
+    def train(budget, steps=3):
+        imp.random.seed(0)
+        layers = []
+        for _ in range(depth):
+            layers += [nn.Linear(64, 64), nn.ReLU()]
+        model = nn.Sequential(*layers, nn.Linear(64, 10))
+        opt, gm = optim.SGD(model.parameters(), 0.05), GradManager().attach(model.parameters())
+        if budget:
+            imp.dtr.enable(eviction_threshold=budget, evictee_minimum_size=64 * 1024)
+        imp.sync()
+        imp.reset_peak_memory_stats()
+        start = imp.memory_stats()
+        losses = []
+        try:
+            for _ in range(steps):
+                with gm:
+                    loss = F.cross_entropy(model(x), y)
+                    gm.backward(loss)
+                for p in model.parameters():
+                    assert imp._core.tensor_status(p.grad) in ("PRODUCED", "ALLOCATED")
+                opt.step()
+                opt.clear_grad()
+                losses.append(float(loss))
+        finally:
+            imp.dtr.disable()
+        end = imp.memory_stats()
+        return losses, end["peak_allocated"], end["recomputes"] - start["recomputes"]
+
+    old = imp.get_option("dtr_eviction_threshold"), imp.get_option("dtr_evictee_minimum_size")
+    try:
+        want, peak, _ = train(None)
+        got, constrained_peak, recomputes = train(int(0.7 * peak))
+    finally:
+        imp.set_option("dtr_eviction_threshold", old[0])
+        imp.set_option("dtr_evictee_minimum_size", old[1])
+    assert got == want
+    assert constrained_peak <= int(0.7 * peak) + 128 * 1024
+    assert 0 < recomputes <= 3 * 3 * depth       # 3 steps, at most each layer's 3 ops
