@@ -924,6 +924,7 @@ cdef class Channel:
         swapped in), room made for its outputs under the budget."""
         cdef TensorInfo info
         cdef Py_ssize_t needed = 0
+        cdef long long t0
         for info in cmd.inputs:
             info.pins += 1
         try:
@@ -934,10 +935,12 @@ cdef class Channel:
                 needed += info.size
             if cmd.outputs:
                 self.mm.make_room(needed, (<TensorInfo>cmd.outputs[0]).device)
+            t0 = _now_ns()
             if cmd.fast:
                 self._run_ufunc(cmd)
             else:
                 self._run_kernel(cmd)
+            self.mm.measured(cmd.outputs, _now_ns() - t0)
         finally:
             self.mm.clock += 1
             for info in cmd.inputs:

@@ -18,6 +18,7 @@ from libc.math cimport sqrt
 # Estimated costs, in seconds, so that decisions do not depend on timing noise.
 cdef double _MEMORY_BYTES_PER_S = 5e9       # bytes an elementwise kernel moves per second
 cdef double _SWAP_BYTES_PER_S = 1e9         # write, or read back, a swap file
+cdef double _FLOPS_PER_S = 1e11             # one-thread sgemm here (PERF_NOTES: 134 GFLOP/s)
 
 
 @cython.final
@@ -45,7 +46,7 @@ cdef double _estimate_cost(OpDef op, list inputs, list outputs):
         nbytes += info.size
     flops = getattr(op, "estimate_flops", None)
     if flops is not None:
-        return max(flops([i.shape for i in inputs], [o.shape for o in outputs]) / 5e10,
+        return max(flops([i.shape for i in inputs], [o.shape for o in outputs]) / _FLOPS_PER_S,
                    nbytes / _MEMORY_BYTES_PER_S)
     return nbytes / _MEMORY_BYTES_PER_S
 
@@ -219,6 +220,19 @@ cdef class MemoryManager:
             info.producer = p
             info.cost = p.cost
 
+    cdef void measured(self, list outputs, long long nanoseconds):
+        """The op that made `outputs` took this long: their recompute cost from now on
+        (the estimate made at dispatch only stands in until the op has run). Measured, as
+        the DTR prototype does, because estimates are off by up to 10x here (an im2col
+        convolution against a ReLU). Results never depend on it, only which tensor is
+        evicted."""
+        cdef TensorInfo info
+        cdef double cost = nanoseconds * 1e-9 / max(len(outputs), 1)
+        for info in outputs:
+            info.cost = cost
+            if info.producer is not None:
+                (<Producer>info.producer).cost = cost
+
     cdef void on_produced(self, TensorInfo info):
         """A value became resident: maybe an eviction candidate."""
         info.last_use = self.clock
@@ -391,7 +405,7 @@ cdef class MemoryManager:
         return 0
 
     cdef int recompute(self, Producer p) except -1:
-        cdef long long t0 = _now_ns()
+        cdef long long t0 = _now_ns(), t_run
         cdef TensorInfo i, out
         cdef OpDef op = p.op
         for i in p.inputs:
@@ -401,7 +415,9 @@ cdef class MemoryManager:
             self.make_room(sum((<TensorInfo>o).size for o in outs if o is not None
                                and (<TensorInfo>o).status == DROPPED), (<TensorInfo>p.inputs[0]).device
                            if p.inputs else self.ch.default_device)
+            t_run = _now_ns()
             result = op.kernel(*[_unpacked_value(i) for i in p.inputs])
+            p.cost = (_now_ns() - t_run) * 1e-9 / max(len(p.outputs), 1)
         finally:
             # a recomputation is an access like any other: it ticks the clock, and its
             # inputs are as fresh as the op that asked for them
@@ -420,6 +436,7 @@ cdef class MemoryManager:
             if out.packed:
                 r = _pack_4bit(r)
             self.ch._set_value(out, r, _shared_storage(r, p.inputs) if op.aliases_input else None)
+            out.cost = p.cost
             self.policy.on_restore(out)
         cdef Device dev = (<TensorInfo>outs[0]).device if outs and outs[0] is not None else self.ch.default_device
         dev.stats.recomputes += 1

@@ -134,6 +134,12 @@ def _scratch(flat, shape):
 # Convolution
 
 
+def _conv_flops(y_shape, w_shape):
+    """Multiply-adds of a convolution (either gradient costs the same): 2 x outputs x
+    (C/groups x kh x kw); for the memory manager's recompute-cost estimate."""
+    return 2.0 * float(np.prod(y_shape)) * float(np.prod(w_shape[1:]))
+
+
 class Convolution(Op):
     """`Convolution(stride=1, padding=0, dilation=1, groups=1)`: 2-D cross-correlation as
     PyTorch's conv2d. Inputs: x (N, C, H, W), weight (O, C/groups, kh, kw) and optionally
@@ -170,6 +176,9 @@ class Convolution(Op):
                              f"got {inputs[2].shape}")
         ho, wo = self._output_hw(h, wd, kh, kw)
         return (((n, o, ho, wo), float_dtype(t.dtype for t in inputs)),)
+
+    def estimate_flops(self, in_shapes, out_shapes):
+        return _conv_flops(out_shapes[0], in_shapes[1])
 
     def _output_hw(self, h, w, kh, kw):
         return tuple(_output_size("conv2d", dim, size, k, s, p, d) for dim, size, k, s, p, d in zip(
@@ -265,6 +274,9 @@ class ConvolutionBackwardData(_ConvolutionGrad):
         super().__init__(stride, padding, dilation, groups)
         self._set(in_hw=_positive_pair(in_hw, "conv2d: input size"))
 
+    def estimate_flops(self, in_shapes, out_shapes):
+        return _conv_flops(in_shapes[0], in_shapes[1])
+
     def infer(self, inputs):
         check_arity(self, inputs, 2)
         reject_quantized(self, inputs)
@@ -334,6 +346,9 @@ class ConvolutionBackwardFilter(_ConvolutionGrad):
     def __init__(self, stride=1, padding=0, dilation=1, groups=1, kernel_hw=(1, 1)):
         super().__init__(stride, padding, dilation, groups)
         self._set(kernel_hw=_positive_pair(kernel_hw, "conv2d: kernel size"))
+
+    def estimate_flops(self, in_shapes, out_shapes):
+        return _conv_flops(in_shapes[1], out_shapes[0])
 
     def infer(self, inputs):
         check_arity(self, inputs, 2)
