@@ -146,7 +146,6 @@ def _single_output(fn):
 
 _ZERO = object()
 _ELEMWISE = {}
-_SQRT_2 = math.sqrt(2.0)
 _SQRT_2_PI = math.sqrt(2.0 * math.pi)
 _GELU_TANH_C = math.sqrt(2.0 / math.pi)
 
@@ -297,10 +296,8 @@ def _d_sigmoid(dy, x, out):
 
 @_elemwise_grad("GELU", inputs=(0,))
 def _d_gelu(dy, x, out):
-    # d/dx x Phi(x) = Phi(x) + x phi(x)
-    cdf = 0.5 * (1 + F.erf(x * (1 / _SQRT_2)))
-    pdf = F.exp(-0.5 * x * x) * (1 / _SQRT_2_PI)
-    return (dy * (cdf + x * pdf),)
+    # d/dx x Phi(x) = Phi(x) + x phi(x), in one op
+    return (_activation_grad("GELU", dy, x),)
 
 
 @_elemwise_grad("GELU_TANH", inputs=(0,))
@@ -344,7 +341,8 @@ def _activation_grad(mode, dy, y):
 @_single_output
 def _activation_grad_backward(op, ctx, g):
     """Second order: ActivationGrad(dy, y) is linear in dy (the same op again); in y it is
-    0 for RELU (piecewise constant), dy (1 - 2y) for SIGMOID, -2 dy y for TANH."""
+    0 for RELU (piecewise constant), dy (1 - 2y) for SIGMOID, -2 dy y for TANH, and
+    dy phi(x) (2 - x^2) for GELU (whose y is its input x)."""
     dy, y = ctx.inputs
     gdy = _activation_grad(op.mode, g, y) if _wants(ctx, 0) else None
     gy = None
@@ -353,6 +351,8 @@ def _activation_grad_backward(op, ctx, g):
             gy = F.zeros(ctx.in_shapes[1], ctx.in_dtypes[1])
         elif op.mode == "SIGMOID":
             gy = g * dy * (1 - 2 * y)
+        elif op.mode == "GELU":
+            gy = g * dy * F.exp(-0.5 * y * y) * (1 / _SQRT_2_PI) * (2 - y * y)
         else:
             gy = g * dy * y * -2
         gy = _unbroadcast(gy, ctx.in_shapes[1])

@@ -206,6 +206,7 @@ CASES = [C(f"elemwise-{m}", E(m), gen) for m, gen in _UNARY.items()] + [
     C("relu-grad", ActivationGrad("RELU"), normal(3, 4), away(3, 4)),
     C("sigmoid-grad", ActivationGrad("SIGMOID"), normal(3, 4), uniform(0.1, 0.9, 3, 4)),
     C("tanh-grad", ActivationGrad("TANH"), normal(3, 4), uniform(-0.9, 0.9, 3, 4)),
+    C("gelu-grad", ActivationGrad("GELU"), normal(3, 4), normal(3, 4)),
     C("scaled-add", ScaledAdd(-0.3), normal(3, 4), normal(3, 4)),
     C("maxpool", O.Pooling("MAX", 2), distinct(2, 3, 4, 6)),
     C("maxpool-overlap-pad", O.Pooling("MAX", 3, 2, 1), distinct(2, 2, 7, 6)),
