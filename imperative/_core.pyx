@@ -993,10 +993,12 @@ cdef class Channel:
         contiguous, owning its whole storage, and no view of it anywhere."""
         cdef TensorInfo info
         cdef Storage st
-        if cmd.dels is None or cmd.outputs is None or self._memory_on:
-            return None   # while recording, a dying input may still be needed to recompute
+        if cmd.dels is None or cmd.outputs is None:
+            return None
         for info in cmd.dels:
             st = info.storage
+            if self._memory_on and not _may_overwrite_dying(info):
+                continue
             if (st is not None and st.refs == 1 and not st.exported
                     and info.dtype is out.dtype and info.shape == out.shape
                     and info.value.flags.c_contiguous and info.value.nbytes == st.nbytes

@@ -461,16 +461,32 @@ cdef class MemoryManager:
         if device.stats.allocated + needed <= threshold:
             return 0
         t0 = _now_ns()
-        while device.stats.allocated + needed > threshold:
-            victim = self.choose(device)
-            if victim is None:
-                self.overshoots += 1
-                if _overshoot_hook is not None:
-                    _overshoot_hook(device.stats.allocated, needed, threshold)
-                break
-            self.evict(victim)
+        if device.stats.allocated + needed - self.evictable_bytes(device) > threshold:
+            # Evicting everything would still not fit: evict nothing. Emptying memory for
+            # an op that overshoots anyway only makes the next ops recompute it all.
+            self.overshoot(device, needed, threshold)
+        else:
+            while device.stats.allocated + needed > threshold:
+                victim = self.choose(device)
+                if victim is None:
+                    self.overshoot(device, needed, threshold)
+                    break
+                self.evict(victim)
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
         return 0
+
+    cdef void overshoot(self, Device device, Py_ssize_t needed, long long threshold):
+        self.overshoots += 1
+        if _overshoot_hook is not None:
+            _overshoot_hook(device.stats.allocated, needed, threshold)
+
+    cdef Py_ssize_t evictable_bytes(self, Device device):
+        cdef TensorInfo info
+        cdef Py_ssize_t total = 0
+        for info in self.candidates:
+            if self.evictable(info, device):
+                total += info.size
+        return total
 
     cdef inline bint evictable(self, TensorInfo info, Device device):
         return (info.status == PRODUCED and not info.pins and info.device is device
@@ -515,6 +531,20 @@ cdef class MemoryManager:
         self.policy.on_evict(victim)
         self.drop(victim, "evicted")
         return 0
+
+
+cdef bint _may_overwrite_dying(TensorInfo info):
+    """While producers are recorded, may an op write its output over this dying input? Yes
+    when the input will be dropped and can be recomputed, or when no recorded producer
+    reads it; not when it is a leaf some recipe still reads (its value is the only copy)."""
+    cdef Producer p = info.producer
+    if p is not None:
+        return (<OpDef>p.op).recomputable
+    if info.users is not None:
+        for ref in info.users:
+            if ref() is not None:
+                return False
+    return True
 
 
 cdef void _remove_swap_file(TensorInfo info):

@@ -2,6 +2,7 @@
 accounting follows, errors are clear (API.md §4)."""
 import gc
 import os
+import re
 import warnings
 
 import numpy as np
@@ -235,3 +236,23 @@ def test_training_under_a_budget_recomputes_without_storms():
     assert got == want
     assert constrained_peak <= int(0.7 * peak) + 128 * 1024
     assert 0 < recomputes <= 3 * 3 * depth       # 3 steps, at most each layer's 3 ops
+
+
+@pytest.mark.parametrize("model,batch", [("cnn", 8), ("mlp", 1024)])
+def test_the_demo_trains_under_half_its_peak_with_unchanged_losses(model, batch, async_level,
+                                                                   tmp_path):
+    """The README's first command, scaled down (and at this test's async level): exit
+    status 0 means the losses under the budget equal the unconstrained run's bit for bit."""
+    import subprocess
+    import sys
+    demo = os.path.join(os.path.dirname(__file__), "..", "tools", "demo.py")
+    out = subprocess.run([sys.executable, demo, "--model", model, "--batch", str(batch),
+                          "--steps", "4", "--profile", str(tmp_path)], capture_output=True,
+                         text=True, timeout=300,
+                         env=dict(os.environ, IMPERATIVE_ASYNC_LEVEL=str(async_level)))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "bit-identical" in out.stdout and "over-budget ops 0" in out.stdout, out.stdout
+    peaks = [float(v) for v in re.findall(r"peak memory\s+([\d.]+) MiB under the budget, ([\d.]+) MiB",
+                                          out.stdout)[0]]
+    assert peaks[0] <= 0.5 * peaks[1] + 1.0, out.stdout     # within the budget (+ one output)
+    assert list(tmp_path.glob("*.json")), "no trace written"
