@@ -715,20 +715,27 @@ class LayerNormForward(Op):
             return x.astype(out_dtype)
         # each normalised group as one row: the blocked row loop of along_axis applies
         size = int(np.prod(self.normalized_shape))
-        rows = x.reshape(x.shape[:x.ndim - len(self.normalized_shape)] + (size,))
+        rows = x.reshape(-1, size)
+        inv_size = compute.type(1.0 / size)
         affine = None if weight is None else (weight.astype(compute).reshape(-1),
                                               bias.astype(compute).reshape(-1))
 
         def normalize(block, out, axis):
-            np.subtract(block, block.mean(axis=axis, keepdims=True), out=out)
-            var = np.square(out).mean(axis=axis, keepdims=True)
+            # row sums by einsum: one pass each and no squared temporary
+            mean = np.einsum("ij->i", block)
+            mean *= inv_size
+            np.subtract(block, mean[:, None], out=out)
+            var = np.einsum("ij,ij->i", out, out)
+            var *= inv_size
             var += compute.type(self.eps)
-            out /= np.sqrt(var, out=var)
+            rstd = np.sqrt(var, out=var)
+            np.reciprocal(rstd, out=rstd)
+            out *= rstd[:, None]
             if affine is not None:
                 out *= affine[0]
                 out += affine[1]
 
-        y = along_axis(normalize, np.atleast_1d(rows), -1).reshape(x.shape)
+        y = along_axis(normalize, rows, -1).reshape(x.shape)
         return y.astype(out_dtype, copy=False)
 
 
