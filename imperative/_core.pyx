@@ -878,6 +878,8 @@ cdef class Channel:
             if info.producer is not None:
                 if info.status == PRODUCED:
                     self.mm.drop_dead(info, "deleted")
+                elif info.uf_class is not None:     # evicted earlier, and now dead
+                    _member_dies(info.uf_class)
                 return
             if info.users is not None and any(ref() is not None for ref in info.users):
                 self.mm.forget(info)

@@ -88,9 +88,13 @@ cdef class SizePolicy(EvictionPolicy):
 @cython.final
 cdef class EvictedClass:
     """A union-find class of evicted tensors that touch each other. Classes point only to
-    classes (never to tensor records), so they cannot tie records into reference cycles."""
+    classes (never to tensor records), so they cannot tie records into reference cycles.
+    Each evicted tensor has its own node; the root keeps the class's cost and how many of
+    its members some tensor still holds (`alive`)."""
     cdef EvictedClass parent
     cdef double cost
+    cdef int alive
+    cdef bint member_alive        # this node's own tensor is counted in its root's `alive`
 
 
 cdef EvictedClass _class_root(EvictedClass c):
@@ -104,10 +108,21 @@ cdef EvictedClass _class_root(EvictedClass c):
     return root
 
 
+cdef void _member_dies(EvictedClass member):
+    """The last tensor holding this evicted member is gone: its class has one fewer member
+    that anyone will ask for."""
+    cdef EvictedClass root
+    if member.member_alive:
+        member.member_alive = False
+        root = _class_root(member)
+        root.alive -= 1
+
+
 cdef void _leave_evicted_class(EvictedClass member, double cost):
     """A member leaves (restored, or its record died): the eq approximation never splits
     a class, it only stops counting the member's cost. Without this, classes would keep
     the cost of long-dead tensors and make every old neighbour look precious."""
+    _member_dies(member)
     cdef EvictedClass root = _class_root(member)
     root.cost = max(root.cost - cost, 0.0)
 
@@ -119,28 +134,37 @@ cdef class DTREqPolicy(EvictionPolicy):
     name = "dtr_eq"
 
     cpdef double score(self, TensorInfo info, long long clock):
+        # The evicted classes next to the tensor: those of its producer's inputs (needed to
+        # recompute it), and those of its consumers' outputs that hold a tensor someone
+        # still holds (which would need it). A class of dead intermediates alone, such as
+        # the matmul output between a ReLU and the next bias add, is recomputed only on
+        # the way to a live tensor, and that tensor's own score counts it.
         cdef double cost = info.cost
         cdef list seen = []
         cdef EvictedClass root
-        for n in _neighbours(info):
-            if (<TensorInfo>n).status == DROPPED and (<TensorInfo>n).uf_class is not None:
-                root = _class_root((<TensorInfo>n).uf_class)
-                if not _contains(seen, root):
-                    seen.append(root)
-                    cost += root.cost
+        cdef Producer p = info.producer
+        if p is not None:
+            for n in p.inputs:
+                cost += _unseen_class_cost(<TensorInfo>n, seen, False)
+        for n in _consumer_outputs(info):
+            cost += _unseen_class_cost(<TensorInfo>n, seen, True)
         return cost / (<double>max(info.size, 1) * <double>max(clock - info.last_use, 1))
 
     cpdef on_evict(self, TensorInfo info):
         cdef EvictedClass mine = EvictedClass.__new__(EvictedClass)
         cdef EvictedClass other
         mine.cost = info.cost
+        mine.member_alive = info.tensor_refs > 0
+        mine.alive = mine.member_alive
         info.uf_class = mine
-        for n in _neighbours(info):
+        cdef Producer p = info.producer
+        for n in (p.inputs if p is not None else []) + _consumer_outputs(info):
             if (<TensorInfo>n).status == DROPPED and (<TensorInfo>n).uf_class is not None:
                 other = _class_root((<TensorInfo>n).uf_class)
                 if other is not mine:
                     other.parent = mine
                     mine.cost += other.cost
+                    mine.alive += other.alive
 
     cpdef on_restore(self, TensorInfo info):
         # the eq approximation: a class is never split, its cost just loses this member's
@@ -149,12 +173,21 @@ cdef class DTREqPolicy(EvictionPolicy):
             info.uf_class = None
 
 
-cdef list _neighbours(TensorInfo info):
-    """Records one op away: the inputs of its producer and the outputs of its consumers."""
+cdef double _unseen_class_cost(TensorInfo n, list seen, bint only_if_alive):
+    """The cost of the evicted class of `n` (0 if `n` is resident or its class was counted
+    already), optionally only when someone still holds a member of that class."""
+    if n.status != DROPPED or n.uf_class is None:
+        return 0.0
+    cdef EvictedClass root = _class_root(n.uf_class)
+    if _contains(seen, root) or (only_if_alive and root.alive <= 0):
+        return 0.0
+    seen.append(root)
+    return root.cost
+
+
+cdef list _consumer_outputs(TensorInfo info):
+    """The other outputs of the recorded ops that read `info`."""
     cdef list out = []
-    cdef Producer p = info.producer
-    if p is not None:
-        out.extend(p.inputs)
     if info.users is not None:
         for ref in info.users:
             user = ref()

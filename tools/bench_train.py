@@ -60,7 +60,9 @@ def run_imperative(model, steps):
             gm.backward(loss)
         opt.step()
         opt.clear_grad()
-        return float(loss)
+        value = float(loss)
+        imp.sync()          # the whole step, not just the forward pass that `loss` needs
+        return value
     return step
 
 
