@@ -81,6 +81,27 @@ def test_a_dropped_intermediate_whose_tensor_died_is_still_recomputable(memory_o
     np.testing.assert_array_equal(y.numpy(), want)
 
 
+def test_in_place_reuse_while_recording_spares_a_leaf_that_a_recipe_reads(memory_options):
+    """A dying input may take the output of its last reader only if it can be recomputed
+    or nobody will read it again: a leaf some recipe still reads keeps its only copy."""
+    data = np.arange(N, dtype=np.float32)
+    before = imp.memory_stats()["inplace_reuses"]
+    leaf = imp.Tensor(data.copy())
+    kept = leaf + 1                     # its recipe reads `leaf`
+    out = leaf * 3
+    del leaf                            # dies in its last reader: must not be overwritten
+    imp.sync()
+    kept._drop()
+    np.testing.assert_array_equal(kept.numpy(), data + 1)
+    np.testing.assert_array_equal(out.numpy(), data * 3)
+    assert imp.memory_stats()["inplace_reuses"] == before
+    out = (kept * 2) * 5                # the recomputable temporary does take the output
+    imp.sync()
+    np.testing.assert_array_equal(out.numpy(), (data + 1) * 10)
+    if imp.get_option("async_level") == 2:      # (level 0 runs each op before the Del comes)
+        assert imp.memory_stats()["inplace_reuses"] > before
+
+
 def test_swap_out_writes_a_file_and_any_use_reads_it_back(memory_options, tmp_path):
     imp.dtr.swap_dir = str(tmp_path)
     try:
