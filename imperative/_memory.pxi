@@ -352,6 +352,7 @@ cdef class MemoryManager:
         dev.stats.swapped -= info.size
         dev.stats.swap_ins += 1
         self.ch._set_value(info, value, None)     # (which also makes it a candidate again)
+        self.policy.on_restore(info)
         if _profiling:
             record_memory_event(t0, "swap_in", info, "used")
         return 0
