@@ -881,7 +881,7 @@ cdef class Channel:
                 elif info.uf_class is not None:     # evicted earlier, and now dead
                     _member_dies(info.uf_class)
                 return
-            if info.users is not None and any(ref() is not None for ref in info.users):
+            if _read_by_a_recipe(info):
                 self.mm.forget(info)
                 return
         self._free_value(info)

@@ -567,6 +567,15 @@ cdef class MemoryManager:
         return 0
 
 
+cdef bint _read_by_a_recipe(TensorInfo info):
+    """Some recorded producer that is still alive reads this tensor."""
+    if info.users is not None:
+        for ref in info.users:
+            if ref() is not None:
+                return True
+    return False
+
+
 cdef bint _may_overwrite_dying(TensorInfo info):
     """While producers are recorded, may an op write its output over this dying input? Yes
     when the input will be dropped and can be recomputed, or when no recorded producer
@@ -574,11 +583,7 @@ cdef bint _may_overwrite_dying(TensorInfo info):
     cdef Producer p = info.producer
     if p is not None:
         return (<OpDef>p.op).recomputable
-    if info.users is not None:
-        for ref in info.users:
-            if ref() is not None:
-                return False
-    return True
+    return not _read_by_a_recipe(info)
 
 
 cdef void _remove_swap_file(TensorInfo info):

@@ -244,21 +244,24 @@ def arity(mode):
 _BLOCK = 1 << 14
 
 
-def _blockwise(fn, x):
-    """`fn(x)` for a composite function (a chain of numpy passes, like gelu's erf
+def _blockwise(fn, *arrays, out=None):
+    """`fn(*arrays)` for a composite function (a chain of numpy passes, like gelu's erf
     polynomials), run over blocks of _BLOCK elements so that every pass after the first
-    reads cache-resident data: about twice as fast on large tensors."""
-    if x.ndim == 0:                      # (the passes write in place: give them an array)
-        return fn(x.reshape(1)).reshape(())
-    if x.size <= _BLOCK:
-        return fn(x)
-    flat = np.ascontiguousarray(x).reshape(-1)
-    first = fn(flat[:_BLOCK])
-    out = np.empty(flat.shape, first.dtype)
-    out[:_BLOCK] = first
-    for start in range(_BLOCK, flat.size, _BLOCK):
-        out[start:start + _BLOCK] = fn(flat[start:start + _BLOCK])
-    return out.reshape(x.shape)
+    reads cache-resident data: about twice as fast on large tensors. The arrays broadcast
+    together; the result goes into `out` (C-contiguous) when one is given."""
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    arrays = np.broadcast_arrays(*arrays)
+    if out is None and shape != () and arrays[0].size <= _BLOCK:
+        return fn(*arrays)
+    # (0-d inputs become one element: the passes write in place and need arrays)
+    flats = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+    result = None if out is None else out.reshape(-1)
+    for start in range(0, flats[0].size, _BLOCK):
+        block = fn(*(f[start:start + _BLOCK] for f in flats))
+        if result is None:
+            result = np.empty(flats[0].shape, block.dtype)
+        result[start:start + _BLOCK] = block
+    return result.reshape(shape) if out is None else out
 
 
 def _has_exact_fast_path(fn, kind):
@@ -369,7 +372,7 @@ def _tanh_grad(dy, y, out):
     return np.multiply(dy, t, out=out)
 
 
-def _gelu_grad_block(dy, x, out):
+def _gelu_grad_block(dy, x):
     # dy * (Phi(x) + x phi(x)); GELU's gradient needs its input, not its output
     t = np.square(x)
     t *= -0.5
@@ -377,19 +380,13 @@ def _gelu_grad_block(dy, x, out):
     t *= x
     t *= 1 / math.sqrt(2 * math.pi)
     t += _normal_cdf(x)
-    np.multiply(dy, t, out=out)
+    t *= dy
+    return t
 
 
 def _gelu_grad(dy, x, out):
-    """Over blocks of _BLOCK elements, as _blockwise does for gelu itself."""
-    shape = np.broadcast_shapes(dy.shape, x.shape)
-    dy, x = (np.ascontiguousarray(a).reshape(-1) for a in np.broadcast_arrays(dy, x))
-    result = np.empty(x.shape, x.dtype) if out is None else out.reshape(-1)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        for start in range(0, x.size, _BLOCK):
-            block = slice(start, start + _BLOCK)
-            _gelu_grad_block(dy[block], x[block], result[block])
-    return result.reshape(shape) if out is None else out
+        return _blockwise(_gelu_grad_block, dy, x, out=out)
 
 
 _ACTIVATION_GRADS = {"RELU": _relu_grad, "SIGMOID": _sigmoid_grad, "TANH": _tanh_grad,
