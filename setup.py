@@ -11,7 +11,16 @@ extensions = [
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         language="c++",
         extra_compile_args=["-O2"],
-    )
+    ),
+    # float32 GEMM and convolution kernels; AVX-512 code is compiled per function (target
+    # attributes) and chosen at run time, so the build needs no -march flag
+    Extension(
+        "imperative._kernels",
+        ["imperative/_kernels.pyx", "imperative/_sgemm.c"],
+        include_dirs=[numpy.get_include(), "imperative"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O3"],
+    ),
 ]
 
 setup(

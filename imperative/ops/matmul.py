@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..dtype import downcast, dtype_promotion
+from . import native
 from .base import Op, check_arity, reject_quantized
 
 
@@ -65,7 +66,8 @@ class MatrixMul(Op):
         if a.dtype != b.dtype:
             dt = downcast(dtype_promotion([a.dtype, b.dtype]))
             a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)
-        return np.matmul(a, b)
+        out = native.matmul(a, b)
+        return np.matmul(a, b) if out is None else out
 
 
 class BatchedMatrixMul(MatrixMul):

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import dtype as D
+from . import native
 from .base import Op, check_arity, normalize_axis, reject_quantized
 
 __all__ = ["Convolution", "ConvolutionBackwardData", "ConvolutionBackwardFilter", "Pooling", "Softmax", "LogSoftmax", "CrossEntropy",
@@ -193,6 +194,9 @@ class Convolution(Op):
         g = self.groups
         ho, wo = self._output_hw(h, wd, kh, kw)
         k, l = cg * kh * kw, ho * wo
+        out = native.conv2d(x, w, self.stride, self.padding, self.dilation, g)
+        if out is not None:
+            return self._finish(out, b, n, o, ho, wo, compute, out_dtype)
         weight = w.reshape(g, o // g, k)
         out = np.empty((n, o, l), dtype=compute)
         if k < 64 or l >= _GEMM_COLUMNS:
@@ -298,10 +302,11 @@ class ConvolutionBackwardData(_ConvolutionGrad):
         h, wd = self.in_hw
         (sh, sw), (ph, pw), (dh, dw) = self.stride, self.padding, self.dilation
         k, l = cg * kh * kw, ho * wo
-        if (sh, sw) == (1, 1) and c >= o and dh * (kh - 1) >= ph and dw * (kw - 1) >= pw:
+        if ((sh, sw) == (1, 1) and (c >= o or native.active()) and dh * (kh - 1) >= ph
+                and dw * (kw - 1) >= pw):
             # a stride-1 transposed convolution is a convolution of dy by the flipped,
             # transposed weight: its im2col copy (O channels) costs less than col2im's adds
-            # (C channels) when C >= O
+            # (C channels) when C >= O, and the native direct convolution copies nothing
             flipped = w.reshape(g, o // g, cg, kh, kw).transpose(0, 2, 1, 3, 4).reshape(
                 c, o // g, kh, kw)[:, :, ::-1, ::-1]
             conv = Convolution(1, (dh * (kh - 1) - ph, dw * (kw - 1) - pw), (dh, dw), g)
@@ -372,6 +377,10 @@ class ConvolutionBackwardFilter(_ConvolutionGrad):
         g = self.groups
         cg = c // g
         k, l = cg * kh * kw, ho * wo
+        gw = native.conv2d_grad_weight(x, dy, self.kernel_hw, self.stride, self.padding,
+                                       self.dilation, g)
+        if gw is not None:
+            return gw.astype(out_dtype, copy=False)
         gwt = np.zeros((g, k, o // g), dtype=compute)
         step = _gemm_chunk(n, l, (c * kh * kw + o) * l * x.itemsize)
         cols = np.empty(c * kh * kw * step * l, dtype=compute)

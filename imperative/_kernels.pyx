@@ -1,0 +1,107 @@
+# cython: language_level=3
+"""Native float32 kernels (_sgemm.c) for numpy arrays: the GIL is released while they run.
+
+Callers check `supported()` and the shapes/dtypes below; these functions only validate
+what would otherwise corrupt memory."""
+import numpy as np
+
+cdef extern from "_sgemm.h" nogil:
+    int imp_sgemm_supported()
+    int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
+                  long rsb, long csb, float *c, long ldc, int accumulate)
+    int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
+                      const float *w, long ph, long pw, long dh, long dw, float *y)
+    int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh,
+                             long kw, const float *dy, long ph, long pw, long dh, long dw,
+                             float *gw)
+
+_SUPPORTED = bool(imp_sgemm_supported())
+
+
+def supported():
+    """True when this CPU runs the native kernels (AVX-512F and FMA)."""
+    return _SUPPORTED
+
+
+cdef long _stride(arr, int axis) except? -1:
+    cdef long s = arr.strides[axis]
+    if s % 4:
+        raise ValueError("native sgemm: strides must be whole float32 elements")
+    return s // 4
+
+
+def sgemm(a, b, out, bint accumulate=False):
+    """out[...] = a @ b (or out += a @ b): 2-D float32 arrays; `out` has unit column stride.
+    a and b may be any strided views (transposes included)."""
+    if not _SUPPORTED:
+        raise RuntimeError("native sgemm needs a CPU with AVX-512F and FMA")
+    for name, arr in (("a", a), ("b", b), ("out", out)):
+        if arr.dtype != np.float32 or arr.ndim != 2:
+            raise TypeError(f"native sgemm: {name} must be a 2-D float32 array, got "
+                            f"{arr.ndim}-D {arr.dtype}")
+    cdef long M = a.shape[0], K = a.shape[1], N = b.shape[1]
+    if b.shape[0] != K or out.shape[0] != M or out.shape[1] != N:
+        raise ValueError(f"native sgemm: shapes {a.shape} @ {b.shape} -> {out.shape} do not match")
+    if out.strides[1] != 4 or not out.flags.writeable:
+        raise ValueError("native sgemm: out must be writeable with contiguous rows")
+    cdef long rsa = _stride(a, 0), csa = _stride(a, 1), rsb = _stride(b, 0), csb = _stride(b, 1)
+    cdef long ldc = _stride(out, 0)
+    cdef size_t pa = a.ctypes.data, pb = b.ctypes.data, pc = out.ctypes.data
+    cdef int rc
+    with nogil:
+        rc = imp_sgemm(M, N, K, <const float *>pa, rsa, csa, <const float *>pb, rsb, csb,
+                       <float *>pc, ldc, accumulate)
+    if rc:
+        raise MemoryError("native sgemm: out of memory for packing buffers")
+    return out
+
+
+def conv2d_s1(x, w, padding, dilation):
+    """Stride-1, one-group convolution of C-contiguous float32 x (N, C, H, W) by w
+    (O, C, kh, kw): a new (N, O, Ho, Wo) array."""
+    if not _SUPPORTED:
+        raise RuntimeError("native conv2d needs a CPU with AVX-512F and FMA")
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    cdef long n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3]
+    cdef long o = w.shape[0], kh = w.shape[2], kw = w.shape[3]
+    if x.ndim != 4 or w.ndim != 4 or w.shape[1] != c:
+        raise ValueError(f"native conv2d: input {x.shape} and weight {w.shape} do not match")
+    cdef long ph = padding[0], pw = padding[1], dh = dilation[0], dw = dilation[1]
+    cdef long ho = h + 2 * ph - dh * (kh - 1), wo = wd + 2 * pw - dw * (kw - 1)
+    if ho < 1 or wo < 1:
+        raise ValueError("native conv2d: kernel larger than the padded input")
+    y = np.empty((n, o, ho, wo), dtype=np.float32)
+    cdef size_t px = x.ctypes.data, pwt = w.ctypes.data, py = y.ctypes.data
+    cdef int rc
+    with nogil:
+        rc = imp_conv2d_s1(n, c, h, wd, <const float *>px, o, kh, kw, <const float *>pwt,
+                           ph, pw, dh, dw, <float *>py)
+    if rc:
+        raise MemoryError("native conv2d: out of memory for its buffers")
+    return y
+
+
+def conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation):
+    """The weight gradient (O, C, kh, kw) of `conv2d_s1(x, w, padding, dilation)` given its
+    output gradient dy (N, O, Ho, Wo): a new float32 array."""
+    if not _SUPPORTED:
+        raise RuntimeError("native conv2d needs a CPU with AVX-512F and FMA")
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    dy = np.ascontiguousarray(dy, dtype=np.float32)
+    cdef long n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3]
+    cdef long o = dy.shape[1], kh = kernel_hw[0], kw = kernel_hw[1]
+    cdef long ph = padding[0], pw = padding[1], dh = dilation[0], dw = dilation[1]
+    cdef long ho = h + 2 * ph - dh * (kh - 1), wo = wd + 2 * pw - dw * (kw - 1)
+    if x.ndim != 4 or dy.ndim != 4 or tuple(dy.shape) != (n, o, ho, wo):
+        raise ValueError(f"native conv2d: input {x.shape} and output gradient {dy.shape} "
+                         f"do not match a {kh}x{kw} kernel")
+    gw = np.empty((o, c, kh, kw), dtype=np.float32)
+    cdef size_t px = x.ctypes.data, pdy = dy.ctypes.data, pg = gw.ctypes.data
+    cdef int rc
+    with nogil:
+        rc = imp_conv2d_s1_grad_w(n, c, h, wd, <const float *>px, o, kh, kw,
+                                  <const float *>pdy, ph, pw, dh, dw, <float *>pg)
+    if rc:
+        raise MemoryError("native conv2d: out of memory for its buffers")
+    return gw

@@ -1,0 +1,23 @@
+/* Native float32 kernels (see _sgemm.c). Each returns 0, or -1 when out of memory. */
+#ifndef IMPERATIVE_SGEMM_H
+#define IMPERATIVE_SGEMM_H
+
+/* 1 when this CPU runs the kernels (AVX-512F with FMA), else 0. */
+int imp_sgemm_supported(void);
+
+/* c[M, N] (row stride ldc) = a[M, K] @ b[K, N], plus c's old value when accumulate;
+ * a and b given by element strides (rows, columns), so transposes cost nothing. */
+int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
+              long rsb, long csb, float *c, long ldc, int accumulate);
+
+/* Stride-1 convolution of C-contiguous x (N, C, H, W) by w (O, C, kh, kw) with zero padding
+ * (ph, pw) and dilation (dh, dw), into C-contiguous y (N, O, Ho, Wo). */
+int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
+                  const float *w, long ph, long pw, long dh, long dw, float *y);
+
+/* Its weight gradient: gw (O, C, kh, kw) from x (N, C, H, W) and dy (N, O, Ho, Wo), all
+ * C-contiguous; gw is overwritten. */
+int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
+                         const float *dy, long ph, long pw, long dh, long dw, float *gw);
+
+#endif

@@ -1,0 +1,86 @@
+"""When to run float32 products on the native kernels (`imperative._kernels`) instead of
+numpy's BLAS.
+
+The native sgemm and direct convolution are single-threaded AVX-512 code. With one BLAS
+thread they beat numpy's OpenBLAS on a training step's shapes (measured by
+`tools/bench_train.py`); with more BLAS threads OpenBLAS uses them and the native kernels
+would leave cores idle, so they are used only while numpy's BLAS runs one thread.
+`IMPERATIVE_NATIVE_KERNELS` overrides the choice: `0`/`never` (to compare, or to rule them
+out) or `1`/`always` (whatever the BLAS thread count; the tests use it).
+"""
+import ctypes
+import glob
+import os
+
+import numpy as np
+
+try:
+    from .. import _kernels
+except ImportError:         # an old build without the extension: numpy does everything
+    _kernels = None
+
+_FLOAT32 = np.dtype(np.float32)
+# below ~64^3 multiply-adds numpy's call overhead is smaller than packing panels
+_MIN_MACS = 1 << 18
+
+
+def _openblas_thread_getter():
+    """numpy's OpenBLAS `get_num_threads` (already loaded by numpy), or None if not found."""
+    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    names = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+             "openblas_get_num_threads64_", "openblas_get_num_threads")
+    for path in glob.glob(os.path.join(libs, "*openblas*")):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in names:
+            getter = getattr(lib, name, None)
+            if getter is not None:
+                getter.restype = ctypes.c_int
+                return getter
+    return None
+
+
+def _mode_from_env():
+    value = os.environ.get("IMPERATIVE_NATIVE_KERNELS", "auto").strip().lower()
+    return {"0": "never", "never": "never", "1": "always", "always": "always"}.get(value, "auto")
+
+
+_SUPPORTED = _kernels is not None and _kernels.supported()
+# "auto": while numpy's BLAS runs one thread; "always" (tests, comparisons); "never"
+_MODE = _mode_from_env()
+_blas_threads = _openblas_thread_getter() if _SUPPORTED else None
+
+
+def active():
+    """True when native kernels run now: a supported CPU, and the mode allows it ("auto":
+    numpy's BLAS limited to one thread, read at each call since threadpoolctl may change it)."""
+    if not _SUPPORTED or _MODE == "never":
+        return False
+    return _MODE == "always" or (_blas_threads is not None and _blas_threads() == 1)
+
+
+def matmul(a, b):
+    """a @ b for 2-D float32 arrays on the native sgemm, or None when numpy should run it."""
+    if (a.dtype != _FLOAT32 or b.dtype != _FLOAT32 or a.ndim != 2 or b.ndim != 2
+            or a.shape[0] * a.shape[1] * b.shape[1] < _MIN_MACS or not active()):
+        return None
+    out = np.empty((a.shape[0], b.shape[1]), dtype=_FLOAT32)
+    return _kernels.sgemm(a, b, out)
+
+
+def conv2d(x, w, stride, padding, dilation, groups):
+    """A one-group, stride-1 float32 convolution on the native direct kernel, or None."""
+    if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or w.dtype != _FLOAT32
+            or x.shape[0] * w.size * x.shape[2] * x.shape[3] < _MIN_MACS or not active()):
+        return None
+    return _kernels.conv2d_s1(x, w, padding, dilation)
+
+
+def conv2d_grad_weight(x, dy, kernel_hw, stride, padding, dilation, groups):
+    """The weight gradient of `conv2d` above on the native kernel, or None."""
+    if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or dy.dtype != _FLOAT32
+            or dy.size * x.shape[1] * kernel_hw[0] * kernel_hw[1] < _MIN_MACS or not active()):
+        return None
+    return _kernels.conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation)

@@ -1,0 +1,172 @@
+"""The native float32 kernels (imperative._kernels): the sgemm and the direct convolution
+and its weight gradient, against float64 numpy on the same inputs, and the ops that use
+them against their numpy paths. Skipped where the CPU lacks AVX-512."""
+import numpy as np
+import pytest
+
+from imperative.ops import native
+from imperative.ops.matmul import MatrixMul
+from imperative.ops.nn import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
+
+pytestmark = pytest.mark.skipif(not native._SUPPORTED, reason="CPU without AVX-512F/FMA")
+
+_kernels = native._kernels
+
+
+def _operand(rng, rows, cols, layout):
+    """A (rows, cols) float32 operand stored as `layout`: C order, a transpose, or a strided
+    slice of a wider array."""
+    if layout == "t":
+        return rng.standard_normal((cols, rows)).astype(np.float32).T
+    if layout == "slice":
+        return rng.standard_normal((rows, 2 * cols + 3)).astype(np.float32)[:, 1:2 * cols + 1:2]
+    return rng.standard_normal((rows, cols)).astype(np.float32)
+
+
+def _rel_err(got, want):
+    return np.abs(got - want).max() / max(1.0, np.abs(want).max())
+
+
+# edge sizes around the micro-tile (14 x 32) and the packed block sizes (KC 384, NC 640)
+SHAPES = [(1, 1, 1), (13, 31, 7), (14, 32, 16), (15, 33, 17), (100, 37, 77),
+          (64, 385, 641), (29, 700, 1300), (256, 1024, 96)]
+
+
+@pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.parametrize("layout_a,layout_b", [("c", "c"), ("t", "c"), ("c", "t"), ("slice", "t")])
+def test_sgemm_matches_float64(m, k, n, layout_a, layout_b):
+    rng = np.random.default_rng(m * 7 + k * 3 + n)
+    a, b = _operand(rng, m, k, layout_a), _operand(rng, k, n, layout_b)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    out = np.full((m, n), np.nan, np.float32)
+    assert _kernels.sgemm(a, b, out) is out
+    assert _rel_err(out, want) < 1e-5
+    # accumulate: out += a @ b, into a row-strided view of a larger buffer
+    big = np.ones((m, n + 5), np.float32)
+    _kernels.sgemm(a, b, big[:, 2:n + 2], accumulate=True)
+    assert _rel_err(big[:, 2:n + 2], want + 1) < 1e-5
+    assert (big[:, :2] == 1).all() and (big[:, n + 2:] == 1).all()   # nothing written outside
+
+
+def test_sgemm_empty_depth_zeroes_or_keeps():
+    a, b = np.ones((3, 0), np.float32), np.ones((0, 4), np.float32)
+    out = np.full((3, 4), 7.0, np.float32)
+    _kernels.sgemm(a, b, out, accumulate=True)
+    assert (out == 7).all()
+    _kernels.sgemm(a, b, out)
+    assert (out == 0).all()
+
+
+def test_sgemm_rejects_bad_operands():
+    a = np.ones((3, 4), np.float32)
+    with pytest.raises(TypeError, match="float32"):
+        _kernels.sgemm(a.astype(np.float64), a.T, np.empty((3, 3), np.float32))
+    with pytest.raises(ValueError, match="do not match"):
+        _kernels.sgemm(a, a, np.empty((3, 4), np.float32))
+    with pytest.raises(ValueError, match="contiguous rows"):
+        _kernels.sgemm(a, a.T, np.empty((3, 6), np.float32)[:, ::2])
+
+
+def _conv_ref(x, w, padding, dilation):
+    """float64 direct convolution by explicit sums over kernel taps."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    (ph, pw), (dh, dw) = padding, dilation
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    ho, wo = h + 2 * ph - dh * (kh - 1), wd + 2 * pw - dw * (kw - 1)
+    y = np.zeros((n, o, ho, wo))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i * dh:i * dh + ho, j * dw:j * dw + wo]
+            y += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j].astype(np.float64))
+    return y
+
+
+CONVS = [  # (n, c, h, w, o, kh, kw, padding, dilation)
+    (2, 3, 8, 8, 5, 3, 3, (1, 1), (1, 1)),
+    (3, 7, 9, 13, 17, 3, 3, (1, 1), (1, 1)),
+    (1, 4, 6, 5, 3, 1, 1, (0, 0), (1, 1)),
+    (2, 5, 11, 7, 9, 5, 3, (2, 0), (1, 1)),
+    (2, 6, 12, 10, 8, 3, 3, (0, 2), (2, 1)),
+    (4, 16, 16, 16, 33, 3, 3, (1, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("n,c,h,w,o,kh,kw,padding,dilation", CONVS)
+def test_conv2d_and_weight_gradient_match_float64(n, c, h, w, o, kh, kw, padding, dilation):
+    rng = np.random.default_rng(n + c + h + o)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((o, c, kh, kw)).astype(np.float32)
+    y = _kernels.conv2d_s1(x, wt, padding, dilation)
+    want = _conv_ref(x, wt, padding, dilation)
+    assert y.shape == want.shape and _rel_err(y, want) < 1e-5
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    gw = _kernels.conv2d_s1_grad_weight(x, dy, (kh, kw), padding, dilation)
+    # d/dw of sum(y * dy) = sum over taps of dy x patch, in float64
+    (ph, pw), (dh, dw) = padding, dilation
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    ho, wo = y.shape[2:]
+    want_gw = np.stack([np.stack([
+        np.einsum("nohw,nchw->oc", dy.astype(np.float64), xp[:, :, i * dh:i * dh + ho, j * dw:j * dw + wo])
+        for j in range(kw)], -1) for i in range(kh)], -2)
+    assert gw.shape == wt.shape and _rel_err(gw, want_gw) < 1e-5
+
+
+def test_conv2d_rejects_mismatched_shapes():
+    x = np.ones((1, 3, 5, 5), np.float32)
+    with pytest.raises(ValueError, match="do not match"):
+        _kernels.conv2d_s1(x, np.ones((2, 4, 3, 3), np.float32), (0, 0), (1, 1))
+    with pytest.raises(ValueError, match="larger than"):
+        _kernels.conv2d_s1(x, np.ones((2, 3, 7, 7), np.float32), (0, 0), (1, 1))
+    with pytest.raises(ValueError, match="do not match"):
+        _kernels.conv2d_s1_grad_weight(x, np.ones((1, 2, 4, 4), np.float32), (3, 3), (0, 0), (1, 1))
+
+
+def _run_both(monkeypatch, fn):
+    """fn() with the native kernels forced on, then forced off."""
+    monkeypatch.setattr(native, "_MODE", "always")
+    on = fn()
+    monkeypatch.setattr(native, "_MODE", "never")
+    return on, fn()
+
+
+@pytest.mark.parametrize("stride,padding,dilation,groups", [
+    (1, 1, 1, 1), (1, 0, 2, 1), (2, 1, 1, 1), (1, 1, 1, 2)])
+def test_conv_ops_native_and_numpy_paths_agree(monkeypatch, stride, padding, dilation, groups):
+    rng = np.random.default_rng(stride + 3 * padding + 5 * dilation + 7 * groups)
+    x = rng.standard_normal((8, 8, 20, 18)).astype(np.float32)
+    w = rng.standard_normal((16, 8 // groups, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    fwd = Convolution(stride, padding, dilation, groups)
+    y_on, y_off = _run_both(monkeypatch, lambda: fwd.kernel(x, w, b))
+    assert _rel_err(y_on, y_off) < 1e-5
+    dy = rng.standard_normal(y_off.shape).astype(np.float32)
+    data = ConvolutionBackwardData(stride, padding, dilation, groups, in_hw=x.shape[2:])
+    filt = ConvolutionBackwardFilter(stride, padding, dilation, groups, kernel_hw=(3, 3))
+    gx_on, gx_off = _run_both(monkeypatch, lambda: data.kernel(dy, w))
+    gw_on, gw_off = _run_both(monkeypatch, lambda: filt.kernel(x, dy))
+    assert _rel_err(gx_on, gx_off) < 1e-5 and _rel_err(gw_on, gw_off) < 1e-5
+    assert y_on.dtype == gx_on.dtype == gw_on.dtype == np.float32
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True)])
+def test_matrix_mul_native_and_numpy_paths_agree(monkeypatch, ta, tb):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((300, 130) if ta else (130, 300)).astype(np.float32)
+    b = rng.standard_normal((70, 300) if tb else (300, 70)).astype(np.float32)
+    op = MatrixMul(ta, tb)
+    on, off = _run_both(monkeypatch, lambda: op.kernel(a, b))
+    assert on.shape == off.shape == (130, 70) and _rel_err(on, off) < 1e-5
+
+
+def test_auto_mode_follows_the_blas_thread_count(monkeypatch):
+    monkeypatch.setattr(native, "_MODE", "auto")
+    monkeypatch.setattr(native, "_blas_threads", lambda: 1)
+    assert native.active()
+    monkeypatch.setattr(native, "_blas_threads", lambda: 2)
+    assert not native.active()
+    a = np.ones((128, 128), np.float32)
+    assert native.matmul(a, a) is None          # numpy's threaded BLAS runs it
+    monkeypatch.setattr(native, "_MODE", "never")
+    monkeypatch.setattr(native, "_blas_threads", lambda: 1)
+    assert not native.active()
