@@ -16,7 +16,7 @@ extensions = [
     # attributes) and chosen at run time, so the build needs no -march flag
     Extension(
         "imperative._kernels",
-        ["imperative/_kernels.pyx", "imperative/_sgemm.c"],
+        ["imperative/_kernels.pyx", "imperative/_sgemm.c", "imperative/_pool.c"],
         include_dirs=[numpy.get_include(), "imperative"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O3"],

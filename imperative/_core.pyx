@@ -808,6 +808,10 @@ cdef class Channel:
         cdef Py_ssize_t i
         # Floating-point warnings on the worker would print from a foreign thread.
         np.seterr(all="ignore")
+        # Arrays the kernels make here come from a caching pool (numpy's allocator is set per
+        # thread context): a step's buffers are reused instead of faulted in afresh.
+        from . import _kernels
+        _kernels.install_pool()
         try:
             while True:
                 if self._pending:

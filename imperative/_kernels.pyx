@@ -105,3 +105,38 @@ def conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation):
     if rc:
         raise MemoryError("native conv2d: out of memory for its buffers")
     return gw
+
+
+# ---- the worker thread's array allocator (_pool.c)
+
+cdef extern from "_pool.h":
+    int imp_pool_install() except -1
+    void imp_pool_trim() nogil
+    void imp_pool_set_limit(size_t nbytes) nogil
+    void imp_pool_stats(size_t *cached, size_t *limit, unsigned long long *hits,
+                        unsigned long long *misses) nogil
+
+
+def install_pool():
+    """Make the caching allocator numpy's allocator for arrays made in this thread (its
+    context): called by the interpreter's worker thread as it starts."""
+    imp_pool_install()
+
+
+def pool_trim():
+    """Hand every cached block back to the system allocator."""
+    imp_pool_trim()
+
+
+def pool_set_limit(size_t nbytes):
+    """Cache at most `nbytes` of freed blocks (64 MiB by default)."""
+    imp_pool_set_limit(nbytes)
+
+
+def pool_stats():
+    """{"cached", "limit", "hits", "misses"}: bytes cached now, the limit, and how many
+    large allocations the cache served or passed to malloc."""
+    cdef size_t cached, limit
+    cdef unsigned long long hits, misses
+    imp_pool_stats(&cached, &limit, &hits, &misses)
+    return {"cached": cached, "limit": limit, "hits": hits, "misses": misses}

@@ -13,6 +13,7 @@
  * vectors of B and broadcasts MR values of A.
  */
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,6 +160,46 @@ AVX512 static void pack_b(long kc, long nc, const float *b, long rs, long cs, fl
 
 static long round_up(long x, long to) { return (x + to - 1) / to * to; }
 
+/* Scratch memory (packed panels, padded images) is kept per thread between calls: a fresh
+ * allocation of a megabyte or more comes from mmap, and touching its new pages cost more
+ * than packing them. Kept up to SCRATCH_KEEP bytes, freed when the thread exits. */
+#define SCRATCH_KEEP (64L << 20)
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static __thread char *scratch_base;
+static __thread size_t scratch_cap;
+
+static void scratch_make_key(void) { pthread_key_create(&scratch_key, free); }
+
+/* A 64-byte aligned block of `bytes` for this call; `release_scratch` after the call. */
+static char *get_scratch(size_t bytes)
+{
+    bytes = round_up(bytes, 64);
+    if (bytes > SCRATCH_KEEP) return aligned_alloc(64, bytes);
+    if (bytes > scratch_cap) {
+        pthread_once(&scratch_once, scratch_make_key);
+        free(scratch_base);
+        scratch_base = aligned_alloc(64, bytes);
+        scratch_cap = scratch_base ? bytes : 0;
+        pthread_setspecific(scratch_key, scratch_base);
+    }
+    return scratch_base;
+}
+
+static void release_scratch(char *block)
+{
+    if (block != scratch_base) free(block);
+}
+
+/* The next `bytes` of a scratch block, 64-byte aligned. */
+static void *carve(char **cursor, size_t bytes)
+{
+    void *p = *cursor;
+    *cursor += round_up(bytes, 64);
+    return p;
+}
+
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
               long rsb, long csb, float *c, long ldc, int accumulate)
 {
@@ -168,13 +209,10 @@ int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const 
         return 0;
     }
     long mcap = M < MC ? M : MC;
-    float *pa = aligned_alloc(64, round_up(mcap, MR) * KC * sizeof(float));
-    float *pb = aligned_alloc(64, round_up(NC, NR) * KC * sizeof(float));
-    if (!pa || !pb) {
-        free(pa);
-        free(pb);
-        return -1;
-    }
+    size_t a_bytes = round_up(mcap, MR) * KC * sizeof(float), b_bytes = NC * KC * sizeof(float);
+    char *block = get_scratch(round_up(a_bytes, 64) + b_bytes), *cursor = block;
+    if (!block) return -1;
+    float *pa = carve(&cursor, a_bytes), *pb = carve(&cursor, b_bytes);
     for (long ic = 0; ic < M; ic += MC) {
         long mc = M - ic < MC ? M - ic : MC;
         for (long pc = 0; pc < K; pc += KC) {
@@ -195,8 +233,7 @@ int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const 
             }
         }
     }
-    free(pa);
-    free(pb);
+    release_scratch(block);
     return 0;
 }
 
@@ -214,22 +251,18 @@ int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long k
     long K = C * kh * kw, image = C * hp * wp;
     long q_total = round_up(ho * wp, CONV_NR);
     /* the last tile's extra lanes read up to CONV_NR floats past the image's padded extent */
-    float *xp = aligned_alloc(64, round_up((image + q_total + CONV_NR) * sizeof(float), 64));
-    float *tmp = aligned_alloc(64, O * q_total * sizeof(float));
-    float *pa = aligned_alloc(64, round_up(O, CONV_MR) * K * sizeof(float));
-    long *off = malloc(K * sizeof(long));
-    if (!xp || !tmp || !pa || !off) {
-        free(xp);
-        free(tmp);
-        free(pa);
-        free(off);
-        return -1;
-    }
+    size_t xp_bytes = (image + q_total + CONV_NR) * sizeof(float);
+    size_t tmp_bytes = O * q_total * sizeof(float), pa_bytes = round_up(O, CONV_MR) * K * sizeof(float);
+    char *block = get_scratch(xp_bytes + tmp_bytes + pa_bytes + K * sizeof(long) + 4 * 64);
+    char *cursor = block;
+    if (!block) return -1;
+    float *xp = carve(&cursor, xp_bytes), *tmp = carve(&cursor, tmp_bytes), *pa = carve(&cursor, pa_bytes);
+    long *off = carve(&cursor, K * sizeof(long));
     for (long c = 0, k = 0; c < C; c++)
         for (long i = 0; i < kh; i++)
             for (long j = 0; j < kw; j++) off[k++] = c * hp * wp + i * dh * wp + j * dw;
     pack_a(O, K, w, K, 1, CONV_MR, pa);
-    memset(xp, 0, (image + q_total + CONV_NR) * sizeof(float));
+    memset(xp, 0, xp_bytes);
     for (long n = 0; n < N; n++) {
         const float *xn = x + n * C * H * W;
         for (long c = 0; c < C; c++)
@@ -250,10 +283,7 @@ int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long k
             for (long r = 0; r < ho; r++)
                 memcpy(yn + (o * ho + r) * wo, tmp + o * q_total + r * wp, wo * sizeof(float));
     }
-    free(xp);
-    free(tmp);
-    free(pa);
-    free(off);
+    release_scratch(block);
     return 0;
 }
 
@@ -292,22 +322,19 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
     long ho = hp - dh * (kh - 1), wo = wp - dw * (kw - 1);
     long K = C * kh * kw, image = C * hp * wp;
     long q_total = round_up(ho * wp, 16);
-    float *xp = aligned_alloc(64, round_up((image + q_total) * sizeof(float), 64));
     /* dy on the padded width, plus one zero row standing in for channels past O */
-    float *dyp = aligned_alloc(64, (O + 1) * q_total * sizeof(float));
-    long *off = malloc((K + GW_T) * sizeof(long));
-    if (!xp || !dyp || !off) {
-        free(xp);
-        free(dyp);
-        free(off);
-        return -1;
-    }
+    size_t xp_bytes = (image + q_total) * sizeof(float), dyp_bytes = (O + 1) * q_total * sizeof(float);
+    char *block = get_scratch(xp_bytes + dyp_bytes + (K + GW_T) * sizeof(long) + 3 * 64);
+    char *cursor = block;
+    if (!block) return -1;
+    float *xp = carve(&cursor, xp_bytes), *dyp = carve(&cursor, dyp_bytes);
+    long *off = carve(&cursor, (K + GW_T) * sizeof(long));
     for (long c = 0, k = 0; c < C; c++)
         for (long i = 0; i < kh; i++)
             for (long j = 0; j < kw; j++) off[k++] = c * hp * wp + i * dh * wp + j * dw;
     for (long k = K; k < K + GW_T; k++) off[k] = 0; /* taps past K: computed, then dropped */
-    memset(xp, 0, (image + q_total) * sizeof(float));
-    memset(dyp, 0, (O + 1) * q_total * sizeof(float));
+    memset(xp, 0, xp_bytes);
+    memset(dyp, 0, dyp_bytes);
     memset(gw, 0, O * K * sizeof(float));
     const float *zero_row = dyp + O * q_total;
     for (long n = 0; n < N; n++) {
@@ -331,8 +358,6 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
             }
         }
     }
-    free(xp);
-    free(dyp);
-    free(off);
+    release_scratch(block);
     return 0;
 }

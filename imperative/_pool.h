@@ -1,0 +1,15 @@
+/* The worker thread's caching allocator for numpy array data (see _pool.c). */
+#ifndef IMPERATIVE_POOL_H
+#define IMPERATIVE_POOL_H
+#include <stddef.h>
+
+/* Make the pool numpy's allocator in the calling thread's context; -1 with a Python error. */
+int imp_pool_install(void);
+/* Free every cached block. */
+void imp_pool_trim(void);
+/* Keep at most `bytes` cached (trimming now if more is cached). */
+void imp_pool_set_limit(size_t bytes);
+void imp_pool_stats(size_t *cached, size_t *limit, unsigned long long *hits,
+                    unsigned long long *misses);
+
+#endif
