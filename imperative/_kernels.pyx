@@ -140,3 +140,44 @@ def pool_stats():
     cdef unsigned long long hits, misses
     imp_pool_stats(&cached, &limit, &hits, &misses)
     return {"cached": cached, "limit": limit, "hits": hits, "misses": misses}
+
+
+
+# ---- elementwise
+
+cdef extern from *:
+    """
+    #include <immintrin.h>
+    /* dy * (y > 0), as numpy computes it (NaN * 0 stays NaN); gcc will not vectorize the
+     * compare-and-select by itself ("control flow in loop") */
+    __attribute__((target("avx512f")))
+    static void imp_relu_grad(long n, const float *dy, const float *y, float *out)
+    {
+        const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.f);
+        long i = 0;
+        for (; i + 16 <= n; i += 16) {
+            __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y + i), zero, _CMP_GT_OQ);
+            __m512 mask = _mm512_maskz_mov_ps(pos, one);
+            _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_loadu_ps(dy + i), mask));
+        }
+        for (; i < n; i++) out[i] = dy[i] * (float)(y[i] > 0.f);
+    }
+    """
+    void imp_relu_grad(long n, const float *dy, const float *y, float *out) nogil
+
+
+def relu_grad(dy, y, out):
+    """out = dy where y > 0 else 0, in one pass (numpy needs a mask and a mixed-type
+    multiply): C-contiguous float32 arrays of one size; `out` may be dy."""
+    if not _SUPPORTED:
+        raise RuntimeError("native relu_grad needs a CPU with AVX-512F")
+    for name, arr in (("dy", dy), ("y", y), ("out", out)):
+        if arr.dtype != np.float32 or not arr.flags.c_contiguous:
+            raise TypeError(f"relu_grad: {name} must be a C-contiguous float32 array")
+    if dy.size != y.size or dy.size != out.size or not out.flags.writeable:
+        raise ValueError("relu_grad: arrays must have one size and out be writeable")
+    cdef size_t pd = dy.ctypes.data, py = y.ctypes.data, po = out.ctypes.data
+    cdef long n = dy.size
+    with nogil:
+        imp_relu_grad(n, <const float *>pd, <const float *>py, <float *>po)
+    return out

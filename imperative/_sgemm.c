@@ -24,14 +24,11 @@
 #define KC 384 /* depth of a packed block: A's micro-panel (MR x KC) stays in L1 */
 #define NC 640 /* columns of a packed block of B: KC x NC floats stay in L2 */
 #define MC 3072
-#ifndef CONV_MR
+/* the convolution's tile: 8 output channels (a divisor of the usual channel counts) x 48
+ * positions, 24 accumulators; measured best of 4x96, 6x64, 8x48, 14x32 and 16x16 */
 #define CONV_MR 8
 #define CONV_V 3
-#endif
 #define CONV_NR (16 * CONV_V)
-#ifndef KCONV
-#define KCONV 100000
-#endif
 
 #define AVX512 __attribute__((target("avx512f,fma")))
 
@@ -79,10 +76,9 @@ AVX512 static void kernel_packed(long kc, const float *restrict a, const float *
 
 /* B read in place: step k reads base[off[k] .. off[k] + NR). */
 AVX512 static void kernel_indirect(long kc, const float *restrict a, const float *base,
-                                   const long *restrict off, float *c, long ldc, int accumulate,
-                                   int m)
+                                   const long *restrict off, float *c, long ldc, int m)
 {
-    const int n = CONV_NR;
+    const int accumulate = 0, n = CONV_NR;
     MICRO_KERNEL(CONV_MR, CONV_V, base + off[k]);
 }
 
@@ -269,15 +265,13 @@ int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long k
             for (long r = 0; r < H; r++)
                 memcpy(xp + c * hp * wp + (r + ph) * wp + pw, xn + (c * H + r) * W,
                        W * sizeof(float));
-        for (long q0 = 0; q0 < q_total; q0 += CONV_NR)
-            for (long k0 = 0; k0 < K; k0 += KCONV) {
-                long kc = K - k0 < KCONV ? K - k0 : KCONV;
-                for (long o0 = 0; o0 < O; o0 += CONV_MR) {
-                    int m = O - o0 < CONV_MR ? (int)(O - o0) : CONV_MR;
-                    kernel_indirect(kc, pa + o0 * K + k0 * CONV_MR, xp + q0, off + k0,
-                                    tmp + o0 * q_total + q0, q_total, k0 > 0, m);
-                }
-            }
+        /* a panel of weights stays in L1 while the tiles stream through the image in order
+         * (12% faster than reusing each tile of the image across all output channels) */
+        for (long o0 = 0; o0 < O; o0 += CONV_MR) {
+            int m = O - o0 < CONV_MR ? (int)(O - o0) : CONV_MR;
+            for (long q0 = 0; q0 < q_total; q0 += CONV_NR)
+                kernel_indirect(K, pa + o0 * K, xp + q0, off, tmp + o0 * q_total + q0, q_total, m);
+        }
         float *yn = y + n * O * ho * wo;
         for (long o = 0; o < O; o++)
             for (long r = 0; r < ho; r++)

@@ -170,3 +170,22 @@ def test_auto_mode_follows_the_blas_thread_count(monkeypatch):
     monkeypatch.setattr(native, "_MODE", "never")
     monkeypatch.setattr(native, "_blas_threads", lambda: 1)
     assert not native.active()
+
+
+def test_relu_grad_matches_numpy_bit_for_bit(monkeypatch):
+    rng = np.random.default_rng(3)
+    dy = rng.standard_normal(1000 + 7).astype(np.float32)
+    y = np.maximum(rng.standard_normal(dy.size).astype(np.float32), 0)
+    dy[:5] = [np.nan, np.inf, -np.inf, -1.0, 2.0]
+    y[:5] = [0.0, 0.0, 0.0, 0.0, np.nan]
+    with np.errstate(invalid="ignore"):
+        want = np.multiply(dy, y > 0)
+    got = native.relu_grad(dy, y, None)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))      # -0.0 where numpy has it
+    native.relu_grad(dy, y, dy)                                     # in place
+    assert np.array_equal(dy, want, equal_nan=True)
+    monkeypatch.setattr(native, "_MODE", "never")
+    assert native.relu_grad(dy, y, None) is None
+    with pytest.raises(TypeError, match="float32"):
+        _kernels.relu_grad(dy.astype(np.float64), y, dy)

@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from ..dtype import downcast, dtype_promotion
+from . import native
 from .base import Op, check_arity, reject_quantized
 
 _FLOAT16 = np.dtype(np.float16)
@@ -355,7 +356,8 @@ class Elemwise(Op):
 
 def _relu_grad(dy, y, out):
     # dy where y > 0 (relu's output is positive exactly where its input is), else 0
-    return np.multiply(dy, y > 0, out=out)
+    r = native.relu_grad(dy, y, out)
+    return np.multiply(dy, y > 0, out=out) if r is None else r
 
 
 def _sigmoid_grad(dy, y, out):

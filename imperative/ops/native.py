@@ -70,6 +70,17 @@ def matmul(a, b):
     return _kernels.sgemm(a, b, out)
 
 
+def relu_grad(dy, y, out):
+    """dy * (y > 0) in one native pass for same-shape C-contiguous float32 arrays (whatever
+    the BLAS threads: it is one memory-bound pass either way), or None."""
+    if (not _SUPPORTED or _MODE == "never" or dy.dtype != _FLOAT32 or y.dtype != _FLOAT32
+            or dy.shape != y.shape or not (dy.flags.c_contiguous and y.flags.c_contiguous)):
+        return None
+    if out is None or out.shape != dy.shape or out.dtype != _FLOAT32 or not out.flags.c_contiguous:
+        out = np.empty_like(dy)
+    return _kernels.relu_grad(dy, y, out)
+
+
 def conv2d(x, w, stride, padding, dilation, groups):
     """A one-group, stride-1 float32 convolution on the native direct kernel, or None."""
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or w.dtype != _FLOAT32
