@@ -22,7 +22,8 @@
 #define MR 14
 #define NR 32
 #define KC 384 /* depth of a packed block: A's micro-panel (MR x KC) stays in L1 */
-#define NC 640 /* columns of a packed block of B: KC x NC floats stay in L2 */
+#define NC 192 /* columns of a packed block of B: KC x NC floats (288 KB) stay in L2 beside
+                  * the packed A block; 640 measured 5-10% slower in a loop of mixed GEMMs */
 #define MC 3072
 /* the convolution's tile: 8 output channels (a divisor of the usual channel counts) x 48
  * positions, 24 accumulators; measured best of 4x96, 6x64, 8x48, 14x32 and 16x16 */
@@ -82,20 +83,6 @@ AVX512 static void kernel_indirect(long kc, const float *restrict a, const float
     MICRO_KERNEL(CONV_MR, CONV_V, base + off[k]);
 }
 
-/* Rows [0, mc) x depth [0, kc) of A (element strides rs, cs) into r-row panels: panel p
- * holds, for each k, the r values A[p*r + i][k] side by side (zeros past row mc). */
-static void pack_a(long mc, long kc, const float *a, long rs, long cs, int r, float *dst)
-{
-    for (long i0 = 0; i0 < mc; i0 += r, dst += kc * r) {
-        long m = mc - i0 < r ? mc - i0 : r;
-        const float *src = a + i0 * rs;
-        for (long k = 0; k < kc; k++) {
-            for (long i = 0; i < m; i++) dst[k * r + i] = src[i * rs + k * cs];
-            for (long i = m; i < r; i++) dst[k * r + i] = 0.f;
-        }
-    }
-}
-
 /* out[c] = column c of the 16 x 16 block in[0..16) (in-register transpose). */
 AVX512 static void transpose16(__m512 r[16])
 {
@@ -122,6 +109,32 @@ AVX512 static void transpose16(__m512 r[16])
         r[4 + c] = _mm512_shuffle_f32x4(x1, y1, 0x88);
         r[8 + c] = _mm512_shuffle_f32x4(x0, y0, 0xdd);
         r[12 + c] = _mm512_shuffle_f32x4(x1, y1, 0xdd);
+    }
+}
+
+/* Rows [0, mc) x depth [0, kc) of A (element strides rs, cs) into r-row panels: panel p
+ * holds, for each k, the r values A[p*r + i][k] side by side (zeros past row mc). */
+AVX512 static void pack_a(long mc, long kc, const float *a, long rs, long cs, int r, float *dst)
+{
+    for (long i0 = 0; i0 < mc; i0 += r, dst += kc * r) {
+        long m = mc - i0 < r ? mc - i0 : r;
+        const float *src = a + i0 * rs;
+        long k = 0;
+        if (cs == 1 && r <= 16) {
+            /* rows contiguous: 16 x 16 blocks through registers (3x faster than gathering) */
+            __m512 rows[16];
+            __mmask16 keep = (__mmask16)((1u << r) - 1);
+            for (; k + 16 <= kc; k += 16) {
+                for (int i = 0; i < 16; i++)
+                    rows[i] = i < m ? _mm512_loadu_ps(src + i * rs + k) : _mm512_setzero_ps();
+                transpose16(rows);
+                for (int kk = 0; kk < 16; kk++) _mm512_mask_storeu_ps(dst + (k + kk) * r, keep, rows[kk]);
+            }
+        }
+        for (; k < kc; k++) {
+            for (long i = 0; i < m; i++) dst[k * r + i] = src[i * rs + k * cs];
+            for (long i = m; i < r; i++) dst[k * r + i] = 0.f;
+        }
     }
 }
 
