@@ -189,3 +189,16 @@ def test_relu_grad_matches_numpy_bit_for_bit(monkeypatch):
     assert native.relu_grad(dy, y, None) is None
     with pytest.raises(TypeError, match="float32"):
         _kernels.relu_grad(dy.astype(np.float64), y, dy)
+
+
+def test_axpy_matches_numpy_bit_for_bit(monkeypatch):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((33, 65)).astype(np.float32)
+    y = rng.standard_normal((33, 65)).astype(np.float32)
+    want = np.add(x, np.multiply(y, np.float32(-0.03)))
+    assert np.array_equal(native.axpy(x, -0.03, y, None), want)
+    native.axpy(x, -0.03, y, x)                                      # in place, as SGD runs
+    assert np.array_equal(x, want)
+    assert native.axpy(x.astype(np.float64), 0.5, y, None) is None   # numpy handles float64
+    monkeypatch.setattr(native, "_MODE", "never")
+    assert native.axpy(x, 0.5, y, None) is None

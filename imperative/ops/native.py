@@ -81,6 +81,17 @@ def relu_grad(dy, y, out):
     return _kernels.relu_grad(dy, y, out)
 
 
+def axpy(x, alpha, y, out):
+    """x + alpha * y in one native pass for same-shape C-contiguous float32 arrays (an
+    optimizer's update; `out` may be x), or None."""
+    if (_kernels is None or _MODE == "never" or x.dtype != _FLOAT32 or y.dtype != _FLOAT32
+            or x.shape != y.shape or not (x.flags.c_contiguous and y.flags.c_contiguous)):
+        return None
+    if out is None or out.shape != x.shape or out.dtype != _FLOAT32 or not out.flags.c_contiguous:
+        out = np.empty_like(x)
+    return _kernels.axpy(x, alpha, y, out)
+
+
 def conv2d(x, w, stride, padding, dilation, groups):
     """A one-group, stride-1 float32 convolution on the native direct kernel, or None."""
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or w.dtype != _FLOAT32
