@@ -17,6 +17,8 @@ import warnings
 
 import numpy as np
 
+from . import _kernels
+
 cimport cython
 from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
@@ -810,7 +812,6 @@ cdef class Channel:
         np.seterr(all="ignore")
         # Arrays the kernels make here come from a caching pool (numpy's allocator is set per
         # thread context): a step's buffers are reused instead of faulted in afresh.
-        from . import _kernels
         _kernels.install_pool()
         try:
             while True:

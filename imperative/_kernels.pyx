@@ -147,9 +147,10 @@ def pool_stats():
 
 cdef extern from *:
     """
-    #include <immintrin.h>
     /* dy * (y > 0), as numpy computes it (NaN * 0 stays NaN); gcc will not vectorize the
      * compare-and-select by itself ("control flow in loop") */
+    #if defined(__x86_64__)
+    #include <immintrin.h>
     __attribute__((target("avx512f")))
     static void imp_relu_grad(long n, const float *dy, const float *y, float *out)
     {
@@ -162,6 +163,12 @@ cdef extern from *:
         }
         for (; i < n; i++) out[i] = dy[i] * (float)(y[i] > 0.f);
     }
+    #else
+    static void imp_relu_grad(long n, const float *dy, const float *y, float *out)
+    {
+        for (long i = 0; i < n; i++) out[i] = dy[i] * (float)(y[i] > 0.f);
+    }
+    #endif
 
     /* out = x + alpha * y in one pass; out may be x or y (numpy's blocked two-pass
      * version ran 1.7x slower on cold parameters) */

@@ -506,6 +506,8 @@ cdef class MemoryManager:
                     self.overshoot(device, needed, threshold)
                     break
                 self.evict(victim)
+            # what was evicted goes back to the system, not into the worker's block cache
+            _kernels.pool_trim()
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
         return 0
 

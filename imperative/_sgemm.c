@@ -12,12 +12,23 @@
  * vectors, MR = 14 rows, 28 accumulators of the 32 zmm registers. Each step of k loads two
  * vectors of B and broadcasts MR values of A.
  */
+#include "_sgemm.h"
+
+#if !defined(__x86_64__)
+/* Other CPUs: nothing native; the callers check imp_sgemm_supported() and use numpy. */
+int imp_sgemm_supported(void) { return 0; }
+int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
+              long rsb, long csb, float *c, long ldc, int accumulate) { return -1; }
+int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
+                  const float *w, long ph, long pw, long dh, long dw, float *y) { return -1; }
+int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
+                         const float *dy, long ph, long pw, long dh, long dw, float *gw) { return -1; }
+#else
+
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "_sgemm.h"
 
 #define MR 14
 #define NR 32
@@ -368,3 +379,5 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
     release_scratch(block);
     return 0;
 }
+
+#endif /* __x86_64__ */
