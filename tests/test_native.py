@@ -230,3 +230,22 @@ def test_training_gradients_agree_between_native_and_numpy_paths(monkeypatch):
     assert abs(loss_on - loss_off) < 1e-5 * max(1.0, abs(loss_off))
     for g_on, g_off in zip(grads_on, grads_off):
         assert g_on.shape == g_off.shape and _rel_err(g_on, g_off) < 1e-4
+
+
+@pytest.mark.parametrize("shape", [(16, 8, 9, 7), (5, 3), (2, 4, 33), (2, 1, 1, 1)])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_native_and_numpy_paths_agree(monkeypatch, shape, training):
+    from imperative.ops.nn import BatchNormForward
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape) * 3 + 2).astype(np.float32)
+    c = shape[1]
+    w, b = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    rm, rv = rng.standard_normal(c).astype(np.float32), rng.random(c).astype(np.float32) + 0.5
+    op = BatchNormForward(training, 0.1, 1e-5)
+    on, off = _run_both(monkeypatch, lambda: op.kernel(x, w, b, rm, rv))
+    for a, e in zip(on, off):
+        assert a.dtype == e.dtype and _rel_err(a, e) < 1e-5
+    mean, var = _kernels.channel_moments(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    assert np.allclose(mean, x.astype(np.float64).mean(axis=axes), rtol=1e-6, atol=1e-6)
+    assert np.allclose(var, x.astype(np.float64).var(axis=axes), rtol=1e-5, atol=1e-6)

@@ -92,6 +92,22 @@ def axpy(x, alpha, y, out):
     return _kernels.axpy(x, alpha, y, out)
 
 
+def _channels_ok(x):
+    return (_kernels is not None and _MODE != "never" and x.dtype == _FLOAT32 and x.ndim >= 2
+            and x.flags.c_contiguous and x.size > 0)
+
+
+def channel_moments(x):
+    """Per-channel (axis 1) mean and biased variance of float32 x in two contiguous passes
+    (batch norm's statistics), or None."""
+    return _kernels.channel_moments(x) if _channels_ok(x) else None
+
+
+def channel_affine(x, mean, scale, shift):
+    """(x - mean) * scale + shift per channel (axis 1), as numpy would compute it, or None."""
+    return _kernels.channel_affine(x, mean, scale, shift) if _channels_ok(x) else None
+
+
 def conv2d(x, w, stride, padding, dilation, groups):
     """A one-group, stride-1 float32 convolution on the native direct kernel, or None."""
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or w.dtype != _FLOAT32

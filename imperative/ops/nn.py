@@ -666,18 +666,23 @@ class BatchNormForward(Op):
         axes = (0,) + tuple(range(2, x.ndim))
         as_channels = (1, -1) + (1,) * (x.ndim - 2)
         x = x.astype(compute, copy=False)
-        if self.training:
+        moments = native.channel_moments(x) if self.training else None
+        if moments is not None:
+            mean, var = moments
+        elif self.training:
             mean = x.mean(axis=axes)
-            centered = x - mean.reshape(as_channels)
-            var = np.square(centered).mean(axis=axes)
+            var = np.square(x - mean.reshape(as_channels)).mean(axis=axes)
         else:
             mean = running_mean.astype(compute)
             var = running_var.astype(compute)
-            centered = x - mean.reshape(as_channels)
         scale = weight.astype(compute) / np.sqrt(var + compute.type(self.eps))
-        centered *= scale.reshape(as_channels)
-        centered += bias.astype(compute).reshape(as_channels)
-        y = centered.astype(out_dtype, copy=False)
+        shift = bias.astype(compute)
+        y = native.channel_affine(x, mean, scale, shift)
+        if y is None:
+            y = x - mean.reshape(as_channels)
+            y *= scale.reshape(as_channels)
+            y += shift.reshape(as_channels)
+        y = y.astype(out_dtype, copy=False)
         if not self.training or running_mean is None:
             return y
         count = x.size // x.shape[1]
