@@ -308,27 +308,33 @@ int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long k
 /* The weight gradient of imp_conv2d_s1: gw (O, C, kh, kw) = sum over images and positions of
  * dy[o, q] * x[tap k at q]. Positions are numbered on the padded width as in the forward pass,
  * with dy zero in the dropped columns, and the sum runs along q in 16-lane vectors: a tile of
- * GW_O output channels x GW_T taps keeps GW_O * GW_T vector sums in registers, reads dy and the
- * padded image in place, and adds its horizontal sums to gw once per image. */
+ * GW_O output channels x GW_T taps keeps GW_O * GW_T vector sums in registers and reads dy and
+ * the padded images in place. The images are taken a chunk at a time (about GW_CHUNK_BYTES of
+ * padded input and dy), and a tile sums over the whole chunk before its horizontal sums are
+ * added to gw: one image at a time, those sums cost a third of a small layer's gradient. */
 #define GW_O 4
 #define GW_T 6
+#define GW_CHUNK_BYTES (1L << 20)
 
-AVX512 static void kernel_grad_w(long steps, const float *const dyr[GW_O], const float *xp,
+AVX512 static void kernel_grad_w(long steps, long images, const float *const dyr[GW_O],
+                                 long dy_stride, const float *xp, long x_stride,
                                  const long off[GW_T], float out[GW_O][GW_T])
 {
     __m512 acc[GW_O][GW_T];
     _Pragma("GCC unroll 8") for (int o = 0; o < GW_O; o++)
         _Pragma("GCC unroll 8") for (int t = 0; t < GW_T; t++) acc[o][t] = _mm512_setzero_ps();
-    for (long s = 0; s < steps; s++) {
-        __m512 d[GW_O];
-        _Pragma("GCC unroll 8") for (int o = 0; o < GW_O; o++) d[o] = _mm512_loadu_ps(dyr[o] + 16 * s);
-        _Pragma("GCC unroll 8") for (int t = 0; t < GW_T; t++)
-        {
-            __m512 xv = _mm512_loadu_ps(xp + off[t] + 16 * s);
+    for (long b = 0; b < images; b++)
+        for (long s = 0; s < steps; s++) {
+            __m512 d[GW_O];
             _Pragma("GCC unroll 8") for (int o = 0; o < GW_O; o++)
-                acc[o][t] = _mm512_fmadd_ps(d[o], xv, acc[o][t]);
+                d[o] = _mm512_loadu_ps(dyr[o] + b * dy_stride + 16 * s);
+            _Pragma("GCC unroll 8") for (int t = 0; t < GW_T; t++)
+            {
+                __m512 xv = _mm512_loadu_ps(xp + b * x_stride + off[t] + 16 * s);
+                _Pragma("GCC unroll 8") for (int o = 0; o < GW_O; o++)
+                    acc[o][t] = _mm512_fmadd_ps(d[o], xv, acc[o][t]);
+            }
         }
-    }
     for (int o = 0; o < GW_O; o++)
         for (int t = 0; t < GW_T; t++) out[o][t] = _mm512_reduce_add_ps(acc[o][t]);
 }
@@ -340,8 +346,14 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
     long ho = hp - dh * (kh - 1), wo = wp - dw * (kw - 1);
     long K = C * kh * kw, image = C * hp * wp;
     long q_total = round_up(ho * wp, 16);
-    /* dy on the padded width, plus one zero row standing in for channels past O */
-    size_t xp_bytes = (image + q_total) * sizeof(float), dyp_bytes = (O + 1) * q_total * sizeof(float);
+    /* per image: its padded copy (taps read up to q_total floats past it) and its dy rows */
+    long x_stride = round_up(image + q_total, 16);
+    long per_image = (x_stride + O * q_total) * (long)sizeof(float);
+    long chunk = GW_CHUNK_BYTES / per_image;
+    chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
+    /* dy rows (o, image) on the padded width, plus zero rows standing in for channels past O */
+    size_t xp_bytes = chunk * x_stride * sizeof(float);
+    size_t dyp_bytes = (O + 1) * chunk * q_total * sizeof(float);
     char *block = get_scratch(xp_bytes + dyp_bytes + (K + GW_T) * sizeof(long) + 3 * 64);
     char *cursor = block;
     if (!block) return -1;
@@ -354,23 +366,28 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
     memset(xp, 0, xp_bytes);
     memset(dyp, 0, dyp_bytes);
     memset(gw, 0, O * K * sizeof(float));
-    const float *zero_row = dyp + O * q_total;
-    for (long n = 0; n < N; n++) {
-        const float *xn = x + n * C * H * W, *dyn = dy + n * O * ho * wo;
-        for (long c = 0; c < C; c++)
-            for (long r = 0; r < H; r++)
-                memcpy(xp + c * hp * wp + (r + ph) * wp + pw, xn + (c * H + r) * W,
-                       W * sizeof(float));
-        for (long o = 0; o < O; o++)
-            for (long r = 0; r < ho; r++)
-                memcpy(dyp + o * q_total + r * wp, dyn + (o * ho + r) * wo, wo * sizeof(float));
+    long dy_row = chunk * q_total;
+    const float *zero_row = dyp + O * dy_row;
+    for (long n0 = 0; n0 < N; n0 += chunk) {
+        long images = N - n0 < chunk ? N - n0 : chunk;
+        for (long b = 0; b < images; b++) {
+            const float *xn = x + (n0 + b) * C * H * W, *dyn = dy + (n0 + b) * O * ho * wo;
+            for (long c = 0; c < C; c++)
+                for (long r = 0; r < H; r++)
+                    memcpy(xp + b * x_stride + c * hp * wp + (r + ph) * wp + pw,
+                           xn + (c * H + r) * W, W * sizeof(float));
+            for (long o = 0; o < O; o++)
+                for (long r = 0; r < ho; r++)
+                    memcpy(dyp + o * dy_row + b * q_total + r * wp, dyn + (o * ho + r) * wo,
+                           wo * sizeof(float));
+        }
         for (long o0 = 0; o0 < O; o0 += GW_O) {
             const float *dyr[GW_O];
             for (int o = 0; o < GW_O; o++)
-                dyr[o] = o0 + o < O ? dyp + (o0 + o) * q_total : zero_row;
+                dyr[o] = o0 + o < O ? dyp + (o0 + o) * dy_row : zero_row;
             for (long t0 = 0; t0 < K; t0 += GW_T) {
                 float part[GW_O][GW_T];
-                kernel_grad_w(q_total / 16, dyr, xp, off + t0, part);
+                kernel_grad_w(q_total / 16, images, dyr, q_total, xp, x_stride, off + t0, part);
                 for (int o = 0; o < GW_O && o0 + o < O; o++)
                     for (int t = 0; t < GW_T && t0 + t < K; t++) gw[(o0 + o) * K + t0 + t] += part[o][t];
             }
