@@ -249,3 +249,20 @@ def test_batch_norm_native_and_numpy_paths_agree(monkeypatch, shape, training):
     axes = (0,) + tuple(range(2, x.ndim))
     assert np.allclose(mean, x.astype(np.float64).mean(axis=axes), rtol=1e-6, atol=1e-6)
     assert np.allclose(var, x.astype(np.float64).var(axis=axes), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,normalized", [((64, 300), (300,)), ((4, 6, 5, 7), (5, 7)),
+                                               ((3, 17), (17,))])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_native_and_numpy_paths_agree(monkeypatch, shape, normalized, affine):
+    from imperative.ops.nn import LayerNormForward
+    rng = np.random.default_rng(len(shape) + len(normalized))
+    x = (rng.standard_normal(shape) * 3 + 2).astype(np.float32)
+    args = (x,)
+    if affine:
+        args += (rng.standard_normal(normalized).astype(np.float32),
+                 rng.standard_normal(normalized).astype(np.float32))
+    op = LayerNormForward(normalized, eps=1e-5)
+    on, off = _run_both(monkeypatch, lambda: op.kernel(*args))
+    assert on.shape == off.shape == shape and on.dtype == off.dtype == np.float32
+    assert _rel_err(on, off) < 1e-5

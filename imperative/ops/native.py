@@ -108,6 +108,15 @@ def channel_affine(x, mean, scale, shift):
     return _kernels.channel_affine(x, mean, scale, shift) if _channels_ok(x) else None
 
 
+def layer_norm_rows(rows, weight, bias, eps):
+    """Layer normalisation of each row of a 2-D float32 array (then `* weight + bias` per
+    column when weight is given), each row in L1 for all its passes, or None."""
+    if not _channels_ok(rows) or (weight is not None and (weight.dtype != _FLOAT32
+                                                          or bias.dtype != _FLOAT32)):
+        return None
+    return _kernels.layer_norm_rows(rows, weight, bias, eps)
+
+
 def conv2d(x, w, stride, padding, dilation, groups):
     """A one-group, stride-1 float32 convolution on the native direct kernel, or None."""
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or w.dtype != _FLOAT32

@@ -733,6 +733,9 @@ class LayerNormForward(Op):
         inv_size = compute.type(1.0 / size)
         affine = None if weight is None else (weight.astype(compute).reshape(-1),
                                               bias.astype(compute).reshape(-1))
+        y = native.layer_norm_rows(rows, *(affine or (None, None)), self.eps)
+        if y is not None:
+            return y.reshape(x.shape).astype(out_dtype, copy=False)
 
         def normalize(block, out, axis):
             # row sums by einsum: one pass each and no squared temporary
