@@ -261,16 +261,22 @@ cdef extern from *:
     void imp_axpy(long n, const float *x, float alpha, const float *y, float *out) nogil
 
 
+def _check_same_size(fn, out, **inputs):
+    """Raise unless the inputs and `out` are C-contiguous float32 arrays of one size and
+    `out` is writeable (an elementwise kernel's precondition)."""
+    for name, arr in dict(inputs, out=out).items():
+        if arr.dtype != np.float32 or not arr.flags.c_contiguous:
+            raise TypeError(f"{fn}: {name} must be a C-contiguous float32 array")
+    if any(a.size != out.size for a in inputs.values()) or not out.flags.writeable:
+        raise ValueError(f"{fn}: arrays must have one size and out be writeable")
+
+
 def relu_grad(dy, y, out):
     """out = dy where y > 0 else 0, in one pass (numpy needs a mask and a mixed-type
     multiply): C-contiguous float32 arrays of one size; `out` may be dy."""
     if not _SUPPORTED:
         raise RuntimeError("native relu_grad needs a CPU with AVX-512F")
-    for name, arr in (("dy", dy), ("y", y), ("out", out)):
-        if arr.dtype != np.float32 or not arr.flags.c_contiguous:
-            raise TypeError(f"relu_grad: {name} must be a C-contiguous float32 array")
-    if dy.size != y.size or dy.size != out.size or not out.flags.writeable:
-        raise ValueError("relu_grad: arrays must have one size and out be writeable")
+    _check_same_size("relu_grad", out, dy=dy, y=y)
     cdef size_t pd = dy.ctypes.data, py = y.ctypes.data, po = out.ctypes.data
     cdef long n = dy.size
     with nogil:
@@ -281,11 +287,7 @@ def relu_grad(dy, y, out):
 def axpy(x, float alpha, y, out):
     """out = x + alpha * y, one pass: C-contiguous float32 arrays of one size (`out` may be
     x or y)."""
-    for name, arr in (("x", x), ("y", y), ("out", out)):
-        if arr.dtype != np.float32 or not arr.flags.c_contiguous:
-            raise TypeError(f"axpy: {name} must be a C-contiguous float32 array")
-    if x.size != y.size or x.size != out.size or not out.flags.writeable:
-        raise ValueError("axpy: arrays must have one size and out be writeable")
+    _check_same_size("axpy", out, x=x, y=y)
     cdef size_t px = x.ctypes.data, py = y.ctypes.data, po = out.ctypes.data
     cdef long n = x.size
     with nogil:
