@@ -416,6 +416,7 @@ cdef class Channel:
                            or self._opts[OPT_RECORD_PATH] or self._opts[OPT_DTR_AUTO])
         if not self._memory_on and self.mm is not None:
             self.mm.candidates.clear()    # nothing is evicted while off; hold no records
+            self.mm.size_pool(0)
 
     def get_option(self, str name):
         if name not in _OPTION_INDEX:

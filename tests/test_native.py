@@ -266,3 +266,57 @@ def test_layer_norm_native_and_numpy_paths_agree(monkeypatch, shape, normalized,
     on, off = _run_both(monkeypatch, lambda: op.kernel(*args))
     assert on.shape == off.shape == shape and on.dtype == off.dtype == np.float32
     assert _rel_err(on, off) < 1e-5
+
+
+# ---- the worker's block cache (_pool.c)
+
+def test_worker_arrays_come_from_the_block_cache():
+    import imperative as imp
+    before = _kernels.pool_stats()
+    x = imp.Tensor(np.ones((256, 512), np.float32))       # 512 KiB results: cached sizes
+    with imp.option("async_level", 2):                    # level 0 computes on this thread
+        for _ in range(6):
+            y = (x * 2.0 + 1.0).numpy()
+            assert (y == 3.0).all()
+        imp.sync()
+    after = _kernels.pool_stats()
+    assert after["hits"] > before["hits"]                 # freed blocks were reused
+    assert after["cached"] <= after["limit"]
+
+
+def test_block_cache_limit_follows_the_dtr_budget():
+    import imperative as imp
+    assert _kernels.pool_stats()["limit"] == 64 << 20
+    old_threshold = imp.get_option("dtr_eviction_threshold")
+    imp.dtr.enable(eviction_threshold=8 << 20)
+    try:
+        a = imp.Tensor(np.ones((64, 64), np.float32))
+        (a + 1).numpy()                                   # an op under the memory manager
+        imp.sync()
+        assert _kernels.pool_stats()["limit"] == 4 << 20  # half the budget
+    finally:
+        imp.dtr.disable()
+        imp.set_option("dtr_eviction_threshold", old_threshold)
+    assert _kernels.pool_stats()["limit"] == 64 << 20
+
+
+def test_block_cache_allocator_malloc_calloc_realloc_free_in_a_thread():
+    import threading
+    results = {}
+
+    def body():
+        _kernels.install_pool()                           # this thread's context only
+        a = np.arange(100_000, dtype=np.float64)          # 800 KB: a cached size
+        z = np.zeros(70_000, dtype=np.float64)            # calloc
+        a.resize(150_000, refcheck=False)                 # realloc keeps the first values
+        results["ok"] = (a[:100_000] == np.arange(100_000)).all() and not z.any()
+        results["small"] = np.ones(10).sum()              # small blocks go to malloc
+        del a, z
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert results == {"ok": True, "small": 10.0}
+    _kernels.pool_set_limit(0)                            # trims everything
+    assert _kernels.pool_stats()["cached"] == 0
+    _kernels.pool_set_limit(64 << 20)
