@@ -1,9 +1,10 @@
 """One training step (forward, backward, SGD) of an 8-layer MLP (width 1024, batch 256) and a
 3-conv CNN (batch 64, 32x32): imperative vs PyTorch CPU eager (vs hand-written numpy for the
 MLP). Each contender runs in a fresh subprocess (one BLAS thread each) so that its peak RSS
-is its own; the contenders take turns for --rounds rounds and each keeps its best.
+is its own; the contenders take turns for --rounds rounds and each keeps its best (the
+JSON also gives the median of the per-round ratios, each round's pair run back to back).
 
-    python tools/bench_train.py [--steps 10] [--rounds 3] [--json bench_train.json]
+    python tools/bench_train.py [--steps 10] [--rounds 5] [--json bench_train.json]
 """
 import argparse
 import json
@@ -152,7 +153,7 @@ def child(contender, model, steps):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=3, help="turns each contender takes")
+    parser.add_argument("--rounds", type=int, default=5, help="turns each contender takes")
     parser.add_argument("--json", default="bench_train.json")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -185,6 +186,10 @@ def main():
         a, b = results.get(f"{model} imperative"), results.get(f"{model} torch")
         if a and b:
             ratios[f"{model}_step_over_torch"] = a["step_s"] / b["step_s"]
+            # the two ran back to back in each round: the median of those paired ratios is
+            # less at the mercy of one lucky round than the ratio of the best rounds
+            paired = sorted(x / y for x, y in zip(a["round_best_s"], b["round_best_s"]))
+            ratios[f"{model}_step_over_torch_paired_median"] = paired[len(paired) // 2]
             ratios[f"{model}_peak_rss_over_torch"] = a["peak_rss"] / b["peak_rss"]
     print("ratios:", json.dumps({k: round(v, 3) for k, v in ratios.items()}))
     with open(args.json, "w") as f:
