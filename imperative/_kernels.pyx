@@ -23,6 +23,11 @@ def supported():
     return _SUPPORTED
 
 
+def _require_avx512(fn):
+    if not _SUPPORTED:
+        raise RuntimeError(f"native {fn} needs a CPU with AVX-512F and FMA")
+
+
 cdef long _stride(arr, int axis) except? -1:
     cdef long s = arr.strides[axis]
     if s % 4:
@@ -33,8 +38,7 @@ cdef long _stride(arr, int axis) except? -1:
 def sgemm(a, b, out, bint accumulate=False):
     """out[...] = a @ b (or out += a @ b): 2-D float32 arrays; `out` has unit column stride.
     a and b may be any strided views (transposes included)."""
-    if not _SUPPORTED:
-        raise RuntimeError("native sgemm needs a CPU with AVX-512F and FMA")
+    _require_avx512("sgemm")
     for name, arr in (("a", a), ("b", b), ("out", out)):
         if arr.dtype != np.float32 or arr.ndim != 2:
             raise TypeError(f"native sgemm: {name} must be a 2-D float32 array, got "
@@ -59,8 +63,7 @@ def sgemm(a, b, out, bint accumulate=False):
 def conv2d_s1(x, w, padding, dilation):
     """Stride-1, one-group convolution of C-contiguous float32 x (N, C, H, W) by w
     (O, C, kh, kw): a new (N, O, Ho, Wo) array."""
-    if not _SUPPORTED:
-        raise RuntimeError("native conv2d needs a CPU with AVX-512F and FMA")
+    _require_avx512("conv2d")
     x = np.ascontiguousarray(x, dtype=np.float32)
     w = np.ascontiguousarray(w, dtype=np.float32)
     cdef long n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3]
@@ -85,8 +88,7 @@ def conv2d_s1(x, w, padding, dilation):
 def conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation):
     """The weight gradient (O, C, kh, kw) of `conv2d_s1(x, w, padding, dilation)` given its
     output gradient dy (N, O, Ho, Wo): a new float32 array."""
-    if not _SUPPORTED:
-        raise RuntimeError("native conv2d needs a CPU with AVX-512F and FMA")
+    _require_avx512("conv2d")
     x = np.ascontiguousarray(x, dtype=np.float32)
     dy = np.ascontiguousarray(dy, dtype=np.float32)
     cdef long n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3]
@@ -274,8 +276,7 @@ def _check_same_size(fn, out, **inputs):
 def relu_grad(dy, y, out):
     """out = dy where y > 0 else 0, in one pass (numpy needs a mask and a mixed-type
     multiply): C-contiguous float32 arrays of one size; `out` may be dy."""
-    if not _SUPPORTED:
-        raise RuntimeError("native relu_grad needs a CPU with AVX-512F")
+    _require_avx512("relu_grad")
     _check_same_size("relu_grad", out, dy=dy, y=y)
     cdef size_t pd = dy.ctypes.data, py = y.ctypes.data, po = out.ctypes.data
     cdef long n = dy.size
@@ -295,12 +296,20 @@ def axpy(x, float alpha, y, out):
     return out
 
 
+def _channel_dims(fn, x):
+    """(N, C, L) of a C-contiguous float32 array (N, C, ...), L the size of one channel of
+    one sample; raises for any other array."""
+    if x.dtype != np.float32 or not x.flags.c_contiguous or x.ndim < 2:
+        raise TypeError(f"{fn}: x must be a C-contiguous float32 array (N, C, ...)")
+    n, c = x.shape[0], x.shape[1]
+    return n, c, x.size // max(1, n * c)
+
+
 def channel_moments(x):
     """(mean, biased variance) per channel (axis 1) of a C-contiguous float32 array of at
     least 2 dimensions, over every other axis: float32 arrays of shape (C,)."""
-    if x.dtype != np.float32 or not x.flags.c_contiguous or x.ndim < 2:
-        raise TypeError("channel_moments: x must be a C-contiguous float32 array (N, C, ...)")
-    cdef long n = x.shape[0], c = x.shape[1], l = x.size // max(1, n * c)
+    cdef long n, c, l
+    n, c, l = _channel_dims("channel_moments", x)
     mean, var = np.empty(c, np.float32), np.empty(c, np.float32)
     cdef size_t px = x.ctypes.data, pm = mean.ctypes.data, pv = var.ctypes.data
     with nogil:
@@ -311,9 +320,8 @@ def channel_moments(x):
 def channel_affine(x, mean, scale, shift):
     """(x - mean) * scale + shift per channel (axis 1), in that order of float32 operations:
     a new array like x (C-contiguous float32); mean, scale, shift float32 of shape (C,)."""
-    if x.dtype != np.float32 or not x.flags.c_contiguous or x.ndim < 2:
-        raise TypeError("channel_affine: x must be a C-contiguous float32 array (N, C, ...)")
-    cdef long n = x.shape[0], c = x.shape[1], l = x.size // max(1, n * c)
+    cdef long n, c, l
+    n, c, l = _channel_dims("channel_affine", x)
     args = [np.ascontiguousarray(a, dtype=np.float32).reshape(-1) for a in (mean, scale, shift)]
     if any(a.size != c for a in args):
         raise ValueError(f"channel_affine: per-channel arrays must have {c} values")

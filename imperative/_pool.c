@@ -140,8 +140,9 @@ void imp_pool_set_limit(size_t bytes)
 {
     pthread_mutex_lock(&pool_lock);
     cache_limit = bytes;
+    int over = cached_bytes > bytes;
     pthread_mutex_unlock(&pool_lock);
-    if (cached_bytes > bytes) imp_pool_trim();
+    if (over) imp_pool_trim();
 }
 
 void imp_pool_stats(size_t *cached, size_t *limit, unsigned long long *hit, unsigned long long *miss)

@@ -74,31 +74,44 @@ def matmul(a, b):
     return _kernels.sgemm(a, b, out)
 
 
+def _loops_on():
+    """The memory-bound native loops run unless the extension is missing or turned off
+    (ReLU's gradient also needs AVX-512)."""
+    return _kernels is not None and _MODE != "never"
+
+
+def _same_shape_float32(a, b):
+    return (a.dtype == _FLOAT32 and b.dtype == _FLOAT32 and a.shape == b.shape
+            and a.flags.c_contiguous and b.flags.c_contiguous)
+
+
+def _output_like(out, x):
+    """`out` (the dying input's buffer the core offers) when it fits a result like x, else a
+    fresh array."""
+    if out is None or out.shape != x.shape or out.dtype != _FLOAT32 or not out.flags.c_contiguous:
+        return np.empty_like(x)
+    return out
+
+
 def relu_grad(dy, y, out):
     """dy * (y > 0) in one native pass for same-shape C-contiguous float32 arrays (whatever
     the BLAS threads: it is one memory-bound pass either way), or None."""
-    if (not _SUPPORTED or _MODE == "never" or dy.dtype != _FLOAT32 or y.dtype != _FLOAT32
-            or dy.shape != y.shape or not (dy.flags.c_contiguous and y.flags.c_contiguous)):
+    if not (_SUPPORTED and _loops_on() and _same_shape_float32(dy, y)):
         return None
-    if out is None or out.shape != dy.shape or out.dtype != _FLOAT32 or not out.flags.c_contiguous:
-        out = np.empty_like(dy)
-    return _kernels.relu_grad(dy, y, out)
+    return _kernels.relu_grad(dy, y, _output_like(out, dy))
 
 
 def axpy(x, alpha, y, out):
     """x + alpha * y in one native pass for same-shape C-contiguous float32 arrays (an
     optimizer's update; `out` may be x), or None."""
-    if (_kernels is None or _MODE == "never" or x.dtype != _FLOAT32 or y.dtype != _FLOAT32
-            or x.shape != y.shape or not (x.flags.c_contiguous and y.flags.c_contiguous)):
+    if not (_loops_on() and _same_shape_float32(x, y)):
         return None
-    if out is None or out.shape != x.shape or out.dtype != _FLOAT32 or not out.flags.c_contiguous:
-        out = np.empty_like(x)
-    return _kernels.axpy(x, alpha, y, out)
+    return _kernels.axpy(x, alpha, y, _output_like(out, x))
 
 
 def _channels_ok(x):
-    return (_kernels is not None and _MODE != "never" and x.dtype == _FLOAT32 and x.ndim >= 2
-            and x.flags.c_contiguous and x.size > 0)
+    return (_loops_on() and x.dtype == _FLOAT32 and x.ndim >= 2 and x.flags.c_contiguous
+            and x.size > 0)
 
 
 def channel_moments(x):
