@@ -29,9 +29,10 @@ def _rel_err(got, want):
     return np.abs(got - want).max() / max(1.0, np.abs(want).max())
 
 
-# edge sizes around the micro-tile (14 x 32) and the packed block sizes (KC 384, NC 640)
-SHAPES = [(1, 1, 1), (13, 31, 7), (14, 32, 16), (15, 33, 17), (100, 37, 77),
-          (64, 385, 641), (29, 700, 1300), (256, 1024, 96)]
+# edge sizes around the micro-tile (14 x 32), the shorter tiles of a last partial panel
+# (rows mod 14 of 1-2, 3-4, 5-8, 9-13) and the packed block sizes (KC 384, NC 192)
+SHAPES = [(1, 1, 1), (13, 31, 7), (14, 32, 16), (15, 33, 17), (19, 40, 50), (45, 20, 33),
+          (100, 37, 77), (64, 385, 641), (29, 700, 1300), (256, 1024, 96)]
 
 
 @needs_avx512
