@@ -52,6 +52,28 @@ def test_sgemm_matches_float64(m, k, n, layout_a, layout_b):
     assert (big[:, :2] == 1).all() and (big[:, n + 2:] == 1).all()   # nothing written outside
 
 
+def _aligned_empty(shape, offset_floats):
+    """A float32 array whose data starts `offset_floats` past a 64-byte boundary."""
+    size = int(np.prod(shape))
+    raw = np.empty(size + 32, np.float32)
+    start = (-raw.ctypes.data % 64) // 4 + offset_floats
+    return raw[start:start + size].reshape(shape)
+
+
+@needs_avx512
+@pytest.mark.parametrize("n,row,offset", [(1024, 1024, 0), (1030, 1040, 0), (1024, 1024, 1)])
+def test_sgemm_large_one_pass_product(n, row, offset):
+    """A weight-gradient-sized product (>= 2^20 outputs, depth <= one block): into a 64-byte
+    aligned output with rows a multiple of 16 floats apart, its full vectors are written with
+    streaming stores and a last partial one masked; unaligned, all stores are ordinary."""
+    rng = np.random.default_rng(n + offset)
+    a, b = _operand(rng, 1030, 64, "t"), _operand(rng, 64, n, "c")
+    out = _aligned_empty((1030, row), offset)[:, :n]
+    out[...] = np.nan
+    _kernels.sgemm(a, b, out)
+    assert _rel_err(out, a.astype(np.float64) @ b.astype(np.float64)) < 1e-5
+
+
 @needs_avx512
 def test_sgemm_empty_depth_zeroes_or_keeps():
     a, b = np.ones((3, 0), np.float32), np.ones((0, 4), np.float32)
