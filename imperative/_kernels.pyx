@@ -151,20 +151,53 @@ cdef extern from *:
     """
     #include <math.h>
     /* dy * (y > 0), as numpy computes it (NaN * 0 stays NaN); gcc will not vectorize the
-     * compare-and-select by itself ("control flow in loop") */
+     * compare-and-select by itself ("control flow in loop"). Four vectors a step: one at a
+     * time ran 10-15% slower on a cold y. */
     #if defined(__x86_64__)
     #include <immintrin.h>
     __attribute__((target("avx512f")))
+    static inline __m512 relu_grad16(const float *dy, const float *y)
+    {
+        __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y), _mm512_setzero_ps(), _CMP_GT_OQ);
+        return _mm512_mul_ps(_mm512_loadu_ps(dy), _mm512_maskz_mov_ps(pos, _mm512_set1_ps(1.f)));
+    }
+
+    __attribute__((target("avx512f")))
     static void imp_relu_grad(long n, const float *dy, const float *y, float *out)
     {
-        const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.f);
         long i = 0;
-        for (; i + 16 <= n; i += 16) {
-            __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y + i), zero, _CMP_GT_OQ);
-            __m512 mask = _mm512_maskz_mov_ps(pos, one);
-            _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_loadu_ps(dy + i), mask));
+        for (; i + 64 <= n; i += 64) {
+            __m512 r0 = relu_grad16(dy + i, y + i), r1 = relu_grad16(dy + i + 16, y + i + 16);
+            __m512 r2 = relu_grad16(dy + i + 32, y + i + 32), r3 = relu_grad16(dy + i + 48, y + i + 48);
+            _mm512_storeu_ps(out + i, r0);
+            _mm512_storeu_ps(out + i + 16, r1);
+            _mm512_storeu_ps(out + i + 32, r2);
+            _mm512_storeu_ps(out + i + 48, r3);
         }
         for (; i < n; i++) out[i] = dy[i] * (float)(y[i] > 0.f);
+    }
+
+    /* x + alpha * y rounded as numpy does it: a product, then a sum (no fused multiply-add) */
+    __attribute__((target("avx512f"), optimize("fp-contract=off")))
+    static inline __m512 axpy16(const float *x, __m512 alpha, const float *y)
+    {
+        return _mm512_add_ps(_mm512_loadu_ps(x), _mm512_mul_ps(alpha, _mm512_loadu_ps(y)));
+    }
+
+    __attribute__((target("avx512f"), optimize("fp-contract=off")))
+    static long imp_axpy_avx512(long n, const float *x, float alpha, const float *y, float *out)
+    {
+        const __m512 a = _mm512_set1_ps(alpha);
+        long i = 0;
+        for (; i + 64 <= n; i += 64) {
+            __m512 r0 = axpy16(x + i, a, y + i), r1 = axpy16(x + i + 16, a, y + i + 16);
+            __m512 r2 = axpy16(x + i + 32, a, y + i + 32), r3 = axpy16(x + i + 48, a, y + i + 48);
+            _mm512_storeu_ps(out + i, r0);
+            _mm512_storeu_ps(out + i + 16, r1);
+            _mm512_storeu_ps(out + i + 32, r2);
+            _mm512_storeu_ps(out + i + 48, r3);
+        }
+        return i;
     }
     #else
     static void imp_relu_grad(long n, const float *dy, const float *y, float *out)
@@ -174,10 +207,16 @@ cdef extern from *:
     #endif
 
     /* out = x + alpha * y in one pass; out may be x or y (numpy's blocked two-pass
-     * version ran 1.7x slower on cold parameters) */
+     * version ran 1.7x slower on cold parameters). With AVX-512, four vectors a step: the
+     * plain loop, vectorized only for gcc's baseline and checked for overlap (out is x),
+     * ran 15% slower on cold parameters than PyTorch's add_. */
     static void imp_axpy(long n, const float *x, float alpha, const float *y, float *out)
     {
-        for (long i = 0; i < n; i++) out[i] = x[i] + alpha * y[i];
+        long i = 0;
+    #if defined(__x86_64__)
+        if (__builtin_cpu_supports("avx512f")) i = imp_axpy_avx512(n, x, alpha, y, out);
+    #endif
+        for (; i < n; i++) out[i] = x[i] + alpha * y[i];
     }
 
     /* Batch normalisation of x (N, C, L) contiguous over N and L, per channel: the mean and
