@@ -13,7 +13,7 @@ cdef extern from "_sgemm.h" nogil:
                       const float *w, long ph, long pw, long dh, long dw, float *y)
     int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh,
                              long kw, const float *dy, long ph, long pw, long dh, long dw,
-                             float *gw)
+                             float *gw, float *gb)
 
 _SUPPORTED = bool(imp_sgemm_supported())
 
@@ -85,9 +85,10 @@ def conv2d_s1(x, w, padding, dilation):
     return y
 
 
-def conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation):
+def conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation, bint with_bias=False):
     """The weight gradient (O, C, kh, kw) of `conv2d_s1(x, w, padding, dilation)` given its
-    output gradient dy (N, O, Ho, Wo): a new float32 array."""
+    output gradient dy (N, O, Ho, Wo): a new float32 array; with_bias: (weight gradient,
+    bias gradient (O,)), the second summed from dy as the kernel reads it."""
     _require_avx512("conv2d")
     x = np.ascontiguousarray(x, dtype=np.float32)
     dy = np.ascontiguousarray(dy, dtype=np.float32)
@@ -99,14 +100,16 @@ def conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation):
         raise ValueError(f"native conv2d: input {x.shape} and output gradient {dy.shape} "
                          f"do not match a {kh}x{kw} kernel")
     gw = np.empty((o, c, kh, kw), dtype=np.float32)
+    gb = np.empty(o, dtype=np.float32) if with_bias else None
     cdef size_t px = x.ctypes.data, pdy = dy.ctypes.data, pg = gw.ctypes.data
+    cdef size_t pb = gb.ctypes.data if with_bias else 0
     cdef int rc
     with nogil:
         rc = imp_conv2d_s1_grad_w(n, c, h, wd, <const float *>px, o, kh, kw,
-                                  <const float *>pdy, ph, pw, dh, dw, <float *>pg)
+                                  <const float *>pdy, ph, pw, dh, dw, <float *>pg, <float *>pb)
     if rc:
         raise MemoryError("native conv2d: out of memory for its buffers")
-    return gw
+    return (gw, gb) if with_bias else gw
 
 
 # ---- the worker thread's array allocator (_pool.c)

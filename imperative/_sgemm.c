@@ -22,7 +22,7 @@ int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const 
 int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
                   const float *w, long ph, long pw, long dh, long dw, float *y) { return -1; }
 int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
-                         const float *dy, long ph, long pw, long dh, long dw, float *gw) { return -1; }
+                         const float *dy, long ph, long pw, long dh, long dw, float *gw, float *gb) { return -1; }
 #else
 
 #include <immintrin.h>
@@ -380,6 +380,25 @@ int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long k
 #define GW_T 6
 #define GW_CHUNK_BYTES (1L << 20)
 
+/* dst[0, n) = src[0, n); returns their sum (16 lanes, then across them). */
+AVX512 static float copy_and_sum(float *dst, const float *src, long n)
+{
+    __m512 sum = _mm512_setzero_ps();
+    long j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 v = _mm512_loadu_ps(src + j);
+        _mm512_storeu_ps(dst + j, v);
+        sum = _mm512_add_ps(sum, v);
+    }
+    if (j < n) {
+        __mmask16 rest = (__mmask16)((1u << (n - j)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(rest, src + j);
+        _mm512_mask_storeu_ps(dst + j, rest, v);
+        sum = _mm512_add_ps(sum, v);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
 AVX512 static void kernel_grad_w(long steps, long images, const float *const dyr[GW_O],
                                  long dy_stride, const float *xp, long x_stride,
                                  const long off[GW_T], float out[GW_O][GW_T])
@@ -404,7 +423,7 @@ AVX512 static void kernel_grad_w(long steps, long images, const float *const dyr
 }
 
 int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
-                         const float *dy, long ph, long pw, long dh, long dw, float *gw)
+                         const float *dy, long ph, long pw, long dh, long dw, float *gw, float *gb)
 {
     long hp = H + 2 * ph, wp = W + 2 * pw;
     long ho = hp - dh * (kh - 1), wo = wp - dw * (kw - 1);
@@ -423,6 +442,12 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
     if (!block) return -1;
     float *xp = carve(&cursor, xp_bytes), *dyp = carve(&cursor, dyp_bytes);
     long *off = carve(&cursor, (K + GW_T) * sizeof(long));
+    /* the bias gradient: each row's float sum, added up per channel in double */
+    double *bias_sum = gb ? calloc(O, sizeof(double)) : NULL;
+    if (gb && !bias_sum) {
+        release_scratch(block);
+        return -1;
+    }
     tap_offsets(C, kh, kw, hp * wp, wp, dh, dw, off);
     for (long k = K; k < K + GW_T; k++) off[k] = 0; /* taps past K: computed, then dropped */
     memset(xp, 0, xp_bytes);
@@ -436,9 +461,12 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
             const float *dyn = dy + (n0 + b) * O * ho * wo;
             copy_padded(x + (n0 + b) * C * H * W, C, H, W, ph, pw, hp, wp, xp + b * x_stride);
             for (long o = 0; o < O; o++)
-                for (long r = 0; r < ho; r++)
-                    memcpy(dyp + o * dy_row + b * q_total + r * wp, dyn + (o * ho + r) * wo,
-                           wo * sizeof(float));
+                for (long r = 0; r < ho; r++) {
+                    float *dst = dyp + o * dy_row + b * q_total + r * wp;
+                    const float *src = dyn + (o * ho + r) * wo;
+                    if (bias_sum) bias_sum[o] += copy_and_sum(dst, src, wo);
+                    else memcpy(dst, src, wo * sizeof(float));
+                }
         }
         for (long o0 = 0; o0 < O; o0 += GW_O) {
             const float *dyr[GW_O];
@@ -452,6 +480,8 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
             }
         }
     }
+    for (long o = 0; bias_sum && o < O; o++) gb[o] = (float)bias_sum[o];
+    free(bias_sum);
     release_scratch(block);
     return 0;
 }

@@ -16,8 +16,9 @@ int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long k
                   const float *w, long ph, long pw, long dh, long dw, float *y);
 
 /* Its weight gradient: gw (O, C, kh, kw) from x (N, C, H, W) and dy (N, O, Ho, Wo), all
- * C-contiguous; gw is overwritten. */
+ * C-contiguous; gw is overwritten. Unless gb is NULL, the bias gradient too: gb (O) = the sum
+ * of dy over images and positions, taken as dy is read. */
 int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
-                         const float *dy, long ph, long pw, long dh, long dw, float *gw);
+                         const float *dy, long ph, long pw, long dh, long dw, float *gw, float *gb);
 
 #endif

@@ -26,8 +26,10 @@ def _data_grad(params, dy, w, in_hw):
     return apply(cached_op(ConvolutionBackwardData, *params, tuple(in_hw)), dy, w)[0]
 
 
-def _filter_grad(params, x, dy, kernel_hw):
-    return apply(cached_op(ConvolutionBackwardFilter, *params, tuple(kernel_hw)), x, dy)[0]
+def _filter_grad(params, x, dy, kernel_hw, with_bias=False):
+    """The weight gradient; with_bias: (weight gradient, bias gradient) from one op."""
+    outs = apply(cached_op(ConvolutionBackwardFilter, *params, tuple(kernel_hw), with_bias), x, dy)
+    return tuple(outs) if with_bias else outs[0]
 
 
 def _conv(params, x, w):
@@ -38,15 +40,19 @@ def _conv(params, x, w):
 @_single_output
 def _conv_backward(op, ctx, dy):
     """gx = ConvolutionBackwardData(dy, w), gw = ConvolutionBackwardFilter(x, dy), each
-    computed only when the engine uses it."""
+    computed only when the engine uses it; the bias gradient (dy summed per channel) comes
+    with the weight's from the same op when both are wanted."""
     x, w = ctx.inputs[:2]
     params = _conv_params(op)
     gx = gw = gb = None
+    want_bias = len(ctx.in_shapes) == 3 and _wants(ctx, 2)
     if _wants(ctx, 0):
         gx = _data_grad(params, dy, w.astype(dy.dtype), ctx.in_shapes[0][2:])
     if _wants(ctx, 1):
-        gw = _filter_grad(params, x.astype(dy.dtype), dy, ctx.in_shapes[1][2:])
-    if len(ctx.in_shapes) == 3 and _wants(ctx, 2):
+        gw = _filter_grad(params, x.astype(dy.dtype), dy, ctx.in_shapes[1][2:], want_bias)
+        if want_bias:
+            gw, gb = gw
+    elif want_bias:
         gb = dy.sum(axis=(0, 2, 3))
     grads = (gx, gw, gb)[:len(ctx.in_shapes)]
     return tuple(_as_input_grad(gr, ctx, i) for i, gr in enumerate(grads))
@@ -69,13 +75,22 @@ def _conv_data_backward(op, ctx, g):
 
 
 @defgrad(ConvolutionBackwardFilter, inputs=(0, 1))
-@_single_output
-def _conv_filter_backward(op, ctx, g):
+def _conv_filter_backward(op, ctx, grads):
+    """g (weight gradient's cotangent) reaches x and dy as above; g_b (the bias gradient's,
+    with_bias) reaches dy broadcast over images and positions."""
+    g, g_b = grads[0], grads[1] if op.with_bias else None
+    if g is None and g_b is None:
+        return _no_grads(ctx)
     x, dy = ctx.inputs
     params = _conv_params(op)
-    g_x = _data_grad(params, dy.astype(g.dtype), g, ctx.in_shapes[0][2:]) \
-        if _wants(ctx, 0) else None
-    g_dy = _conv(params, x.astype(g.dtype), g) if _wants(ctx, 1) else None
+    g_x = g_dy = None
+    if g is not None and _wants(ctx, 0):
+        g_x = _data_grad(params, dy.astype(g.dtype), g, ctx.in_shapes[0][2:])
+    if g is not None and _wants(ctx, 1):
+        g_dy = _conv(params, x.astype(g.dtype), g)
+    if g_b is not None and _wants(ctx, 1):
+        by_channel = F.broadcast_to(g_b.reshape((1, -1, 1, 1)), ctx.in_shapes[1])
+        g_dy = by_channel if g_dy is None else g_dy + by_channel
     return _as_input_grad(g_x, ctx, 0), _as_input_grad(g_dy, ctx, 1)
 
 

@@ -203,6 +203,11 @@ CASES = [C(f"elemwise-{m}", E(m), gen) for m, gen in _UNARY.items()] + [
       normal(1, 2, 7, 6), normal(1, 3, 7, 6)),
     C("conv-backward-filter-groups", O.ConvolutionBackwardFilter((2, 1), (0, 1), 1, 2, (3, 3)),
       normal(2, 4, 7, 5), normal(2, 6, 3, 5)),
+    C("conv-backward-filter-bias", O.ConvolutionBackwardFilter(1, (1, 2), 2, 1, (2, 3), True),
+      normal(2, 2, 7, 6), normal(2, 3, 7, 6)),
+    # the bias gradient alone does not depend on x: x gets none
+    C("conv-backward-filter-bias-only", O.ConvolutionBackwardFilter(1, 1, 1, 1, (3, 3), True),
+      normal(1, 2, 5, 4), normal(1, 3, 5, 4), cotangents=(1,), buffers=(0,)),
     C("relu-grad", ActivationGrad("RELU"), normal(3, 4), away(3, 4)),
     C("sigmoid-grad", ActivationGrad("SIGMOID"), normal(3, 4), uniform(0.1, 0.9, 3, 4)),
     C("tanh-grad", ActivationGrad("TANH"), normal(3, 4), uniform(-0.9, 0.9, 3, 4)),
@@ -374,28 +379,31 @@ def test_first_layer_input_gradient_is_not_computed():
     assert len(calls) == 5
 
 
-def test_conv2d_second_order_matches_torch(rng):
+@pytest.mark.parametrize("stride,bias", [(2, False), (1, True)])
+def test_conv2d_second_order_matches_torch(rng, stride, bias):
     """Gradients of a function of conv2d's gradients (through ConvolutionBackwardData and
-    ConvolutionBackwardFilter) match PyTorch's double backward."""
+    ConvolutionBackwardFilter, with its bias output when there is a bias) match PyTorch's
+    double backward."""
     torch = pytest.importorskip("torch")
     from imperative import autodiff
-    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
-    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
-    tx, tw = imp.Tensor(x), imp.Tensor(w)
-    outer, inner = autodiff.GradManager().attach([tx, tw]), autodiff.GradManager().attach([tx, tw])
+    arrays = [rng.standard_normal(s).astype(np.float32)
+              for s in [(2, 3, 6, 5), (4, 3, 3, 3)] + ([(4,)] if bias else [])]
+    ours = [imp.Tensor(a) for a in arrays]
+    outer, inner = autodiff.GradManager().attach(ours), autodiff.GradManager().attach(ours)
     with outer:
         with inner:
-            y = imp.functional.conv2d(tx, tw, stride=2, padding=1)
+            y = imp.functional.conv2d(*ours, stride=stride, padding=1)
             inner.backward((y * y).sum())
-        gx, gw = tx.grad, tw.grad
-        tx.grad = tw.grad = None
-        outer.backward((gx * gx).sum() + (gw * gw).sum())
-    px, pw = (torch.tensor(a, requires_grad=True) for a in (x, w))
-    py = torch.nn.functional.conv2d(px, pw, stride=2, padding=1)
-    qx, qw = torch.autograd.grad((py * py).sum(), (px, pw), create_graph=True)
-    ((qx * qx).sum() + (qw * qw).sum()).backward()
-    np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-3, atol=1e-2)
-    np.testing.assert_allclose(tw.grad.numpy(), pw.grad.numpy(), rtol=1e-3, atol=1e-2)
+        grads = [t.grad for t in ours]
+        for t in ours:
+            t.grad = None
+        outer.backward(sum((g * g).sum() for g in grads))
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    py = torch.nn.functional.conv2d(*theirs, stride=stride, padding=1)
+    qs = torch.autograd.grad((py * py).sum(), theirs, create_graph=True)
+    sum((q * q).sum() for q in qs).backward()
+    for t, p in zip(ours, theirs):
+        np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=1e-3, atol=1e-2)
 
 
 def test_gradients_take_each_input_dtype():

@@ -178,6 +178,13 @@ def test_conv_ops_native_and_numpy_paths_agree(monkeypatch, stride, padding, dil
     gw_on, gw_off = _run_both(monkeypatch, lambda: filt.kernel(x, dy))
     assert _rel_err(gx_on, gx_off) < 1e-5 and _rel_err(gw_on, gw_off) < 1e-5
     assert y_on.dtype == gx_on.dtype == gw_on.dtype == np.float32
+    # with the bias gradient as a second output: the same weight gradient, and dy's sums
+    filt_b = ConvolutionBackwardFilter(stride, padding, dilation, groups, (3, 3), with_bias=True)
+    (gw2_on, gb_on), (gw2_off, gb_off) = _run_both(monkeypatch, lambda: filt_b.kernel(x, dy))
+    assert np.array_equal(gw2_on, gw_on) and np.array_equal(gw2_off, gw_off)
+    want_b = dy.astype(np.float64).sum(axis=(0, 2, 3))
+    assert _rel_err(gb_on, want_b) < 1e-5 and _rel_err(gb_off, want_b) < 1e-5
+    assert gb_on.shape == gb_off.shape == (16,) and gb_on.dtype == np.float32
 
 
 @needs_avx512

@@ -142,9 +142,10 @@ def conv2d(x, w, stride, padding, dilation, groups):
     return _kernels.conv2d_s1(x, w, padding, dilation)
 
 
-def conv2d_grad_weight(x, dy, kernel_hw, stride, padding, dilation, groups):
-    """The weight gradient of `conv2d` above on the native kernel, or None."""
+def conv2d_grad_weight(x, dy, kernel_hw, stride, padding, dilation, groups, with_bias=False):
+    """The weight gradient of `conv2d` above on the native kernel (with_bias: and the bias
+    gradient, as a pair), or None."""
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or dy.dtype != _FLOAT32
             or dy.size * x.shape[1] * kernel_hw[0] * kernel_hw[1] < _MIN_MACS or not active()):
         return None
-    return _kernels.conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation)
+    return _kernels.conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation, with_bias)

@@ -342,15 +342,20 @@ class ConvolutionBackwardData(_ConvolutionGrad):
 
 
 class ConvolutionBackwardFilter(_ConvolutionGrad):
-    """`ConvolutionBackwardFilter(stride, padding, dilation, groups, kernel_hw)`: inputs x
-    (N, C, H, W) and dy (N, O, Ho, Wo); the gradient of conv2d's weight (O, C/groups, kh, kw),
-    kh, kw = kernel_hw: one sgemm (dy @ im2col(x)^T) per group over a chunk of images."""
+    """`ConvolutionBackwardFilter(stride, padding, dilation, groups, kernel_hw,
+    with_bias=False)`: inputs x (N, C, H, W) and dy (N, O, Ho, Wo); the gradient of conv2d's
+    weight (O, C/groups, kh, kw), kh, kw = kernel_hw: one sgemm (dy @ im2col(x)^T) per group
+    over a chunk of images. with_bias: a second output, the bias gradient (O,) = dy summed
+    over images and positions, taken while dy is read for the weight's (a separate reduction
+    cost 3% of a small CNN's training step)."""
 
-    _fields = ("stride", "padding", "dilation", "groups", "kernel_hw")
+    _fields = ("stride", "padding", "dilation", "groups", "kernel_hw", "with_bias")
 
-    def __init__(self, stride=1, padding=0, dilation=1, groups=1, kernel_hw=(1, 1)):
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1, kernel_hw=(1, 1),
+                 with_bias=False):
         super().__init__(stride, padding, dilation, groups)
-        self._set(kernel_hw=_positive_pair(kernel_hw, "conv2d: kernel size"))
+        self._set(kernel_hw=_positive_pair(kernel_hw, "conv2d: kernel size"),
+                  with_bias=bool(with_bias))
 
     def estimate_flops(self, in_shapes, out_shapes):
         return _conv_flops(in_shapes[1], out_shapes[0])
@@ -365,7 +370,8 @@ class ConvolutionBackwardFilter(_ConvolutionGrad):
             raise ValueError(f"{self!r}: input channels {x.shape[1]} not divisible by groups")
         w_shape = (dy.shape[1], x.shape[1] // self.groups) + self.kernel_hw
         self._check(dy, x.shape, w_shape)
-        return ((w_shape, float_dtype([x.dtype, dy.dtype])),)
+        dtype = float_dtype([x.dtype, dy.dtype])
+        return ((w_shape, dtype),) + ((((dy.shape[1],), dtype),) if self.with_bias else ())
 
     def kernel(self, x, dy):
         out_dtype = float_dtype([x.dtype, dy.dtype])
@@ -377,11 +383,14 @@ class ConvolutionBackwardFilter(_ConvolutionGrad):
         g = self.groups
         cg = c // g
         k, l = cg * kh * kw, ho * wo
-        gw = native.conv2d_grad_weight(x, dy, self.kernel_hw, self.stride, self.padding,
-                                       self.dilation, g)
-        if gw is not None:
-            return gw.astype(out_dtype, copy=False)
+        done = native.conv2d_grad_weight(x, dy, self.kernel_hw, self.stride, self.padding,
+                                         self.dilation, g, self.with_bias)
+        if done is not None:
+            if self.with_bias:
+                return tuple(gr.astype(out_dtype, copy=False) for gr in done)
+            return done.astype(out_dtype, copy=False)
         gwt = np.zeros((g, k, o // g), dtype=compute)
+        gb = np.zeros(o, dtype=compute) if self.with_bias else None
         step = _gemm_chunk(n, l, (c * kh * kw + o) * l * x.itemsize)
         cols = np.empty(c * kh * kw * step * l, dtype=compute)
         dy_buf = np.empty(o * step * l, dtype=compute)
@@ -394,10 +403,12 @@ class ConvolutionBackwardFilter(_ConvolutionGrad):
             np.copyto(part, win.transpose(1, 4, 5, 0, 2, 3))
             d = _scratch(dy_buf, (o, m, l))
             np.copyto(d, dy3[start:stop].transpose(1, 0, 2))
+            if gb is not None:
+                gb += d.reshape(o, m * l).sum(axis=1)
             # gw^T (K, O/g) = cols @ dy^T: OpenBLAS runs this orientation ~20% faster
             gwt += np.matmul(part.reshape(g, k, m * l), d.reshape(g, o // g, m * l).transpose(0, 2, 1))
-        gw = gwt.transpose(0, 2, 1)
-        return gw.reshape(o, cg, kh, kw).astype(out_dtype, copy=False)
+        gw = gwt.transpose(0, 2, 1).reshape(o, cg, kh, kw).astype(out_dtype, copy=False)
+        return (gw, gb.astype(out_dtype, copy=False)) if self.with_bias else gw
 
 
 # ---------------------------------------------------------------------------------------
