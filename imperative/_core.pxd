@@ -110,6 +110,8 @@ cdef class Command:
     cdef public object site_code       # code object that issued the op (for error messages)
     cdef public int site_line          # instruction offset in site_code
     cdef public TensorInfo target      # CMD_DEL
+    cdef public Command epilogue       # [W] the next command, run in this one's kernel
+    cdef public bint prefused          # [W] its result is already in its input's buffer
 
 
 cdef class OpDef:
@@ -118,6 +120,7 @@ cdef class OpDef:
     cdef readonly bint inplace_capable # may write its output into a dying input's storage
     cdef readonly bint aliases_input   # outputs may be views of inputs (share their Storage)
     cdef readonly bint value_dependent # output shape known only after it runs
+    cdef readonly bint epilogue_capable # kernel(..., epilogue=) can do the next op's work
     cdef public object ufunc           # numpy ufunc for the elementwise fast path, or None
     cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
     cdef dict _infer_cache             # input descriptions -> infer's result

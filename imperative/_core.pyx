@@ -271,6 +271,17 @@ cdef class Command:
         self.dels = None
 
 
+cdef object _epilogue_module = None
+
+cdef object _epilogues():
+    """imperative.ops.epilogue, imported on first use (the ops import this module)."""
+    global _epilogue_module
+    if _epilogue_module is None:
+        from .ops import epilogue
+        _epilogue_module = epilogue
+    return _epilogue_module
+
+
 cdef class OpDef:
     """Subclasses (see imperative.ops) set the class attributes RECOMPUTABLE,
     INPLACE_CAPABLE, ALIASES_INPUT, VALUE_DEPENDENT and implement `infer` and `kernel`."""
@@ -281,6 +292,7 @@ cdef class OpDef:
         self.inplace_capable = getattr(cls, "INPLACE_CAPABLE", False)
         self.aliases_input = getattr(cls, "ALIASES_INPUT", False)
         self.value_dependent = getattr(cls, "VALUE_DEPENDENT", False)
+        self.epilogue_capable = getattr(cls, "EPILOGUE_CAPABLE", False)
         self.ufunc = None
         self._same_dtype_out = {}
         self._infer_cache = {}
@@ -824,7 +836,10 @@ cdef class Channel:
                         # a finished command must not keep records alive while the rest of
                         # its batch runs (they would pin a whole earlier step in memory)
                         batch[i] = None
+                        if i + 1 < len(batch) and cmd.kind == CMD_APPLY and cmd.op.epilogue_capable:
+                            self._plan_epilogue(cmd, batch[i + 1])
                         self._execute(cmd)
+                        cmd.epilogue = None
                         cmd = None
                         self._processed += 1
                         if self._n_waiters:
@@ -845,6 +860,39 @@ cdef class Channel:
             pthread_mutex_lock(&self._mutex)
             pthread_cond_broadcast(&self._done_cond)
             pthread_mutex_unlock(&self._mutex)
+
+    cdef void _plan_epilogue(self, Command cmd, Command nxt):
+        """Let `cmd` (a product) do `nxt`'s work in its kernel (ops/epilogue.py) when `nxt`
+        is ReLU or ReLU's gradient of cmd's one output, that output dies at `nxt` (nothing
+        else can read it), and `nxt` can take over its buffer. Not under the memory manager,
+        whose recomputation and eviction see each op's own output."""
+        if self._memory_on or nxt.kind != CMD_APPLY or nxt.dels is None:
+            return
+        if len(cmd.outputs) != 1 or len(nxt.outputs) != 1 or not nxt.inputs:
+            return
+        cdef TensorInfo product = cmd.outputs[0], out = nxt.outputs[0]
+        if nxt.inputs[0] is not product or _epilogues().kind_after(nxt.op) is None:
+            return
+        if out.dtype is not product.dtype or out.shape != product.shape:
+            return
+        if any(info is product for info in nxt.inputs[1:]):
+            return
+        if not any(info is product for info in nxt.dels):
+            return
+        cmd.epilogue = nxt
+        nxt.prefused = True
+
+    cdef object _epilogue_of(self, Command cmd):
+        """The Epilogue to hand cmd's kernel, or None (then the follower runs by itself)."""
+        cdef Command nxt = cmd.epilogue
+        cdef TensorInfo info
+        arrays = []
+        for info in nxt.inputs[1:]:
+            if info.status != PRODUCED:
+                nxt.prefused = False
+                return None
+            arrays.append(_unpacked_value(info))
+        return _epilogues().Epilogue(nxt.op, *arrays)
 
     cdef void _notify_waiters(self):
         pthread_mutex_lock(&self._mutex)
@@ -980,7 +1028,9 @@ cdef class Channel:
         a = (<TensorInfo>inputs[0]).value
         if reuse is not None:
             target = reuse.value
-            if n == 1:
+            if cmd.prefused and reuse is inputs[0]:
+                pass                # the product before it wrote this result (its epilogue)
+            elif n == 1:
                 op.ufunc(a, out=target)
             else:
                 op.ufunc(a, (<TensorInfo>inputs[1]).value, out=target)
@@ -997,22 +1047,30 @@ cdef class Channel:
         return 0
 
     cdef TensorInfo _inplace_candidate(self, Command cmd, TensorInfo out):
-        """A dying input whose storage the output may overwrite: same shape and dtype,
-        contiguous, owning its whole storage, and no view of it anywhere."""
+        """A dying input whose storage the output may overwrite; first the product whose
+        epilogue wrote this op's result (prefused), if it qualifies."""
         cdef TensorInfo info
-        cdef Storage st
         if cmd.dels is None or cmd.outputs is None:
             return None
+        if cmd.prefused:
+            for info in cmd.dels:
+                if info is cmd.inputs[0] and self._overwritable(info, out):
+                    return info
         for info in cmd.dels:
-            st = info.storage
-            if self._memory_on and not _may_overwrite_dying(info):
-                continue
-            if (st is not None and st.refs == 1 and not st.exported
-                    and info.dtype is out.dtype and info.shape == out.shape
-                    and info.value.flags.c_contiguous and info.value.nbytes == st.nbytes
-                    and info.value.flags.writeable):
+            if self._overwritable(info, out):
                 return info
         return None
+
+    cdef bint _overwritable(self, TensorInfo info, TensorInfo out):
+        """A dying input's storage can hold `out`: same shape and dtype, contiguous, owning
+        its whole storage, and no view of it anywhere."""
+        cdef Storage st = info.storage
+        if self._memory_on and not _may_overwrite_dying(info):
+            return False
+        return (st is not None and st.refs == 1 and not st.exported
+                and info.dtype is out.dtype and info.shape == out.shape
+                and info.value.flags.c_contiguous and info.value.nbytes == st.nbytes
+                and info.value.flags.writeable)
 
     cdef int _run_kernel(self, Command cmd) except -1:
         cdef OpDef op = cmd.op
@@ -1023,13 +1081,20 @@ cdef class Channel:
         if op.inplace_capable and len(cmd.outputs) == 1:
             reuse = self._inplace_candidate(cmd, cmd.outputs[0])
         if reuse is not None:
-            # The op may write into the dying input's buffer (INPLACE_CAPABLE ops take `out=`).
-            result = op.kernel(*arrays, out=reuse.value)
+            # The op may write into the dying input's buffer (INPLACE_CAPABLE ops take `out=`),
+            # where the product before it may have written its result already (its epilogue).
+            if cmd.prefused and reuse is cmd.inputs[0]:
+                result = reuse.value
+            else:
+                result = op.kernel(*arrays, out=reuse.value)
             if result is reuse.value:
                 out = cmd.outputs[0]
                 self._set_value(out, result, reuse.storage)
                 (<Device>out.device).stats.inplace_reuses += 1
                 return 0
+        elif cmd.epilogue is not None:
+            epilogue = self._epilogue_of(cmd)
+            result = op.kernel(*arrays) if epilogue is None else op.kernel(*arrays, epilogue=epilogue)
         else:
             result = op.kernel(*arrays)
         if not isinstance(result, tuple):

@@ -7,8 +7,10 @@ import numpy as np
 
 cdef extern from "_sgemm.h" nogil:
     int imp_sgemm_supported()
+    int IMP_EPILOGUE_NONE, IMP_EPILOGUE_RELU, IMP_EPILOGUE_RELU_GRAD
     int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
-                  long rsb, long csb, float *c, long ldc, int accumulate)
+                  long rsb, long csb, float *c, long ldc, int accumulate, int epilogue,
+                  const float *y, long ldy)
     int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
                       const float *w, long ph, long pw, long dh, long dw, float *y)
     int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh,
@@ -35,9 +37,14 @@ cdef long _stride(arr, int axis) except? -1:
     return s // 4
 
 
-def sgemm(a, b, out, bint accumulate=False):
+_EPILOGUES = {None: IMP_EPILOGUE_NONE, "relu": IMP_EPILOGUE_RELU, "relu_grad": IMP_EPILOGUE_RELU_GRAD}
+
+
+def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None):
     """out[...] = a @ b (or out += a @ b): 2-D float32 arrays; `out` has unit column stride.
-    a and b may be any strided views (transposes included)."""
+    a and b may be any strided views (transposes included). epilogue: None, "relu" (each
+    value v becomes max(v, 0)) or "relu_grad" (v * (y > 0), y an array shaped as out with unit
+    column stride), applied as numpy would on the way into out."""
     _require_avx512("sgemm")
     for name, arr in (("a", a), ("b", b), ("out", out)):
         if arr.dtype != np.float32 or arr.ndim != 2:
@@ -48,13 +55,26 @@ def sgemm(a, b, out, bint accumulate=False):
         raise ValueError(f"native sgemm: shapes {a.shape} @ {b.shape} -> {out.shape} do not match")
     if out.strides[1] != 4 or not out.flags.writeable:
         raise ValueError("native sgemm: out must be writeable with contiguous rows")
+    if epilogue not in _EPILOGUES:
+        raise ValueError(f"native sgemm: epilogue must be one of {list(_EPILOGUES)}, got {epilogue!r}")
+    cdef int epi = _EPILOGUES[epilogue]
+    cdef size_t py = 0
+    cdef long ldy = 0
+    if epi == IMP_EPILOGUE_RELU_GRAD:
+        if (y is None or y.dtype != np.float32 or y.ndim != 2 or y.shape != out.shape
+                or y.strides[1] != 4):
+            raise ValueError("native sgemm: the relu_grad epilogue needs y, a float32 array "
+                             "shaped as out with contiguous rows")
+        if np.may_share_memory(y, out):
+            raise ValueError("native sgemm: y must not overlap out")
+        py, ldy = y.ctypes.data, _stride(y, 0)
     cdef long rsa = _stride(a, 0), csa = _stride(a, 1), rsb = _stride(b, 0), csb = _stride(b, 1)
     cdef long ldc = _stride(out, 0)
     cdef size_t pa = a.ctypes.data, pb = b.ctypes.data, pc = out.ctypes.data
     cdef int rc
     with nogil:
         rc = imp_sgemm(M, N, K, <const float *>pa, rsa, csa, <const float *>pb, rsb, csb,
-                       <float *>pc, ldc, accumulate)
+                       <float *>pc, ldc, accumulate, epi, <const float *>py, ldy)
     if rc:
         raise MemoryError("native sgemm: out of memory for packing buffers")
     return out

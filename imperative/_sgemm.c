@@ -18,7 +18,8 @@
 /* Other CPUs: nothing native; the callers check imp_sgemm_supported() and use numpy. */
 int imp_sgemm_supported(void) { return 0; }
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
-              long rsb, long csb, float *c, long ldc, int accumulate) { return -1; }
+              long rsb, long csb, float *c, long ldc, int accumulate, int epilogue,
+              const float *y, long ldy) { return -1; }
 int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
                   const float *w, long ph, long pw, long dh, long dw, float *y) { return -1; }
 int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
@@ -51,10 +52,35 @@ int imp_sgemm_supported(void)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
 }
 
+/* How a tile's sums reach C: added to C's old value (accumulate), with streaming stores for
+ * whole vectors (stream), and through an epilogue (IMP_EPILOGUE_*, see _sgemm.h) whose
+ * IMP_EPILOGUE_RELU_GRAD reads y at the tile's place in a matrix of row stride ldy. */
+typedef struct {
+    int accumulate, stream, epilogue;
+    long ldy;
+} store_mode;
+
+static const store_mode plain_store = {0, 0, IMP_EPILOGUE_NONE, 0};
+
+/* max(x, 0) as numpy's maximum gives it: NaN stays NaN, -0 becomes +0 */
+AVX512 static inline __m512 relu16(__m512 x)
+{
+    __m512 r = _mm512_max_ps(x, _mm512_setzero_ps()); /* equal zeros: the second, +0 */
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+/* x * (y > 0), as numpy computes ReLU's gradient (NaN * 0 stays NaN) */
+AVX512 static inline __m512 relu_grad16(__m512 x, __m512 y)
+{
+    __mmask16 pos = _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_GT_OQ);
+    return _mm512_mul_ps(x, _mm512_maskz_mov_ps(pos, _mm512_set1_ps(1.f)));
+}
+
 /* The micro-kernel body: acc (R x 16V) = sum over k of a[k*AS + i] * B_k[j], where AS >= R
  * is the row count A was packed with and B_k is the expression `bk` (a pointer to 16V floats
- * for step k), then stored to c (m x n valid). Instantiated for R x V = MR x 2 and shorter
- * (sgemm) and CONV_MR x CONV_V (convolution). */
+ * for step k), then stored to c (m x n valid) as `st` says (y: the epilogue's y at this
+ * tile). Instantiated for R x V = MR x 2 and shorter (sgemm) and CONV_MR x CONV_V
+ * (convolution). */
 #define MICRO_KERNEL(R, AS, V, bk)                                                         \
     __m512 acc[R][V];                                                                      \
     _Pragma("GCC unroll 16") for (int i = 0; i < R; i++)                                   \
@@ -77,8 +103,11 @@ int imp_sgemm_supported(void)
             int left = n - 16 * v;                                                         \
             __mmask16 mask = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1); \
             __m512 out = acc[i][v];                                                        \
-            if (accumulate) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, cv));     \
-            if (stream && mask == 0xffff) _mm512_stream_ps(cv, out);                       \
+            if (st->accumulate) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, cv)); \
+            if (st->epilogue == IMP_EPILOGUE_RELU) out = relu16(out);                      \
+            else if (st->epilogue == IMP_EPILOGUE_RELU_GRAD)                               \
+                out = relu_grad16(out, _mm512_maskz_loadu_ps(mask, y + i * st->ldy + 16 * v)); \
+            if (st->stream && mask == 0xffff) _mm512_stream_ps(cv, out);                   \
             else _mm512_mask_storeu_ps(cv, mask, out);                                     \
         }
 
@@ -87,11 +116,16 @@ int imp_sgemm_supported(void)
  * instead of stalling the stores (2-3% of an MLP step). Not when C is streamed (see imp_sgemm):
  * its lines are then written without being read. */
 AVX512 static void kernel_packed(long kc, const float *restrict a, const float *restrict b,
-                                 float *c, long ldc, int accumulate, int stream, int m, int n)
+                                 float *c, long ldc, const store_mode *st, const float *y,
+                                 int m, int n)
 {
-    for (int i = 0; i < m && !stream; i++) {
+    for (int i = 0; i < m && !st->stream; i++) {
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+    }
+    for (int i = 0; i < m && st->epilogue == IMP_EPILOGUE_RELU_GRAD; i++) {
+        _mm_prefetch((const char *)(y + i * st->ldy), _MM_HINT_T0);
+        _mm_prefetch((const char *)(y + i * st->ldy + 16), _MM_HINT_T0);
     }
     /* The last panel of a product whose rows are not a multiple of MR runs a shorter tile:
      * computing its zero padding cost 4% of a 256-row product. */
@@ -110,7 +144,9 @@ AVX512 static void kernel_packed(long kc, const float *restrict a, const float *
 AVX512 static void kernel_indirect(long kc, const float *restrict a, const float *base,
                                    const long *restrict off, float *c, long ldc, int m)
 {
-    const int accumulate = 0, stream = 0, n = CONV_NR;
+    const store_mode *st = &plain_store;
+    const float *y = NULL;
+    const int n = CONV_NR;
     MICRO_KERNEL(CONV_MR, CONV_MR, CONV_V, base + off[k]);
 }
 
@@ -267,11 +303,20 @@ static void *carve(char **cursor, size_t bytes)
 }
 
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
-              long rsb, long csb, float *c, long ldc, int accumulate)
+              long rsb, long csb, float *c, long ldc, int accumulate, int epilogue,
+              const float *y, long ldy)
 {
     if (K == 0) {
+        /* nothing to multiply: c is 0 (or kept); only the epilogue runs */
         if (!accumulate)
             for (long i = 0; i < M; i++) memset(c + i * ldc, 0, N * sizeof(float));
+        if (epilogue != IMP_EPILOGUE_NONE)
+            for (long i = 0; i < M; i++)
+                for (long j = 0; j < N; j++) {
+                    float x = c[i * ldc + j];
+                    c[i * ldc + j] = epilogue == IMP_EPILOGUE_RELU ? (x != x ? x : x > 0.f ? x : 0.f)
+                                                                   : x * (float)(y[i * ldy + j] > 0.f);
+                }
         return 0;
     }
     long mcap = M < MC ? M : MC;
@@ -284,11 +329,15 @@ int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const 
      * backward pass has flushed it from the caches anyway, and fetching its fresh lines before
      * writing them cost 6% of the product (1-1.5% of an MLP step). */
     int stream = !accumulate && K <= KC && M * N >= STREAM_MIN && (size_t)c % 64 == 0 && ldc % 16 == 0;
+    /* passes before the last store partial sums; the epilogue belongs to the last */
+    store_mode partial = {1, 0, IMP_EPILOGUE_NONE, 0};
+    store_mode first = {accumulate, stream, K <= KC ? epilogue : IMP_EPILOGUE_NONE, ldy};
+    store_mode last = {1, 0, epilogue, ldy};
     for (long ic = 0; ic < M; ic += MC) {
         long mc = M - ic < MC ? M - ic : MC;
         for (long pc = 0; pc < K; pc += KC) {
             long kc = K - pc < KC ? K - pc : KC;
-            int acc = accumulate || pc > 0;
+            const store_mode *st = pc == 0 ? &first : pc + KC >= K ? &last : &partial;
             pack_a(mc, kc, a + ic * rsa + pc * csa, rsa, csa, MR, pa);
             for (long jc = 0; jc < N; jc += NC) {
                 long nc = N - jc < NC ? N - jc : NC;
@@ -297,8 +346,8 @@ int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const 
                     int m = mc - ir < MR ? (int)(mc - ir) : MR;
                     for (long jr = 0; jr < nc; jr += NR) {
                         int n = nc - jr < NR ? (int)(nc - jr) : NR;
-                        kernel_packed(kc, pa + ir * kc, pb + jr * kc,
-                                      c + (ic + ir) * ldc + jc + jr, ldc, acc, stream, m, n);
+                        kernel_packed(kc, pa + ir * kc, pb + jr * kc, c + (ic + ir) * ldc + jc + jr,
+                                      ldc, st, y ? y + (ic + ir) * ldy + jc + jr : NULL, m, n);
                     }
                 }
             }

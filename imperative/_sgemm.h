@@ -5,10 +5,18 @@
 /* 1 when this CPU runs the kernels (AVX-512F with FMA), else 0. */
 int imp_sgemm_supported(void);
 
-/* c[M, N] (row stride ldc) = a[M, K] @ b[K, N], plus c's old value when accumulate;
- * a and b given by element strides (rows, columns), so transposes cost nothing. */
+/* What a product applies to each value on its way into c (numpy's rounding and NaNs):
+ * max(c, 0) (ReLU), or c * (y > 0) with y[M, N] of row stride ldy (ReLU's gradient). */
+#define IMP_EPILOGUE_NONE 0
+#define IMP_EPILOGUE_RELU 1
+#define IMP_EPILOGUE_RELU_GRAD 2
+
+/* c[M, N] (row stride ldc) = a[M, K] @ b[K, N], plus c's old value when accumulate, then
+ * the epilogue; a and b given by element strides (rows, columns), so transposes cost
+ * nothing. y is read only by IMP_EPILOGUE_RELU_GRAD (else may be NULL). */
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
-              long rsb, long csb, float *c, long ldc, int accumulate);
+              long rsb, long csb, float *c, long ldc, int accumulate, int epilogue,
+              const float *y, long ldy);
 
 /* Stride-1 convolution of C-contiguous x (N, C, H, W) by w (O, C, kh, kw) with zero padding
  * (ph, pw) and dilation (dh, dw), into C-contiguous y (N, O, Ho, Wo). */

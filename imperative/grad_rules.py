@@ -474,18 +474,20 @@ def _matmul_backward(op, ctx, dy):
     if len(sa) == 1:
         dy = F.expand_dims(dy, dy.ndim - 1)
     ga = gb = None
-    if want_a:
-        ga = (F.matmul(b, dy, transpose_a=tb, transpose_b=True) if ta
-              else F.matmul(dy, b, transpose_b=not tb))
-        ga = _unbroadcast(ga, sa2)
-        if ga.shape != sa:
-            ga = ga.reshape(sa)
+    # b's gradient first: a's is then the last op issued, right before the op that consumes
+    # it (a ReLU's gradient in an MLP), which the product can do in its epilogue
     if want_b:
         gb = (F.matmul(dy, a, transpose_a=True, transpose_b=ta) if tb
               else F.matmul(a, dy, transpose_a=not ta))
         gb = _unbroadcast(gb, sb2)
         if gb.shape != sb:
             gb = gb.reshape(sb)
+    if want_a:
+        ga = (F.matmul(b, dy, transpose_a=tb, transpose_b=True) if ta
+              else F.matmul(dy, b, transpose_b=not tb))
+        ga = _unbroadcast(ga, sa2)
+        if ga.shape != sa:
+            ga = ga.reshape(sa)
     return _as_input_grad(ga, ctx, 0), _as_input_grad(gb, ctx, 1)
 
 

@@ -75,6 +75,37 @@ def test_sgemm_large_one_pass_product(n, row, offset):
 
 
 @needs_avx512
+@pytest.mark.parametrize("m,k,n", [(19, 40, 50), (256, 1024, 96), (1030, 64, 1024), (5, 0, 7)])
+def test_sgemm_epilogues_match_numpy_on_the_plain_product(m, k, n):
+    """relu and relu_grad applied on the way out equal numpy's maximum and the native relu
+    gradient applied afterwards, bit for bit (one pass, several passes, streamed, no depth),
+    NaN rows included."""
+    rng = np.random.default_rng(m + k + n)
+    a, b = _operand(rng, m, k, "c"), _operand(rng, k, n, "t")
+    if k:
+        a[1, 0] = np.nan                                       # a NaN row of the product
+    plain = np.empty((m, n), np.float32)
+    _kernels.sgemm(a, b, plain)
+    got = _aligned_empty((m, n), 0)
+    _kernels.sgemm(a, b, got, epilogue="relu")
+    assert np.array_equal(got, np.maximum(plain, np.float32(0)), equal_nan=True)
+    assert not np.signbit(got[~np.isnan(got)]).any()
+    y = rng.standard_normal((m, n)).astype(np.float32)
+    y[0, :3] = [0.0, -0.0, np.nan]
+    _kernels.sgemm(a, b, got, epilogue="relu_grad", y=y)
+    with np.errstate(invalid="ignore"):
+        want = np.multiply(plain, y > 0)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    with pytest.raises(ValueError, match="y"):
+        _kernels.sgemm(a, b, got, epilogue="relu_grad")
+    with pytest.raises(ValueError, match="overlap"):
+        _kernels.sgemm(a, b, got, epilogue="relu_grad", y=got)
+    with pytest.raises(ValueError, match="epilogue"):
+        _kernels.sgemm(a, b, got, epilogue="gelu")
+
+
+@needs_avx512
 def test_sgemm_empty_depth_zeroes_or_keeps():
     a, b = np.ones((3, 0), np.float32), np.ones((0, 4), np.float32)
     out = np.full((3, 4), 7.0, np.float32)

@@ -36,6 +36,8 @@ class MatrixMul(Op):
 
     _fields = ("transpose_a", "transpose_b")
     MIN_NDIM = 1
+    # the worker may hand kernel() a following ReLU or ReLU gradient (ops/epilogue.py)
+    EPILOGUE_CAPABLE = True
 
     def __init__(self, transpose_a=False, transpose_b=False):
         self._set(transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
@@ -58,7 +60,9 @@ class MatrixMul(Op):
         inner = a[-2] if self.transpose_a and len(a) >= 2 else a[-1]
         return 2.0 * float(np.prod(out_shapes[0])) * inner
 
-    def kernel(self, a, b):
+    def kernel(self, a, b, epilogue=None):
+        """`epilogue` (an ops.epilogue.Epilogue): the product with it applied, native in the
+        product's stores where it can be, else by the follower's own kernel afterwards."""
         if self.transpose_a and a.ndim >= 2:
             a = np.swapaxes(a, -1, -2)
         if self.transpose_b and b.ndim >= 2:
@@ -66,8 +70,12 @@ class MatrixMul(Op):
         if a.dtype != b.dtype:
             dt = downcast(dtype_promotion([a.dtype, b.dtype]))
             a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)
-        out = native.matmul(a, b)
-        return np.matmul(a, b) if out is None else out
+        out = native.matmul(a, b, epilogue)
+        if out is None:
+            out = np.matmul(a, b)
+            if epilogue is not None:
+                out = epilogue.apply(out)
+        return out
 
 
 class BatchedMatrixMul(MatrixMul):

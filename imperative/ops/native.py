@@ -64,14 +64,21 @@ def active():
     return _MODE == "always" or (_blas_threads is not None and _blas_threads() == 1)
 
 
-def matmul(a, b):
-    """a @ b for 2-D float32 arrays on the native sgemm, or None when numpy should run it."""
+def matmul(a, b, epilogue=None):
+    """a @ b for 2-D float32 arrays on the native sgemm (with `epilogue`, an
+    ops.epilogue.Epilogue, applied in its stores), or None when numpy should run it."""
     if (a.dtype != _FLOAT32 or b.dtype != _FLOAT32 or a.ndim != 2 or b.ndim != 2
             or a.shape[0] * a.shape[1] * b.shape[1] < _MIN_MACS or b.shape[1] < _MIN_COLUMNS
             or not active()):
         return None
-    out = np.empty((a.shape[0], b.shape[1]), dtype=_FLOAT32)
-    return _kernels.sgemm(a, b, out)
+    shape = (a.shape[0], b.shape[1])
+    kind = y = None
+    if epilogue is not None:
+        kind, y = epilogue.kind, epilogue.y
+        if y is not None and (y.dtype != _FLOAT32 or y.shape != shape or y.strides[1] != 4):
+            return None
+    out = np.empty(shape, dtype=_FLOAT32)
+    return _kernels.sgemm(a, b, out, epilogue=kind, y=y)
 
 
 def _loops_on():

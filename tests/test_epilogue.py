@@ -1,0 +1,151 @@
+"""A matrix product doing the next op's work on its way out (ops/epilogue.py): the worker
+hands MatrixMul a following ReLU or ReLU gradient when the product dies at that op. The
+results must be those of the two ops run apart, bit for bit, and the product must never be
+changed where anything else can still read it."""
+import numpy as np
+import pytest
+
+import imperative as imp
+from imperative import F, nn, optim
+from imperative.autodiff import GradManager
+from imperative.ops import native
+from imperative.ops.matmul import MatrixMul
+
+BIG = 10000   # elements: more than the host-compute limit, so the op goes to the worker
+
+
+@pytest.fixture
+def epilogues(monkeypatch):
+    """The epilogue kinds MatrixMul's kernel was handed, in order."""
+    seen = []
+    kernel = MatrixMul.kernel
+
+    def recording(self, a, b, epilogue=None):
+        seen.append(None if epilogue is None else epilogue.kind)
+        return kernel(self, a, b, epilogue)
+    monkeypatch.setattr(MatrixMul, "kernel", recording)
+    return seen
+
+
+@pytest.fixture(params=["native", "numpy"])
+def kernels(request, monkeypatch):
+    """Both product paths: the native sgemm's stores, and numpy plus the follower's kernel."""
+    if request.param == "native" and not native._SUPPORTED:
+        pytest.skip("no AVX-512: the native sgemm does not run")
+    monkeypatch.setattr(native, "_MODE", "always" if request.param == "native" else "never")
+    return request.param
+
+
+def _arrays(dtype=np.float32):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 96)).astype(dtype)
+    w = rng.standard_normal((96, 80)).astype(dtype)
+    x[3, 5] = np.nan                                  # a NaN row through the product
+    return x, w
+
+
+def _queued(fn):
+    """fn() at async level 2 with a buffer long enough to hold all its commands until the
+    sync sends them together (so that the worker sees them side by side, as it does when
+    it runs behind the caller, the usual case in a training step)."""
+    with imp.option("async_level", 2), imp.option("buffer_length", 99):
+        # the worker running first: starting it lets it run before the sync's flush ends
+        (imp.Tensor(np.zeros(BIG, np.float32)) + 1).numpy()
+        out = fn()
+        imp.sync()
+        return out
+
+
+def test_relu_of_a_dying_product_is_its_epilogue(epilogues, kernels):
+    x, w = _arrays()
+
+    def run():
+        z = F.matmul(imp.Tensor(x), imp.Tensor(w))
+        return F.relu(z)                              # z dies here: nothing else reads it
+    y = _queued(run)
+    assert epilogues == ["relu"]
+    with np.errstate(invalid="ignore"):
+        want = np.maximum(MatrixMul().kernel(x, w), np.float32(0))
+    assert np.array_equal(y.numpy(), want, equal_nan=True)
+
+
+def test_a_product_still_held_is_left_alone(epilogues, kernels):
+    x, w = _arrays()
+
+    def run():
+        z = F.matmul(imp.Tensor(x), imp.Tensor(w))
+        return z, F.relu(z)
+    z, y = _queued(run)
+    assert epilogues == [None]
+    plain = MatrixMul().kernel(x, w)
+    assert np.array_equal(z.numpy(), plain, equal_nan=True)
+    assert np.array_equal(y.numpy(), np.maximum(plain, np.float32(0)), equal_nan=True)
+
+
+def test_relu_gradient_of_a_dying_product_is_its_epilogue(epilogues, kernels):
+    from imperative.ops.elemwise import ActivationGrad
+    from imperative._core import apply
+    x, w = _arrays()
+    y = np.maximum(np.random.default_rng(1).standard_normal((64, 80)), 0).astype(np.float32)
+    y[0, :2] = [0.0, np.nan]
+
+    def run():
+        dx = F.matmul(imp.Tensor(x), imp.Tensor(w))
+        return apply(ActivationGrad("RELU"), dx, imp.Tensor(y))[0]
+    got = _queued(run)
+    assert epilogues == ["relu_grad"]
+    with np.errstate(invalid="ignore"):
+        want = np.multiply(MatrixMul().kernel(x, w), y > 0)
+    assert np.array_equal(got.numpy(), want, equal_nan=True)
+
+
+def test_float16_products_apply_the_follower_after_numpy(epilogues):
+    x, w = (a.astype(np.float16) for a in _arrays())
+
+    def run():
+        return F.relu(F.matmul(imp.Tensor(x), imp.Tensor(w)))
+    y = _queued(run)
+    assert epilogues == ["relu"] and y.dtype == np.float16
+    with np.errstate(invalid="ignore"):
+        assert np.array_equal(y.numpy(), np.maximum(x @ w, np.float16(0)), equal_nan=True)
+
+
+def _mlp_step(seed):
+    """Loss and parameters after one SGD step of a ReLU MLP (epilogues in forward and
+    backward; a bias would put its add between a product and its ReLU)."""
+    imp.random.seed(seed)
+    net = nn.Sequential(nn.Linear(96, 128, bias=False), nn.ReLU(),
+                        nn.Linear(128, 128, bias=False), nn.ReLU(), nn.Linear(128, 10))
+    rng = np.random.default_rng(seed)
+    x = imp.Tensor(rng.standard_normal((64, 96)).astype(np.float32))
+    labels = imp.Tensor(rng.integers(0, 10, 64).astype(np.int32))
+    gm = GradManager().attach(net.parameters())
+    with gm:
+        loss = F.cross_entropy(net(x), labels)
+        gm.backward(loss)
+    optim.SGD(net.parameters(), 0.1).step()
+    return [float(loss)] + [p.numpy() for p in net.parameters()]
+
+
+def test_a_training_step_gives_the_same_bits_with_and_without_epilogues(epilogues, kernels):
+    with imp.option("async_level", 0):          # every op apart: no epilogue
+        apart = _mlp_step(3)
+    assert set(epilogues) == {None}
+    together = _queued(lambda: _mlp_step(3))
+    assert "relu" in epilogues and "relu_grad" in epilogues
+    for a, b in zip(apart, together):
+        assert np.array_equal(a, b)
+
+
+def test_no_epilogue_under_the_memory_manager(epilogues):
+    old = imp.get_option("dtr_eviction_threshold")
+    imp.dtr.enable(eviction_threshold="1GB")
+    try:
+        x, w = _arrays()
+        y = _queued(lambda: F.relu(F.matmul(imp.Tensor(x), imp.Tensor(w))))
+    finally:
+        imp.dtr.disable()
+        imp.set_option("dtr_eviction_threshold", old)
+    assert epilogues == [None]
+    with np.errstate(invalid="ignore"):
+        assert np.array_equal(y.numpy(), np.maximum(MatrixMul().kernel(x, w), 0), equal_nan=True)
