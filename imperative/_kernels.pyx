@@ -12,7 +12,8 @@ cdef extern from "_sgemm.h" nogil:
                   long rsb, long csb, float *c, long ldc, int accumulate, int epilogue,
                   const float *y, long ldy)
     int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
-                      const float *w, long ph, long pw, long dh, long dw, float *y)
+                      const float *w, long ph, long pw, long dh, long dw, float *y,
+                      const float *bias, int epilogue, const float *ey)
     int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh,
                              long kw, const float *dy, long ph, long pw, long dh, long dw,
                              float *gw, float *gb)
@@ -80,9 +81,10 @@ def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None):
     return out
 
 
-def conv2d_s1(x, w, padding, dilation):
+def conv2d_s1(x, w, padding, dilation, bias=None, epilogue=None, y=None):
     """Stride-1, one-group convolution of C-contiguous float32 x (N, C, H, W) by w
-    (O, C, kh, kw): a new (N, O, Ho, Wo) array."""
+    (O, C, kh, kw): a new (N, O, Ho, Wo) array; plus bias (O,) per channel when given, then
+    the epilogue ("relu", or "relu_grad" with y shaped as the output), as for sgemm."""
     _require_avx512("conv2d")
     x = np.ascontiguousarray(x, dtype=np.float32)
     w = np.ascontiguousarray(w, dtype=np.float32)
@@ -94,15 +96,30 @@ def conv2d_s1(x, w, padding, dilation):
     cdef long ho = h + 2 * ph - dh * (kh - 1), wo = wd + 2 * pw - dw * (kw - 1)
     if ho < 1 or wo < 1:
         raise ValueError("native conv2d: kernel larger than the padded input")
-    y = np.empty((n, o, ho, wo), dtype=np.float32)
-    cdef size_t px = x.ctypes.data, pwt = w.ctypes.data, py = y.ctypes.data
+    if epilogue not in _EPILOGUES:
+        raise ValueError(f"native conv2d: epilogue must be one of {list(_EPILOGUES)}, got {epilogue!r}")
+    cdef int epi = _EPILOGUES[epilogue]
+    out = np.empty((n, o, ho, wo), dtype=np.float32)
+    cdef size_t pbias = 0, pey = 0
+    if bias is not None:
+        bias = np.ascontiguousarray(bias, dtype=np.float32)
+        if bias.shape != (o,):
+            raise ValueError(f"native conv2d: bias must have shape ({o},), got {bias.shape}")
+        pbias = bias.ctypes.data
+    if epi == IMP_EPILOGUE_RELU_GRAD:
+        if y is None or y.dtype != np.float32 or y.shape != out.shape or not y.flags.c_contiguous:
+            raise ValueError("native conv2d: the relu_grad epilogue needs y, a C-contiguous "
+                             "float32 array shaped as the output")
+        pey = y.ctypes.data
+    cdef size_t px = x.ctypes.data, pwt = w.ctypes.data, pout = out.ctypes.data
     cdef int rc
     with nogil:
         rc = imp_conv2d_s1(n, c, h, wd, <const float *>px, o, kh, kw, <const float *>pwt,
-                           ph, pw, dh, dw, <float *>py)
+                           ph, pw, dh, dw, <float *>pout, <const float *>pbias, epi,
+                           <const float *>pey)
     if rc:
         raise MemoryError("native conv2d: out of memory for its buffers")
-    return y
+    return out
 
 
 def conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation, bint with_bias=False):

@@ -21,7 +21,8 @@ int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const 
               long rsb, long csb, float *c, long ldc, int accumulate, int epilogue,
               const float *y, long ldy) { return -1; }
 int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
-                  const float *w, long ph, long pw, long dh, long dw, float *y) { return -1; }
+                  const float *w, long ph, long pw, long dh, long dw, float *y,
+                  const float *bias, int epilogue, const float *ey) { return -1; }
 int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
                          const float *dy, long ph, long pw, long dh, long dw, float *gw, float *gb) { return -1; }
 #else
@@ -376,6 +377,21 @@ static void copy_padded(const float *xn, long C, long H, long W, long ph, long p
             memcpy(dst + c * hp * wp + (r + ph) * wp + pw, xn + (c * H + r) * W, W * sizeof(float));
 }
 
+/* dst[0, n) = src[0, n) plus *bias (unless NULL), then the epilogue (y: its rows' y), in
+ * numpy's order: the bias added as its own float sum, then ReLU or ReLU's gradient. */
+AVX512 static void finish_row(float *dst, const float *src, long n, const float *bias, int epilogue,
+                              const float *y)
+{
+    for (long j = 0; j < n; j += 16) {
+        __mmask16 keep = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(keep, src + j);
+        if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(*bias));
+        if (epilogue == IMP_EPILOGUE_RELU) v = relu16(v);
+        else if (epilogue == IMP_EPILOGUE_RELU_GRAD) v = relu_grad16(v, _mm512_maskz_loadu_ps(keep, y + j));
+        _mm512_mask_storeu_ps(dst + j, keep, v);
+    }
+}
+
 /* Stride-1 convolution, one group: y (N, O, Ho, Wo) = x (N, C, H, W) (*) w (O, C, kh, kw).
  * Each image is copied once into a zero-padded (C, Hp, Wp) buffer. Output positions are
  * numbered q = oy * Wp + ox on the padded width, so that input tap (c, i, j) of position q
@@ -383,7 +399,8 @@ static void copy_padded(const float *xn, long C, long H, long W, long ph, long p
  * q reads CONV_NR consecutive floats per tap, straight from the buffer. The Wp - Wo columns past
  * each row are computed and dropped when the rows are copied into y. */
 int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
-                  const float *w, long ph, long pw, long dh, long dw, float *y)
+                  const float *w, long ph, long pw, long dh, long dw, float *y,
+                  const float *bias, int epilogue, const float *ey)
 {
     long hp = H + 2 * ph, wp = W + 2 * pw;
     long ho = hp - dh * (kh - 1), wo = wp - dw * (kw - 1);
@@ -409,10 +426,15 @@ int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long k
             for (long q0 = 0; q0 < q_total; q0 += CONV_NR)
                 kernel_indirect(K, pa + o0 * K, xp + q0, off, tmp + o0 * q_total + q0, q_total, m);
         }
-        float *yn = y + n * O * ho * wo;
+        long at = n * O * ho * wo;
         for (long o = 0; o < O; o++)
-            for (long r = 0; r < ho; r++)
-                memcpy(yn + (o * ho + r) * wo, tmp + o * q_total + r * wp, wo * sizeof(float));
+            for (long r = 0; r < ho; r++, at += wo) {
+                const float *row = tmp + o * q_total + r * wp;
+                if (!bias && epilogue == IMP_EPILOGUE_NONE)
+                    memcpy(y + at, row, wo * sizeof(float));
+                else
+                    finish_row(y + at, row, wo, bias ? bias + o : NULL, epilogue, ey ? ey + at : NULL);
+            }
     }
     release_scratch(block);
     return 0;

@@ -19,9 +19,11 @@ int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const 
               const float *y, long ldy);
 
 /* Stride-1 convolution of C-contiguous x (N, C, H, W) by w (O, C, kh, kw) with zero padding
- * (ph, pw) and dilation (dh, dw), into C-contiguous y (N, O, Ho, Wo). */
+ * (ph, pw) and dilation (dh, dw), into C-contiguous y (N, O, Ho, Wo); then bias (O) added
+ * unless NULL, then the epilogue (ey: y of IMP_EPILOGUE_RELU_GRAD, laid out as y). */
 int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
-                  const float *w, long ph, long pw, long dh, long dw, float *y);
+                  const float *w, long ph, long pw, long dh, long dw, float *y,
+                  const float *bias, int epilogue, const float *ey);
 
 /* Its weight gradient: gw (O, C, kh, kw) from x (N, C, H, W) and dy (N, O, Ho, Wo), all
  * C-contiguous; gw is overwritten. Unless gb is NULL, the bias gradient too: gb (O) = the sum

@@ -46,14 +46,16 @@ def _conv_backward(op, ctx, dy):
     params = _conv_params(op)
     gx = gw = gb = None
     want_bias = len(ctx.in_shapes) == 3 and _wants(ctx, 2)
-    if _wants(ctx, 0):
-        gx = _data_grad(params, dy, w.astype(dy.dtype), ctx.in_shapes[0][2:])
     if _wants(ctx, 1):
         gw = _filter_grad(params, x.astype(dy.dtype), dy, ctx.in_shapes[1][2:], want_bias)
         if want_bias:
             gw, gb = gw
     elif want_bias:
         gb = dy.sum(axis=(0, 2, 3))
+    # the input's gradient last: next to the op that consumes it (a ReLU's gradient), which
+    # its kernel can then do on the way out (ops/epilogue.py)
+    if _wants(ctx, 0):
+        gx = _data_grad(params, dy, w.astype(dy.dtype), ctx.in_shapes[0][2:])
     grads = (gx, gw, gb)[:len(ctx.in_shapes)]
     return tuple(_as_input_grad(gr, ctx, i) for i, gr in enumerate(grads))
 

@@ -149,3 +149,40 @@ def test_no_epilogue_under_the_memory_manager(epilogues):
     assert epilogues == [None]
     with np.errstate(invalid="ignore"):
         assert np.array_equal(y.numpy(), np.maximum(MatrixMul().kernel(x, w), 0), equal_nan=True)
+
+
+def _conv_step(seed):
+    """Loss and parameters after one SGD step of a small ReLU conv net: conv (+ bias) and
+    its ReLU, and the data gradient and its ReLU gradient, each as one kernel."""
+    imp.random.seed(seed)
+    net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+                        nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 8, 3))
+    rng = np.random.default_rng(seed)
+    x = imp.Tensor(rng.standard_normal((8, 3, 20, 20)).astype(np.float32))
+    labels = imp.Tensor(rng.integers(0, 8, 8).astype(np.int32))
+    gm = GradManager().attach(net.parameters())
+    with gm:
+        loss = F.cross_entropy(net(x).mean(axis=(2, 3)), labels)
+        gm.backward(loss)
+    optim.SGD(net.parameters(), 0.1).step()
+    return [float(loss)] + [p.numpy() for p in net.parameters()]
+
+
+def test_a_conv_net_step_gives_the_same_bits_with_and_without_epilogues(monkeypatch, kernels):
+    from imperative.ops.nn import Convolution, ConvolutionBackwardData
+    seen = []
+    for cls in (Convolution, ConvolutionBackwardData):
+        def recording(self, *arrays, epilogue=None, _kernel=cls.kernel):
+            seen.append((type(self).__name__, None if epilogue is None else epilogue.kind))
+            return _kernel(self, *arrays, epilogue=epilogue)
+        monkeypatch.setattr(cls, "kernel", recording)
+    with imp.option("async_level", 0):
+        apart = _conv_step(5)
+    assert {kind for _, kind in seen} == {None}
+    seen.clear()
+    together = _queued(lambda: _conv_step(5))
+    assert ("Convolution", "relu") in seen
+    assert ("ConvolutionBackwardData", "relu_grad") in seen
+    for a, b in zip(apart, together):
+        assert np.array_equal(a, b)
+

@@ -173,6 +173,30 @@ def test_conv2d_and_weight_gradient_match_float64(n, c, h, w, o, kh, kw, padding
 
 
 @needs_avx512
+@pytest.mark.parametrize("n,c,h,w,o,kh,kw,padding,dilation", CONVS[:3] + CONVS[-1:])
+def test_conv2d_bias_and_epilogues_match_numpy_on_the_plain_output(n, c, h, w, o, kh, kw,
+                                                                    padding, dilation):
+    """Bias, then ReLU or ReLU's gradient, in the output's last copy: numpy's bias add and
+    maximum (or relu_grad) on the plain output, bit for bit."""
+    rng = np.random.default_rng(n * c + h)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((o, c, kh, kw)).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    plain = _kernels.conv2d_s1(x, wt, padding, dilation)
+    biased = plain + bias.reshape(1, o, 1, 1)
+    assert np.array_equal(_kernels.conv2d_s1(x, wt, padding, dilation, bias), biased)
+    got = _kernels.conv2d_s1(x, wt, padding, dilation, bias, "relu")
+    assert np.array_equal(got, np.maximum(biased, np.float32(0)))
+    y = np.maximum(rng.standard_normal(plain.shape), 0).astype(np.float32)
+    got = _kernels.conv2d_s1(x, wt, padding, dilation, None, "relu_grad", y)
+    assert np.array_equal(got, np.multiply(plain, y > 0))
+    with pytest.raises(ValueError, match="relu_grad"):
+        _kernels.conv2d_s1(x, wt, padding, dilation, None, "relu_grad", y[:, :1])
+    with pytest.raises(ValueError, match="bias"):
+        _kernels.conv2d_s1(x, wt, padding, dilation, bias[:-1])
+
+
+@needs_avx512
 def test_conv2d_rejects_mismatched_shapes():
     x = np.ones((1, 3, 5, 5), np.float32)
     with pytest.raises(ValueError, match="do not match"):

@@ -72,13 +72,25 @@ def matmul(a, b, epilogue=None):
             or not active()):
         return None
     shape = (a.shape[0], b.shape[1])
-    kind = y = None
-    if epilogue is not None:
-        kind, y = epilogue.kind, epilogue.y
-        if y is not None and (y.dtype != _FLOAT32 or y.shape != shape or y.strides[1] != 4):
-            return None
-    out = np.empty(shape, dtype=_FLOAT32)
-    return _kernels.sgemm(a, b, out, epilogue=kind, y=y)
+    kind, y = _native_epilogue(epilogue, shape)
+    out = _kernels.sgemm(a, b, np.empty(shape, dtype=_FLOAT32), epilogue=kind, y=y)
+    return _finish_epilogue(out, epilogue, kind)
+
+
+def _native_epilogue(epilogue, shape):
+    """(kind, y) for a native kernel's stores, or (None, None) when the epilogue is None or
+    its y is not a C-contiguous float32 array of the output's shape."""
+    if epilogue is None:
+        return None, None
+    y = epilogue.y
+    if y is not None and (y.dtype != _FLOAT32 or y.shape != shape or not y.flags.c_contiguous):
+        return None, None
+    return epilogue.kind, y
+
+
+def _finish_epilogue(out, epilogue, kind):
+    """out, with the epilogue applied by its follower's kernel if the stores did not."""
+    return out if epilogue is None or kind is not None else epilogue.apply(out)
 
 
 def _loops_on():
@@ -141,12 +153,18 @@ def layer_norm_rows(rows, weight, bias, eps):
     return _kernels.layer_norm_rows(rows, weight, bias, eps)
 
 
-def conv2d(x, w, stride, padding, dilation, groups):
-    """A one-group, stride-1 float32 convolution on the native direct kernel, or None."""
+def conv2d(x, w, stride, padding, dilation, groups, bias=None, epilogue=None):
+    """A one-group, stride-1 float32 convolution on the native direct kernel (plus bias per
+    channel, then `epilogue`, in its last copy of the output), or None."""
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or w.dtype != _FLOAT32
             or x.shape[0] * w.size * x.shape[2] * x.shape[3] < _MIN_MACS or not active()):
         return None
-    return _kernels.conv2d_s1(x, w, padding, dilation)
+    (kh, kw), (ph, pw), (dh, dw) = w.shape[2:], padding, dilation
+    shape = (x.shape[0], w.shape[0], x.shape[2] + 2 * ph - dh * (kh - 1),
+             x.shape[3] + 2 * pw - dw * (kw - 1))
+    kind, y = _native_epilogue(epilogue, shape)
+    out = _kernels.conv2d_s1(x, w, padding, dilation, bias, kind, y)
+    return _finish_epilogue(out, epilogue, kind)
 
 
 def conv2d_grad_weight(x, dy, kernel_hw, stride, padding, dilation, groups, with_bias=False):

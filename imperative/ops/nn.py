@@ -147,6 +147,8 @@ class Convolution(Op):
     bias (O,); output (N, O, Ho, Wo). Ints or pairs for stride, padding, dilation."""
 
     _fields = ("stride", "padding", "dilation", "groups")
+    # the worker may hand kernel() a following ReLU or ReLU gradient (ops/epilogue.py)
+    EPILOGUE_CAPABLE = True
 
     def __init__(self, stride=1, padding=0, dilation=1, groups=1):
         if not isinstance(groups, numbers.Integral) or isinstance(groups, bool) or groups < 1:
@@ -185,7 +187,9 @@ class Convolution(Op):
         return tuple(_output_size("conv2d", dim, size, k, s, p, d) for dim, size, k, s, p, d in zip(
             ("height", "width"), (h, w), (kh, kw), self.stride, self.padding, self.dilation))
 
-    def kernel(self, x, w, b=None):
+    def kernel(self, x, w, b=None, epilogue=None):
+        """`epilogue` (an ops.epilogue.Epilogue): the output with it applied, in the native
+        kernel's last copy of the output where it can be, else by the follower's kernel."""
         out_dtype = float_dtype(a.dtype for a in (x, w, b) if a is not None)
         compute = _compute_dtype(out_dtype)
         x, w = x.astype(compute, copy=False), w.astype(compute, copy=False)
@@ -194,9 +198,17 @@ class Convolution(Op):
         g = self.groups
         ho, wo = self._output_hw(h, wd, kh, kw)
         k, l = cg * kh * kw, ho * wo
-        out = native.conv2d(x, w, self.stride, self.padding, self.dilation, g)
+        out = native.conv2d(x, w, self.stride, self.padding, self.dilation, g,
+                            None if b is None else b.astype(compute, copy=False), epilogue)
         if out is not None:
-            return self._finish(out, b, n, o, ho, wo, compute, out_dtype)
+            return out.astype(out_dtype, copy=False)
+        return self._finish(self._numpy_conv(x, w, n, c, o, k, l, ho, wo, compute), b,
+                            n, o, ho, wo, compute, out_dtype, epilogue)
+
+    def _numpy_conv(self, x, w, n, c, o, k, l, ho, wo, compute):
+        """The product as (N, O, Ho*Wo) in `compute`, through im2col and numpy's sgemm."""
+        g = self.groups
+        kh, kw = w.shape[2:]
         weight = w.reshape(g, o // g, k)
         out = np.empty((n, o, l), dtype=compute)
         if k < 64 or l >= _GEMM_COLUMNS:
@@ -211,7 +223,7 @@ class Convolution(Op):
                 np.copyto(part, win.transpose(0, 1, 4, 5, 2, 3))
                 np.matmul(weight, part.reshape(m, g, k, l),
                           out=out[start:stop].reshape(m, g, o // g, l))
-            return self._finish(out, b, n, o, ho, wo, compute, out_dtype)
+            return out
         # One (O/g, K) x (K, m*Ho*Wo) sgemm per group over a chunk of m images side by side
         # (im2col in (C, kh, kw, m, Ho, Wo) order: the copy moves rows of Wo contiguous
         # values), then one copy of the product into NCHW order.
@@ -226,14 +238,15 @@ class Convolution(Op):
             res = _scratch(prod, (g, o // g, m * l))
             np.matmul(weight, part.reshape(g, k, m * l), out=res)
             np.copyto(out[start:stop], res.reshape(o, m, l).transpose(1, 0, 2))
-        return self._finish(out, b, n, o, ho, wo, compute, out_dtype)
+        return out
 
     @staticmethod
-    def _finish(out, b, n, o, ho, wo, compute, out_dtype):
+    def _finish(out, b, n, o, ho, wo, compute, out_dtype, epilogue):
         out = out.reshape(n, o, ho, wo)
         if b is not None:
             out += b.astype(compute).reshape(1, o, 1, 1)
-        return out.astype(out_dtype, copy=False)
+        out = out.astype(out_dtype, copy=False)
+        return out if epilogue is None else epilogue.apply(out)
 
 
 class _ConvolutionGrad(Op):
@@ -273,6 +286,7 @@ class ConvolutionBackwardData(_ConvolutionGrad):
     (weight^T @ dy) then one strided add per kernel tap (col2im)."""
 
     _fields = ("stride", "padding", "dilation", "groups", "in_hw")
+    EPILOGUE_CAPABLE = True        # as Convolution's
 
     def __init__(self, stride=1, padding=0, dilation=1, groups=1, in_hw=(1, 1)):
         super().__init__(stride, padding, dilation, groups)
@@ -291,7 +305,7 @@ class ConvolutionBackwardData(_ConvolutionGrad):
         self._check(dy, x_shape, w.shape)
         return ((x_shape, float_dtype([dy.dtype, w.dtype])),)
 
-    def kernel(self, dy, w):
+    def kernel(self, dy, w, epilogue=None):
         out_dtype = float_dtype([dy.dtype, w.dtype])
         compute = _compute_dtype(out_dtype)
         dy, w = dy.astype(compute, copy=False), w.astype(compute, copy=False)
@@ -310,7 +324,11 @@ class ConvolutionBackwardData(_ConvolutionGrad):
             flipped = w.reshape(g, o // g, cg, kh, kw).transpose(0, 2, 1, 3, 4).reshape(
                 c, o // g, kh, kw)[:, :, ::-1, ::-1]
             conv = Convolution(1, (dh * (kh - 1) - ph, dw * (kw - 1) - pw), (dh, dw), g)
-            return conv.kernel(dy, flipped).astype(out_dtype, copy=False)
+            if compute != out_dtype:
+                # the epilogue belongs to the output's dtype
+                gx = conv.kernel(dy, flipped).astype(out_dtype)
+                return gx if epilogue is None else epilogue.apply(gx)
+            return conv.kernel(dy, flipped, epilogue=epilogue)
         # per chunk of m images: cols (g, K, m*Ho*Wo) = weight^T @ dy, as one sgemm per group
         # over the images side by side, then one strided add per kernel tap into a padded
         # (C, m, Hp, Wp) buffer, cropped and copied into NCHW order
@@ -338,7 +356,8 @@ class ConvolutionBackwardData(_ConvolutionGrad):
                     target[:, :, r0:r0 + (ho - 1) * sh + 1:sh, c0:c0 + (wo - 1) * sw + 1:sw] \
                         += cols[:, i, j]
             np.copyto(gx[start:stop], target[:, :, ph:ph + h, pw:pw + wd].transpose(1, 0, 2, 3))
-        return gx.astype(out_dtype, copy=False)
+        gx = gx.astype(out_dtype, copy=False)
+        return gx if epilogue is None else epilogue.apply(gx)
 
 
 class ConvolutionBackwardFilter(_ConvolutionGrad):
