@@ -6,6 +6,9 @@
 # Every field below is touched only with the GIL held, except the pthread
 # primitives and the flags named "nogil" which are read and written under `_mutex`.
 
+cdef extern from "sched.h" nogil:
+    int sched_yield()
+
 cdef extern from "pthread.h" nogil:
     ctypedef struct pthread_mutex_t:
         pass
