@@ -477,18 +477,19 @@ def _matmul_backward(op, ctx, dy):
     # b's gradient first: a's is then the last op issued, right before the op that consumes
     # it (a ReLU's gradient in an MLP), which the product can do in its epilogue
     if want_b:
-        gb = (F.matmul(dy, a, transpose_a=True, transpose_b=ta) if tb
-              else F.matmul(a, dy, transpose_a=not ta))
-        gb = _unbroadcast(gb, sb2)
-        if gb.shape != sb:
-            gb = gb.reshape(sb)
+        gb = _summed_to(F.matmul(dy, a, transpose_a=True, transpose_b=ta) if tb
+                        else F.matmul(a, dy, transpose_a=not ta), sb2, sb)
     if want_a:
-        ga = (F.matmul(b, dy, transpose_a=tb, transpose_b=True) if ta
-              else F.matmul(dy, b, transpose_b=not tb))
-        ga = _unbroadcast(ga, sa2)
-        if ga.shape != sa:
-            ga = ga.reshape(sa)
+        ga = _summed_to(F.matmul(b, dy, transpose_a=tb, transpose_b=True) if ta
+                        else F.matmul(dy, b, transpose_b=not tb), sa2, sa)
     return _as_input_grad(ga, ctx, 0), _as_input_grad(gb, ctx, 1)
+
+
+def _summed_to(g, shape2, shape):
+    """A product's gradient g summed over broadcast batch dimensions to `shape2` (the operand
+    as a matrix), then given the operand's own `shape`."""
+    g = _unbroadcast(g, shape2)
+    return g.reshape(shape) if g.shape != shape else g
 
 
 # ---------------------------------------------------------------------------------------
