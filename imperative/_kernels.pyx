@@ -8,8 +8,9 @@ import numpy as np
 cdef extern from "_sgemm.h" nogil:
     int imp_sgemm_supported()
     int IMP_EPILOGUE_NONE, IMP_EPILOGUE_RELU, IMP_EPILOGUE_RELU_GRAD
+    int IMP_SGEMM_ACCUMULATE, IMP_SGEMM_STREAM
     int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
-                  long rsb, long csb, float *c, long ldc, int accumulate, int epilogue,
+                  long rsb, long csb, float *c, long ldc, int flags, int epilogue,
                   const float *y, long ldy)
     int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
                       const float *w, long ph, long pw, long dh, long dw, float *y,
@@ -41,11 +42,12 @@ cdef long _stride(arr, int axis) except? -1:
 _EPILOGUES = {None: IMP_EPILOGUE_NONE, "relu": IMP_EPILOGUE_RELU, "relu_grad": IMP_EPILOGUE_RELU_GRAD}
 
 
-def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None):
+def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None, bint streaming=False):
     """out[...] = a @ b (or out += a @ b): 2-D float32 arrays; `out` has unit column stride.
     a and b may be any strided views (transposes included). epilogue: None, "relu" (each
     value v becomes max(v, 0)) or "relu_grad" (v * (y > 0), y an array shaped as out with unit
-    column stride), applied as numpy would on the way into out."""
+    column stride), applied as numpy would on the way into out. streaming: out is read only
+    much later (a weight gradient), so a large one-pass product may bypass the caches."""
     _require_avx512("sgemm")
     for name, arr in (("a", a), ("b", b), ("out", out)):
         if arr.dtype != np.float32 or arr.ndim != 2:
@@ -59,6 +61,7 @@ def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None):
     if epilogue not in _EPILOGUES:
         raise ValueError(f"native sgemm: epilogue must be one of {list(_EPILOGUES)}, got {epilogue!r}")
     cdef int epi = _EPILOGUES[epilogue]
+    cdef int flags = (IMP_SGEMM_ACCUMULATE if accumulate else 0) | (IMP_SGEMM_STREAM if streaming else 0)
     cdef size_t py = 0
     cdef long ldy = 0
     if epi == IMP_EPILOGUE_RELU_GRAD:
@@ -75,7 +78,7 @@ def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None):
     cdef int rc
     with nogil:
         rc = imp_sgemm(M, N, K, <const float *>pa, rsa, csa, <const float *>pb, rsb, csb,
-                       <float *>pc, ldc, accumulate, epi, <const float *>py, ldy)
+                       <float *>pc, ldc, flags, epi, <const float *>py, ldy)
     if rc:
         raise MemoryError("native sgemm: out of memory for packing buffers")
     return out

@@ -18,7 +18,7 @@
 /* Other CPUs: nothing native; the callers check imp_sgemm_supported() and use numpy. */
 int imp_sgemm_supported(void) { return 0; }
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
-              long rsb, long csb, float *c, long ldc, int accumulate, int epilogue,
+              long rsb, long csb, float *c, long ldc, int flags, int epilogue,
               const float *y, long ldy) { return -1; }
 int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
                   const float *w, long ph, long pw, long dh, long dw, float *y,
@@ -304,9 +304,10 @@ static void *carve(char **cursor, size_t bytes)
 }
 
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
-              long rsb, long csb, float *c, long ldc, int accumulate, int epilogue,
+              long rsb, long csb, float *c, long ldc, int flags, int epilogue,
               const float *y, long ldy)
 {
+    int accumulate = flags & IMP_SGEMM_ACCUMULATE;
     if (K == 0) {
         /* nothing to multiply: c is 0 (or kept); only the epilogue runs */
         if (!accumulate)
@@ -325,11 +326,11 @@ int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const 
     char *block = get_scratch(round_up(a_bytes, 64) + b_bytes), *cursor = block;
     if (!block) return -1;
     float *pa = carve(&cursor, a_bytes), *pb = carve(&cursor, b_bytes);
-    /* A large product written in one pass (a weight gradient: K is the batch) goes straight to
-     * memory with streaming stores: its consumer (the optimizer) comes after the rest of the
-     * backward pass has flushed it from the caches anyway, and fetching its fresh lines before
-     * writing them cost 6% of the product (1-1.5% of an MLP step). */
-    int stream = !accumulate && K <= KC && M * N >= STREAM_MIN && (size_t)c % 64 == 0 && ldc % 16 == 0;
+    /* streaming stores (when asked for) need 64-byte lines to themselves, and pay only when
+     * C is twice L2 or more: fetching fresh lines before writing them cost 6% of a weight
+     * gradient's product (1-1.5% of an MLP step) */
+    int stream = (flags & IMP_SGEMM_STREAM) && !accumulate && K <= KC && M * N >= STREAM_MIN
+                 && (size_t)c % 64 == 0 && ldc % 16 == 0;
     /* passes before the last store partial sums; the epilogue belongs to the last */
     store_mode partial = {1, 0, IMP_EPILOGUE_NONE, 0};
     store_mode first = {accumulate, stream, K <= KC ? epilogue : IMP_EPILOGUE_NONE, ldy};

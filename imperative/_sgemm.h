@@ -11,11 +11,17 @@ int imp_sgemm_supported(void);
 #define IMP_EPILOGUE_RELU 1
 #define IMP_EPILOGUE_RELU_GRAD 2
 
-/* c[M, N] (row stride ldc) = a[M, K] @ b[K, N], plus c's old value when accumulate, then
- * the epilogue; a and b given by element strides (rows, columns), so transposes cost
- * nothing. y is read only by IMP_EPILOGUE_RELU_GRAD (else may be NULL). */
+/* flags of imp_sgemm: add c's old value; or, for a large product written in one pass that
+ * nothing reads soon (a weight gradient, read by the optimizer after the whole backward
+ * pass), write c with streaming stores, without fetching its lines first. */
+#define IMP_SGEMM_ACCUMULATE 1
+#define IMP_SGEMM_STREAM 2
+
+/* c[M, N] (row stride ldc) = a[M, K] @ b[K, N] (plus c's old value, see flags), then the
+ * epilogue; a and b given by element strides (rows, columns), so transposes cost nothing.
+ * y is read only by IMP_EPILOGUE_RELU_GRAD (else may be NULL). */
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
-              long rsb, long csb, float *c, long ldc, int accumulate, int epilogue,
+              long rsb, long csb, float *c, long ldc, int flags, int epilogue,
               const float *y, long ldy);
 
 /* Stride-1 convolution of C-contiguous x (N, C, H, W) by w (O, C, kh, kw) with zero padding

@@ -367,3 +367,29 @@ def test_several_python_threads_issue_ops_safely():
         t.join()
     assert not errors
     assert results == {k: (k + 200.0, float(k)) for k in range(4)}
+
+
+def test_long_ops_waking_the_worker_from_several_threads():
+    """A product long enough that the caller hands the GIL to the worker it wakes, issued
+    from several threads after syncs (the worker asleep each time): right results, no hang."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 256)).astype(np.float32)   # 6.7e7 flops a product
+    want = a.astype(np.float64) @ b
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(5):
+                c = imp.functional.matmul(imp.Tensor(a), imp.Tensor(b))
+                results.append(np.abs(c.numpy() - want).max())
+        except Exception as e:   # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads) and not errors
+    assert len(results) == 15 and max(results) < 1e-2

@@ -70,7 +70,7 @@ def test_sgemm_large_one_pass_product(n, row, offset):
     a, b = _operand(rng, 1030, 64, "t"), _operand(rng, 64, n, "c")
     out = _aligned_empty((1030, row), offset)[:, :n]
     out[...] = np.nan
-    _kernels.sgemm(a, b, out)
+    _kernels.sgemm(a, b, out, streaming=True)
     assert _rel_err(out, a.astype(np.float64) @ b.astype(np.float64)) < 1e-5
 
 
@@ -87,7 +87,7 @@ def test_sgemm_epilogues_match_numpy_on_the_plain_product(m, k, n):
     plain = np.empty((m, n), np.float32)
     _kernels.sgemm(a, b, plain)
     got = _aligned_empty((m, n), 0)
-    _kernels.sgemm(a, b, got, epilogue="relu")
+    _kernels.sgemm(a, b, got, epilogue="relu", streaming=True)
     assert np.array_equal(got, np.maximum(plain, np.float32(0)), equal_nan=True)
     assert not np.signbit(got[~np.isnan(got)]).any()
     y = rng.standard_normal((m, n)).astype(np.float32)

@@ -70,7 +70,9 @@ class MatrixMul(Op):
         if a.dtype != b.dtype:
             dt = downcast(dtype_promotion([a.dtype, b.dtype]))
             a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)
-        out = native.matmul(a, b, epilogue)
+        # a^T @ b is how a backward pass makes a weight gradient (dy^T @ x), which nothing
+        # reads before the optimizer runs, after the rest of the backward pass
+        out = native.matmul(a, b, epilogue, streaming=self.transpose_a)
         if out is None:
             out = np.matmul(a, b)
             if epilogue is not None:

@@ -64,16 +64,18 @@ def active():
     return _MODE == "always" or (_blas_threads is not None and _blas_threads() == 1)
 
 
-def matmul(a, b, epilogue=None):
+def matmul(a, b, epilogue=None, streaming=False):
     """a @ b for 2-D float32 arrays on the native sgemm (with `epilogue`, an
-    ops.epilogue.Epilogue, applied in its stores), or None when numpy should run it."""
+    ops.epilogue.Epilogue, applied in its stores; `streaming`: the result is read only much
+    later, see _kernels.sgemm), or None when numpy should run it."""
     if (a.dtype != _FLOAT32 or b.dtype != _FLOAT32 or a.ndim != 2 or b.ndim != 2
             or a.shape[0] * a.shape[1] * b.shape[1] < _MIN_MACS or b.shape[1] < _MIN_COLUMNS
             or not active()):
         return None
     shape = (a.shape[0], b.shape[1])
     kind, y = _native_epilogue(epilogue, shape)
-    out = _kernels.sgemm(a, b, np.empty(shape, dtype=_FLOAT32), epilogue=kind, y=y)
+    out = _kernels.sgemm(a, b, np.empty(shape, dtype=_FLOAT32), epilogue=kind, y=y,
+                         streaming=streaming)
     return _finish_epilogue(out, epilogue, kind)
 
 
