@@ -10,7 +10,9 @@
  *
  * The micro-kernel keeps an MR x NR tile of C in registers: NR = 32 columns are two zmm
  * vectors, MR = 14 rows, 28 accumulators of the 32 zmm registers. Each step of k loads two
- * vectors of B and broadcasts MR values of A.
+ * vectors of B and broadcasts MR values of A. On their way into C the sums may go through an
+ * epilogue (ReLU, or ReLU's gradient), the work of the op that follows the product in a
+ * training step, so that op needs no pass of its own (see ops/epilogue.py).
  */
 #include "_sgemm.h"
 
@@ -312,13 +314,12 @@ int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const 
         /* nothing to multiply: c is 0 (or kept); only the epilogue runs */
         if (!accumulate)
             for (long i = 0; i < M; i++) memset(c + i * ldc, 0, N * sizeof(float));
-        if (epilogue != IMP_EPILOGUE_NONE)
-            for (long i = 0; i < M; i++)
-                for (long j = 0; j < N; j++) {
-                    float x = c[i * ldc + j];
-                    c[i * ldc + j] = epilogue == IMP_EPILOGUE_RELU ? (x != x ? x : x > 0.f ? x : 0.f)
-                                                                   : x * (float)(y[i * ldy + j] > 0.f);
-                }
+        for (long i = 0; i < M && epilogue != IMP_EPILOGUE_NONE; i++)
+            for (long j = 0; j < N; j++) {
+                float *v = c + i * ldc + j;
+                if (epilogue == IMP_EPILOGUE_RELU) *v = *v != *v ? *v : *v > 0.f ? *v : 0.f; /* NaN stays */
+                else *v *= (float)(y[i * ldy + j] > 0.f);
+            }
         return 0;
     }
     long mcap = M < MC ? M : MC;
