@@ -79,6 +79,35 @@ AVX512 static inline __m512 relu_grad16(__m512 x, __m512 y)
     return _mm512_mul_ps(x, _mm512_maskz_mov_ps(pos, _mm512_set1_ps(1.f)));
 }
 
+/* The first `left` of 16 lanes (none when left <= 0, all when left >= 16). */
+static inline __mmask16 lanes(long left)
+{
+    return left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+}
+
+/* The epilogue applied to 16 values v (the lanes `keep`); y[at..] is read by
+ * IMP_EPILOGUE_RELU_GRAD only. */
+AVX512 static inline __m512 epilogue16(int epilogue, __m512 v, const float *y, long at, __mmask16 keep)
+{
+    if (epilogue == IMP_EPILOGUE_RELU) return relu16(v);
+    if (epilogue == IMP_EPILOGUE_RELU_GRAD) return relu_grad16(v, _mm512_maskz_loadu_ps(keep, y + at));
+    return v;
+}
+
+/* dst[0, n) = src[0, n) plus *bias (unless NULL), then the epilogue (y: the row's y), in
+ * numpy's order: the bias added as its own float sum, then ReLU or ReLU's gradient.
+ * dst may be src. */
+AVX512 static void finish_row(float *dst, const float *src, long n, const float *bias, int epilogue,
+                              const float *y)
+{
+    for (long j = 0; j < n; j += 16) {
+        __mmask16 keep = lanes(n - j);
+        __m512 v = _mm512_maskz_loadu_ps(keep, src + j);
+        if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(*bias));
+        _mm512_mask_storeu_ps(dst + j, keep, epilogue16(epilogue, v, y, j, keep));
+    }
+}
+
 /* The micro-kernel body: acc (R x 16V) = sum over k of a[k*AS + i] * B_k[j], where AS >= R
  * is the row count A was packed with and B_k is the expression `bk` (a pointer to 16V floats
  * for step k), then stored to c (m x n valid) as `st` says (y: the epilogue's y at this
@@ -104,12 +133,10 @@ AVX512 static inline __m512 relu_grad16(__m512 x, __m512 y)
         {                                                                                  \
             float *cv = c + i * ldc + 16 * v;                                              \
             int left = n - 16 * v;                                                         \
-            __mmask16 mask = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1); \
+            __mmask16 mask = lanes(left);                                                  \
             __m512 out = acc[i][v];                                                        \
             if (st->accumulate) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, cv)); \
-            if (st->epilogue == IMP_EPILOGUE_RELU) out = relu16(out);                      \
-            else if (st->epilogue == IMP_EPILOGUE_RELU_GRAD)                               \
-                out = relu_grad16(out, _mm512_maskz_loadu_ps(mask, y + i * st->ldy + 16 * v)); \
+            out = epilogue16(st->epilogue, out, y, i * st->ldy + 16 * v, mask);            \
             if (st->stream && mask == 0xffff) _mm512_stream_ps(cv, out);                   \
             else _mm512_mask_storeu_ps(cv, mask, out);                                     \
         }
@@ -192,9 +219,8 @@ AVX512 static void pack_a(long mc, long kc, const float *a, long rs, long cs, in
         long panels = (mc + r - 1) / r;
         for (long k = 0; k < kc; k++)
             for (long p = 0; p < panels; p++) {
-                long m = mc - p * r < r ? mc - p * r : r;
-                __m512 v = _mm512_maskz_loadu_ps((__mmask16)((1u << m) - 1), a + k * cs + p * r);
-                _mm512_mask_storeu_ps(dst + p * kc * r + k * r, (__mmask16)((1u << r) - 1), v);
+                __m512 v = _mm512_maskz_loadu_ps(lanes(mc - p * r), a + k * cs + p * r);
+                _mm512_mask_storeu_ps(dst + p * kc * r + k * r, lanes(r), v);
             }
         return;
     }
@@ -205,7 +231,7 @@ AVX512 static void pack_a(long mc, long kc, const float *a, long rs, long cs, in
         if (cs == 1 && r <= 16) {
             /* rows contiguous: 16 x 16 blocks through registers (3x faster than gathering) */
             __m512 rows[16];
-            __mmask16 keep = (__mmask16)((1u << r) - 1);
+            __mmask16 keep = lanes(r);
             for (; k + 16 <= kc; k += 16) {
                 for (int i = 0; i < 16; i++)
                     rows[i] = i < m ? _mm512_loadu_ps(src + i * rs + k) : _mm512_setzero_ps();
@@ -315,11 +341,7 @@ int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const 
         if (!accumulate)
             for (long i = 0; i < M; i++) memset(c + i * ldc, 0, N * sizeof(float));
         for (long i = 0; i < M && epilogue != IMP_EPILOGUE_NONE; i++)
-            for (long j = 0; j < N; j++) {
-                float *v = c + i * ldc + j;
-                if (epilogue == IMP_EPILOGUE_RELU) *v = *v != *v ? *v : *v > 0.f ? *v : 0.f; /* NaN stays */
-                else *v *= (float)(y[i * ldy + j] > 0.f);
-            }
+            finish_row(c + i * ldc, c + i * ldc, N, NULL, epilogue, y ? y + i * ldy : NULL);
         return 0;
     }
     long mcap = M < MC ? M : MC;
@@ -377,21 +399,6 @@ static void copy_padded(const float *xn, long C, long H, long W, long ph, long p
     for (long c = 0; c < C; c++)
         for (long r = 0; r < H; r++)
             memcpy(dst + c * hp * wp + (r + ph) * wp + pw, xn + (c * H + r) * W, W * sizeof(float));
-}
-
-/* dst[0, n) = src[0, n) plus *bias (unless NULL), then the epilogue (y: its rows' y), in
- * numpy's order: the bias added as its own float sum, then ReLU or ReLU's gradient. */
-AVX512 static void finish_row(float *dst, const float *src, long n, const float *bias, int epilogue,
-                              const float *y)
-{
-    for (long j = 0; j < n; j += 16) {
-        __mmask16 keep = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
-        __m512 v = _mm512_maskz_loadu_ps(keep, src + j);
-        if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(*bias));
-        if (epilogue == IMP_EPILOGUE_RELU) v = relu16(v);
-        else if (epilogue == IMP_EPILOGUE_RELU_GRAD) v = relu_grad16(v, _mm512_maskz_loadu_ps(keep, y + j));
-        _mm512_mask_storeu_ps(dst + j, keep, v);
-    }
 }
 
 /* Stride-1 convolution, one group: y (N, O, Ho, Wo) = x (N, C, H, W) (*) w (O, C, kh, kw).
@@ -464,7 +471,7 @@ AVX512 static float copy_and_sum(float *dst, const float *src, long n)
         sum = _mm512_add_ps(sum, v);
     }
     if (j < n) {
-        __mmask16 rest = (__mmask16)((1u << (n - j)) - 1);
+        __mmask16 rest = lanes(n - j);
         __m512 v = _mm512_maskz_loadu_ps(rest, src + j);
         _mm512_mask_storeu_ps(dst + j, rest, v);
         sum = _mm512_add_ps(sum, v);
@@ -510,17 +517,15 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
     /* dy rows (o, image) on the padded width, plus zero rows standing in for channels past O */
     size_t xp_bytes = chunk * x_stride * sizeof(float);
     size_t dyp_bytes = (O + 1) * chunk * q_total * sizeof(float);
-    char *block = get_scratch(xp_bytes + dyp_bytes + (K + GW_T) * sizeof(long) + 3 * 64);
+    char *block = get_scratch(xp_bytes + dyp_bytes + (K + GW_T) * sizeof(long) + O * sizeof(double)
+                              + 4 * 64);
     char *cursor = block;
     if (!block) return -1;
     float *xp = carve(&cursor, xp_bytes), *dyp = carve(&cursor, dyp_bytes);
     long *off = carve(&cursor, (K + GW_T) * sizeof(long));
     /* the bias gradient: each row's float sum, added up per channel in double */
-    double *bias_sum = gb ? calloc(O, sizeof(double)) : NULL;
-    if (gb && !bias_sum) {
-        release_scratch(block);
-        return -1;
-    }
+    double *bias_sum = gb ? carve(&cursor, O * sizeof(double)) : NULL;
+    if (bias_sum) memset(bias_sum, 0, O * sizeof(double));
     tap_offsets(C, kh, kw, hp * wp, wp, dh, dw, off);
     for (long k = K; k < K + GW_T; k++) off[k] = 0; /* taps past K: computed, then dropped */
     memset(xp, 0, xp_bytes);
@@ -554,7 +559,6 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
         }
     }
     for (long o = 0; bias_sum && o < O; o++) gb[o] = (float)bias_sum[o];
-    free(bias_sum);
     release_scratch(block);
     return 0;
 }
