@@ -908,7 +908,8 @@ cdef class Channel:
             return
         if out.dtype is not product.dtype or out.shape != product.shape:
             return
-        if any(info is product for info in nxt.inputs[1:]):
+        # (its other input: a separate array of the product's own shape)
+        if any(info is product or info.shape != product.shape for info in nxt.inputs[1:]):
             return
         if not any(info is product for info in nxt.dels):
             return

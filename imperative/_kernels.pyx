@@ -42,6 +42,12 @@ cdef long _stride(arr, int axis) except? -1:
 _EPILOGUES = {None: IMP_EPILOGUE_NONE, "relu": IMP_EPILOGUE_RELU, "relu_grad": IMP_EPILOGUE_RELU_GRAD}
 
 
+cdef int _epilogue_code(str fn, epilogue) except -1:
+    if epilogue not in _EPILOGUES:
+        raise ValueError(f"native {fn}: epilogue must be one of {list(_EPILOGUES)}, got {epilogue!r}")
+    return _EPILOGUES[epilogue]
+
+
 def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None, bint streaming=False):
     """out[...] = a @ b (or out += a @ b): 2-D float32 arrays; `out` has unit column stride.
     a and b may be any strided views (transposes included). epilogue: None, "relu" (each
@@ -58,9 +64,7 @@ def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None, bint streamin
         raise ValueError(f"native sgemm: shapes {a.shape} @ {b.shape} -> {out.shape} do not match")
     if out.strides[1] != 4 or not out.flags.writeable:
         raise ValueError("native sgemm: out must be writeable with contiguous rows")
-    if epilogue not in _EPILOGUES:
-        raise ValueError(f"native sgemm: epilogue must be one of {list(_EPILOGUES)}, got {epilogue!r}")
-    cdef int epi = _EPILOGUES[epilogue]
+    cdef int epi = _epilogue_code("sgemm", epilogue)
     cdef int flags = (IMP_SGEMM_ACCUMULATE if accumulate else 0) | (IMP_SGEMM_STREAM if streaming else 0)
     cdef size_t py = 0
     cdef long ldy = 0
@@ -99,9 +103,7 @@ def conv2d_s1(x, w, padding, dilation, bias=None, epilogue=None, y=None):
     cdef long ho = h + 2 * ph - dh * (kh - 1), wo = wd + 2 * pw - dw * (kw - 1)
     if ho < 1 or wo < 1:
         raise ValueError("native conv2d: kernel larger than the padded input")
-    if epilogue not in _EPILOGUES:
-        raise ValueError(f"native conv2d: epilogue must be one of {list(_EPILOGUES)}, got {epilogue!r}")
-    cdef int epi = _EPILOGUES[epilogue]
+    cdef int epi = _epilogue_code("conv2d", epilogue)
     out = np.empty((n, o, ho, wo), dtype=np.float32)
     cdef size_t pbias = 0, pey = 0
     if bias is not None:

@@ -99,6 +99,22 @@ def test_relu_gradient_of_a_dying_product_is_its_epilogue(epilogues, kernels):
     assert np.array_equal(got.numpy(), want, equal_nan=True)
 
 
+def test_a_broadcast_relu_output_is_left_to_the_follower(epilogues, kernels):
+    from imperative.ops.elemwise import ActivationGrad
+    from imperative._core import apply
+    x, w = _arrays()
+    y = np.maximum(np.random.default_rng(2).standard_normal(80), 0).astype(np.float32)
+
+    def run():
+        dx = F.matmul(imp.Tensor(x), imp.Tensor(w))
+        return apply(ActivationGrad("RELU"), dx, imp.Tensor(y))[0]
+    got = _queued(run)
+    assert epilogues == [None]              # y is not of the product's shape
+    with np.errstate(invalid="ignore"):
+        want = np.multiply(MatrixMul().kernel(x, w), y > 0)
+    assert np.array_equal(got.numpy(), want, equal_nan=True)
+
+
 def test_float16_products_apply_the_follower_after_numpy(epilogues):
     x, w = (a.astype(np.float16) for a in _arrays())
 

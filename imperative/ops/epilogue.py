@@ -6,6 +6,9 @@ product (it dies at that command). The follower then finds its result already in
 product's buffer, which it takes over as it would for any in-place op. That saves the
 follower's pass over the product: in a training step of a ReLU MLP, 3% of the step.
 
+The worker plans an epilogue only when the follower's other input (ReLU's output, for its
+gradient) has the product's shape, so a native kernel can read it beside each output.
+
 Both followers are idempotent (applying one twice gives the same bits), so a follower that
 computes anyway (its input was not reusable after all) still gives the right result.
 """
@@ -37,3 +40,8 @@ class Epilogue:
         path), in place where its dtype allows: exactly what the follower would compute."""
         inputs = (product,) if self.kind == RELU else (product, self.y)
         return self.op.kernel(*inputs, out=product)
+
+
+def applied(epilogue, product):
+    """`product` with `epilogue` (an Epilogue, or None) applied by the follower's kernel."""
+    return product if epilogue is None else epilogue.apply(product)

@@ -3,6 +3,7 @@ import numpy as np
 
 from ..dtype import downcast, dtype_promotion
 from . import native
+from .epilogue import applied
 from .base import Op, check_arity, reject_quantized
 
 
@@ -73,11 +74,7 @@ class MatrixMul(Op):
         # a^T @ b is how a backward pass makes a weight gradient (dy^T @ x), which nothing
         # reads before the optimizer runs, after the rest of the backward pass
         out = native.matmul(a, b, epilogue, streaming=self.transpose_a)
-        if out is None:
-            out = np.matmul(a, b)
-            if epilogue is not None:
-                out = epilogue.apply(out)
-        return out
+        return applied(epilogue, np.matmul(a, b)) if out is None else out
 
 
 class BatchedMatrixMul(MatrixMul):

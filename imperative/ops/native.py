@@ -72,27 +72,24 @@ def matmul(a, b, epilogue=None, streaming=False):
             or a.shape[0] * a.shape[1] * b.shape[1] < _MIN_MACS or b.shape[1] < _MIN_COLUMNS
             or not active()):
         return None
-    shape = (a.shape[0], b.shape[1])
-    kind, y = _native_epilogue(epilogue, shape)
-    out = _kernels.sgemm(a, b, np.empty(shape, dtype=_FLOAT32), epilogue=kind, y=y,
-                         streaming=streaming)
-    return _finish_epilogue(out, epilogue, kind)
+    in_stores = _in_stores(epilogue)
+    out = _kernels.sgemm(a, b, np.empty((a.shape[0], b.shape[1]), dtype=_FLOAT32),
+                         epilogue=epilogue.kind if in_stores else None,
+                         y=epilogue.y if in_stores else None, streaming=streaming)
+    return _finish(out, epilogue, in_stores)
 
 
-def _native_epilogue(epilogue, shape):
-    """(kind, y) for a native kernel's stores, or (None, None) when the epilogue is None or
-    its y is not a C-contiguous float32 array of the output's shape."""
-    if epilogue is None:
-        return None, None
-    y = epilogue.y
-    if y is not None and (y.dtype != _FLOAT32 or y.shape != shape or not y.flags.c_contiguous):
-        return None, None
-    return epilogue.kind, y
+def _finish(out, epilogue, in_stores):
+    """out, with the epilogue applied by its follower's kernel unless the stores did it."""
+    return out if epilogue is None or in_stores else epilogue.apply(out)
 
 
-def _finish_epilogue(out, epilogue, kind):
-    """out, with the epilogue applied by its follower's kernel if the stores did not."""
-    return out if epilogue is None or kind is not None else epilogue.apply(out)
+def _in_stores(epilogue):
+    """Whether a native kernel's stores can apply `epilogue`: its y (the worker gives one of
+    the output's shape) must be a C-contiguous float32 array; else the follower's kernel runs
+    on the output."""
+    return epilogue is not None and (epilogue.y is None or (
+        epilogue.y.dtype == _FLOAT32 and epilogue.y.flags.c_contiguous))
 
 
 def _loops_on():
@@ -161,12 +158,10 @@ def conv2d(x, w, stride, padding, dilation, groups, bias=None, epilogue=None):
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or w.dtype != _FLOAT32
             or x.shape[0] * w.size * x.shape[2] * x.shape[3] < _MIN_MACS or not active()):
         return None
-    (kh, kw), (ph, pw), (dh, dw) = w.shape[2:], padding, dilation
-    shape = (x.shape[0], w.shape[0], x.shape[2] + 2 * ph - dh * (kh - 1),
-             x.shape[3] + 2 * pw - dw * (kw - 1))
-    kind, y = _native_epilogue(epilogue, shape)
-    out = _kernels.conv2d_s1(x, w, padding, dilation, bias, kind, y)
-    return _finish_epilogue(out, epilogue, kind)
+    in_stores = _in_stores(epilogue)
+    out = _kernels.conv2d_s1(x, w, padding, dilation, bias, epilogue.kind if in_stores else None,
+                             epilogue.y if in_stores else None)
+    return _finish(out, epilogue, in_stores)
 
 
 def conv2d_grad_weight(x, dy, kernel_hw, stride, padding, dilation, groups, with_bias=False):

@@ -13,6 +13,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import dtype as D
 from . import native
+from .epilogue import applied
 from .base import Op, check_arity, normalize_axis, reject_quantized
 
 __all__ = ["Convolution", "ConvolutionBackwardData", "ConvolutionBackwardFilter", "Pooling", "Softmax", "LogSoftmax", "CrossEntropy",
@@ -245,8 +246,7 @@ class Convolution(Op):
         out = out.reshape(n, o, ho, wo)
         if b is not None:
             out += b.astype(compute).reshape(1, o, 1, 1)
-        out = out.astype(out_dtype, copy=False)
-        return out if epilogue is None else epilogue.apply(out)
+        return applied(epilogue, out.astype(out_dtype, copy=False))
 
 
 class _ConvolutionGrad(Op):
@@ -326,8 +326,7 @@ class ConvolutionBackwardData(_ConvolutionGrad):
             conv = Convolution(1, (dh * (kh - 1) - ph, dw * (kw - 1) - pw), (dh, dw), g)
             if compute != out_dtype:
                 # the epilogue belongs to the output's dtype
-                gx = conv.kernel(dy, flipped).astype(out_dtype)
-                return gx if epilogue is None else epilogue.apply(gx)
+                return applied(epilogue, conv.kernel(dy, flipped).astype(out_dtype))
             return conv.kernel(dy, flipped, epilogue=epilogue)
         # per chunk of m images: cols (g, K, m*Ho*Wo) = weight^T @ dy, as one sgemm per group
         # over the images side by side, then one strided add per kernel tap into a padded
@@ -356,8 +355,7 @@ class ConvolutionBackwardData(_ConvolutionGrad):
                     target[:, :, r0:r0 + (ho - 1) * sh + 1:sh, c0:c0 + (wo - 1) * sw + 1:sw] \
                         += cols[:, i, j]
             np.copyto(gx[start:stop], target[:, :, ph:ph + h, pw:pw + wd].transpose(1, 0, 2, 3))
-        gx = gx.astype(out_dtype, copy=False)
-        return gx if epilogue is None else epilogue.apply(gx)
+        return applied(epilogue, gx.astype(out_dtype, copy=False))
 
 
 class ConvolutionBackwardFilter(_ConvolutionGrad):
