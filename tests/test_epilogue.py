@@ -14,16 +14,21 @@ from imperative.ops.matmul import MatrixMul
 BIG = 10000   # elements: more than the host-compute limit, so the op goes to the worker
 
 
+def _record_epilogues(monkeypatch, cls, seen, entry=lambda op, kind: kind):
+    """Append entry(op, the epilogue kind or None) to `seen` for each run of cls's kernel."""
+    kernel = cls.kernel
+
+    def recording(self, *arrays, epilogue=None):
+        seen.append(entry(self, None if epilogue is None else epilogue.kind))
+        return kernel(self, *arrays, epilogue=epilogue)
+    monkeypatch.setattr(cls, "kernel", recording)
+
+
 @pytest.fixture
 def epilogues(monkeypatch):
     """The epilogue kinds MatrixMul's kernel was handed, in order."""
     seen = []
-    kernel = MatrixMul.kernel
-
-    def recording(self, a, b, epilogue=None):
-        seen.append(None if epilogue is None else epilogue.kind)
-        return kernel(self, a, b, epilogue)
-    monkeypatch.setattr(MatrixMul, "kernel", recording)
+    _record_epilogues(monkeypatch, MatrixMul, seen)
     return seen
 
 
@@ -126,21 +131,25 @@ def test_float16_products_apply_the_follower_after_numpy(epilogues):
         assert np.array_equal(y.numpy(), np.maximum(x @ w, np.float16(0)), equal_nan=True)
 
 
+def _sgd_step(net, x, labels, head=lambda out: out):
+    """Loss and parameters after one SGD step of `net` on (x, labels)."""
+    gm = GradManager().attach(net.parameters())
+    with gm:
+        loss = F.cross_entropy(head(net(imp.Tensor(x))), imp.Tensor(labels))
+        gm.backward(loss)
+    optim.SGD(net.parameters(), 0.1).step()
+    return [float(loss)] + [p.numpy() for p in net.parameters()]
+
+
 def _mlp_step(seed):
-    """Loss and parameters after one SGD step of a ReLU MLP (epilogues in forward and
-    backward; a bias would put its add between a product and its ReLU)."""
+    """One step of a ReLU MLP (epilogues in forward and backward; a bias would put its add
+    between a product and its ReLU)."""
     imp.random.seed(seed)
     net = nn.Sequential(nn.Linear(96, 128, bias=False), nn.ReLU(),
                         nn.Linear(128, 128, bias=False), nn.ReLU(), nn.Linear(128, 10))
     rng = np.random.default_rng(seed)
-    x = imp.Tensor(rng.standard_normal((64, 96)).astype(np.float32))
-    labels = imp.Tensor(rng.integers(0, 10, 64).astype(np.int32))
-    gm = GradManager().attach(net.parameters())
-    with gm:
-        loss = F.cross_entropy(net(x), labels)
-        gm.backward(loss)
-    optim.SGD(net.parameters(), 0.1).step()
-    return [float(loss)] + [p.numpy() for p in net.parameters()]
+    return _sgd_step(net, rng.standard_normal((64, 96)).astype(np.float32),
+                     rng.integers(0, 10, 64).astype(np.int32))
 
 
 def test_a_training_step_gives_the_same_bits_with_and_without_epilogues(epilogues, kernels):
@@ -168,30 +177,21 @@ def test_no_epilogue_under_the_memory_manager(epilogues):
 
 
 def _conv_step(seed):
-    """Loss and parameters after one SGD step of a small ReLU conv net: conv (+ bias) and
-    its ReLU, and the data gradient and its ReLU gradient, each as one kernel."""
+    """One step of a small ReLU conv net: conv (+ bias) and its ReLU, and the data gradient
+    and its ReLU gradient, each as one kernel."""
     imp.random.seed(seed)
     net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
                         nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 8, 3))
     rng = np.random.default_rng(seed)
-    x = imp.Tensor(rng.standard_normal((8, 3, 20, 20)).astype(np.float32))
-    labels = imp.Tensor(rng.integers(0, 8, 8).astype(np.int32))
-    gm = GradManager().attach(net.parameters())
-    with gm:
-        loss = F.cross_entropy(net(x).mean(axis=(2, 3)), labels)
-        gm.backward(loss)
-    optim.SGD(net.parameters(), 0.1).step()
-    return [float(loss)] + [p.numpy() for p in net.parameters()]
+    return _sgd_step(net, rng.standard_normal((8, 3, 20, 20)).astype(np.float32),
+                     rng.integers(0, 8, 8).astype(np.int32), head=lambda out: out.mean(axis=(2, 3)))
 
 
 def test_a_conv_net_step_gives_the_same_bits_with_and_without_epilogues(monkeypatch, kernels):
     from imperative.ops.nn import Convolution, ConvolutionBackwardData
     seen = []
     for cls in (Convolution, ConvolutionBackwardData):
-        def recording(self, *arrays, epilogue=None, _kernel=cls.kernel):
-            seen.append((type(self).__name__, None if epilogue is None else epilogue.kind))
-            return _kernel(self, *arrays, epilogue=epilogue)
-        monkeypatch.setattr(cls, "kernel", recording)
+        _record_epilogues(monkeypatch, cls, seen, lambda op, kind: (type(op).__name__, kind))
     with imp.option("async_level", 0):
         apart = _conv_step(5)
     assert {kind for _, kind in seen} == {None}
