@@ -75,6 +75,9 @@ cdef class TensorInfo:
     cdef public Storage storage        # [W] allocation holding `value`
     cdef public object producer        # [C] Producer that recomputes it (while recording paths)
     cdef public list users             # [C] weak references to the Producers reading it
+    cdef public Py_ssize_t users_prune_at  # [C] prune dead references when `users` reaches this
+    cdef public int dead_chain         # [C/W] dead evicted records its recomputation would
+                                       #     have to recompute first (approximate)
     cdef public Py_ssize_t numel       # number of elements (from shape)
     cdef public Py_ssize_t size        # bytes the value occupies (from shape and dtype)
     cdef public double cost            # [W] seconds its producer took

@@ -447,6 +447,7 @@ cdef class Channel:
                            or self._opts[OPT_RECORD_PATH] or self._opts[OPT_DTR_AUTO])
         if not self._memory_on and self.mm is not None:
             self.mm.candidates.clear()    # nothing is evicted while off; hold no records
+            self.mm.sweep_kept()
             self.mm.size_pool(0)
 
     def get_option(self, str name):
@@ -958,11 +959,13 @@ cdef class Channel:
     cdef void _delete(self, TensorInfo info):
         """No Tensor refers to `info` any more. While producers are recorded, a tensor that
         can be recomputed is dropped (its record stays for whoever needs it again) and a
-        leaf that a recorded producer reads keeps its value (its record's death frees it)."""
+        leaf that a recorded producer reads keeps its value while an evicted tensor needs
+        it (imperative/_memory.pxi, release_leaf)."""
         # (records made while recording keep these rules after it is turned off: what was
         # dropped then can still be recomputed)
         if ((self._memory_on or info.producer is not None or info.users is not None)
                 and info.status in (PRODUCED, DROPPED, SWAPPED)):
+            self.mm.note_death()
             if info.producer is not None:
                 if info.status == PRODUCED:
                     self.mm.drop_dead(info, "deleted")
@@ -971,7 +974,12 @@ cdef class Channel:
                 return
             if _read_by_a_recipe(info):
                 self.mm.forget(info)
-                return
+                if not self.mm.release_leaf(info):
+                    return
+        self._finish_delete(info)
+
+    cdef void _finish_delete(self, TensorInfo info):
+        """Free the value (and any swap file) of a record nothing needs any more."""
         self._free_value(info)
         if info.swap_path is not None:
             _remove_swap_file(info)
@@ -1099,7 +1107,7 @@ cdef class Channel:
         """A dying input's storage can hold `out`: same shape and dtype, contiguous, owning
         its whole storage, and no view of it anywhere."""
         cdef Storage st = info.storage
-        if self._memory_on and not _may_overwrite_dying(info):
+        if self._memory_on and not self.mm.may_overwrite_dying(info):
             return False
         return (st is not None and st.refs == 1 and not st.exported
                 and info.dtype is out.dtype and info.shape == out.shape
@@ -1426,6 +1434,7 @@ def get_swap_dir():
 def memory_manager_stats():
     return {"eviction_seconds": _channel.mm.eviction_seconds,
             "budget_overshoots": _channel.mm.overshoots, "clock": _channel.mm.clock,
+            "recipe_cuts": _channel.mm.cuts, "kept_leaves": len(_channel.mm.kept),
             "candidates": len(_channel.mm.candidates)}
 cdef object _tensor_cls = None   # imperative.tensor.Tensor, set at its import
 
@@ -1496,12 +1505,14 @@ def memory_stats(device=None):
     stats = d.stats.as_dict()
     stats["eviction_seconds"] = _channel.mm.eviction_seconds
     stats["budget_overshoots"] = _channel.mm.overshoots
+    stats["peak_floor"] = _channel.mm.peak_floor
     return stats
 
 
 def reset_peak_memory_stats():
     for d in set(_devices.values()):
         (<Device>d).stats.peak_allocated = (<Device>d).stats.allocated
+    _channel.mm.peak_floor = 0
 
 
 def _channel_stats():

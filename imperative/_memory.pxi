@@ -20,6 +20,14 @@ cdef double _MEMORY_BYTES_PER_S = 5e9       # bytes an elementwise kernel moves 
 cdef double _SWAP_BYTES_PER_S = 1e9         # write, or read back, a swap file
 cdef double _FLOPS_PER_S = 1e11             # one-thread sgemm here (PERF_NOTES: 134 GFLOP/s)
 
+# A resident tensor whose recomputation would first have to recompute more dead records
+# than this stops being recomputable (its recipe is cut, and with it the dead history
+# behind it): in an `x = f(x)` loop the records would otherwise grow without end, and no
+# policy would ever pick a tensor that costs that many ops to bring back.
+cdef int _MAX_DEAD_CHAIN = 32
+cdef Py_ssize_t _MIN_USERS_PRUNE = 16        # a users list is first pruned at this length
+cdef long long _MIN_SWEEP_INTERVAL = 64      # record deaths between two sweeps of kept leaves
+
 
 @cython.final
 cdef class Producer:
@@ -204,6 +212,12 @@ POLICIES = {"dtr_eq": DTREqPolicy, "lru": LRUPolicy, "size": SizePolicy}
 _POOL_LIMIT = 64 << 20               # the worker's block cache without a budget (_pool.c)
 
 cdef object _overshoot_hook = None    # debugging: called as hook(allocated, needed, threshold)
+cdef object _cut_hook = None          # debugging: called with each record whose recipe is cut
+
+
+def set_cut_hook(hook):
+    global _cut_hook
+    _cut_hook = hook
 
 
 def set_overshoot_hook(hook):
@@ -218,22 +232,34 @@ def set_overshoot_hook(hook):
 cdef class MemoryManager:
     cdef Channel ch
     cdef public EvictionPolicy policy
-    # Resident, recomputable, big enough. Held weakly: a recomputed record that no tensor
-    # and no recipe refers to any more must die (and free its value), not be kept alive
-    # here together with the whole history its recipe reaches.
-    cdef public object candidates
+    # Resident, recomputable, big enough: {address: weak reference}. Held weakly: a
+    # recomputed record that no tensor and no recipe refers to any more must die (and free
+    # its value), not be kept alive here together with the whole history its recipe
+    # reaches. A dict, not a WeakSet: every read and write is one C call under the GIL, so
+    # threads issuing ops at once never see it change in the middle of an iteration.
+    cdef public dict candidates
+    # Leaves (no producer) whose tensors are gone but whose value an evicted tensor needs
+    # to come back: {address: weak reference}; freed as soon as none does (sweep_kept)
+    cdef public dict kept
+    cdef long long deaths_since_sweep
+    cdef long long sweep_after        # deaths between sweeps: grows with a sweep's work
     cdef public long long clock   # logical: one tick per op run
     cdef public str swap_dir
     cdef public str own_swap_dir    # the temporary folder made here (removed at close)
     cdef object _rng              # for sqrt(N) sampling, seeded: decisions are reproducible
     cdef public double eviction_seconds
     cdef public long long overshoots
+    cdef public long long cuts          # records whose recipe was let go (release_leaf, chains)
+    cdef public long long peak_floor    # the most memory that could not be evicted when the
+                                        # budget was reached (pinned, leaves, unrecomputable)
     cdef long long pool_sized_for   # the budget the worker's block cache was last sized for
 
     def __cinit__(self, Channel ch):
         self.ch = ch
         self.policy = DTREqPolicy()
-        self.candidates = _weakref.WeakSet()
+        self.candidates = {}
+        self.kept = {}
+        self.sweep_after = _MIN_SWEEP_INTERVAL
         self.swap_dir = None
         import random as _random
         self._rng = _random.Random(0)
@@ -249,9 +275,7 @@ cdef class MemoryManager:
         p.cost = _estimate_cost(op, inputs, outputs) / max(len(outputs), 1)
         pref = _weakref.ref(p)
         for info in inputs:
-            if info.users is None:
-                info.users = []
-            info.users.append(pref)
+            _add_user(info, pref)
         for info in outputs:
             info.producer = p
             info.cost = p.cost
@@ -271,6 +295,7 @@ cdef class MemoryManager:
 
     cdef void on_produced(self, TensorInfo info):
         """A value became resident: maybe an eviction candidate."""
+        cdef TensorInfo i
         info.last_use = self.clock
         info.read_since_produced = False
         if info.producer is None:
@@ -279,8 +304,15 @@ cdef class MemoryManager:
             # Cutting the producer ends the history chain: without this, evicting a
             # parameter would mean recomputing every earlier training step.
             info.producer = None
+            return
+        info.dead_chain = 0
+        for i in (<Producer>info.producer).inputs:
+            if not _alive(i) and (i.status == DROPPED or i.status == SWAPPED):
+                info.dead_chain += i.dead_chain + 1
+        if info.dead_chain > _MAX_DEAD_CHAIN:
+            self.cut(info)
         elif info.size >= self.ch._opts[OPT_MIN_EVICTEE] and (<OpDef>(<Producer>info.producer).op).recomputable:
-            self.candidates.add(info)
+            self.candidates[_key(info)] = _weakref.ref(info)
         elif not self.ch._opts[OPT_ENABLE_DROP]:
             # Never evicted (too small): its recipe would only keep its inputs alive, and
             # through them whole earlier steps (an old loss holding old parameters).
@@ -296,7 +328,80 @@ cdef class MemoryManager:
         return 0
 
     cdef void forget(self, TensorInfo info):
-        self.candidates.discard(info)
+        self.candidates.pop(_key(info), None)
+
+    cdef void cut(self, TensorInfo info):
+        """`info` stops being recomputable: it keeps its value (resident, or still to be
+        made by a queued op) and lets go of its recipe, and so of the history behind it."""
+        self.forget(info)
+        info.producer = None
+        self.cuts += 1
+        if _cut_hook is not None:
+            _cut_hook(info)
+
+    # ---- leaves that recipes read
+
+    cdef bint release_leaf(self, TensorInfo leaf) except -1:
+        """`leaf` (a value without producer: data, an RNG result, a parameter's old value)
+        has no tensor left, but recorded recipes read it. Its value is the only copy. It
+        stays while an evicted tensor needs it to come back, or while the tensors whose
+        recipes reach it could be evicted and are together at least as large (keeping it
+        is then the cheaper way to keep them evictable: a batch norm's old running mean,
+        which its output's recipe reads). Otherwise those tensors, all resident or about
+        to be, stop being recomputable and the value can go (a parameter's old value after
+        the update, which only the step's loss still reaches). True when no recipe needs
+        it any more."""
+        cdef list frontier = []
+        if (_needed_by_evicted(leaf, frontier)
+                or self.evictable_frontier_bytes(frontier) >= max(leaf.size, 1)):
+            self.kept[_key(leaf)] = _weakref.ref(leaf)
+            return False
+        for info in frontier:
+            self.cut(<TensorInfo>info)
+        self.kept.pop(_key(leaf), None)
+        return not _read_by_a_recipe(leaf)
+
+    cdef Py_ssize_t evictable_frontier_bytes(self, list frontier):
+        """Bytes of the held records that are, or will be once their op has run, eviction
+        candidates."""
+        cdef TensorInfo info
+        cdef Py_ssize_t total = 0
+        for info in frontier:
+            if _key(info) in self.candidates or (
+                    info.status == ALLOCATED and info.producer is not None and not info.persistent
+                    and info.size >= self.ch._opts[OPT_MIN_EVICTEE]
+                    and (<OpDef>(<Producer>info.producer).op).recomputable):
+                total += info.size
+        return total
+
+    cdef bint may_overwrite_dying(self, TensorInfo info) except -1:
+        """While producers are recorded, may an op write its output over this dying input?
+        Yes when the input will be dropped and can be recomputed, or when no recorded
+        producer needs its value; not when it is a leaf an evicted tensor still needs
+        (its value is the only copy)."""
+        cdef Producer p = info.producer
+        if p is not None:
+            return (<OpDef>p.op).recomputable
+        return not _read_by_a_recipe(info) or self.release_leaf(info)
+
+    cdef void note_death(self):
+        """A record died: now and then, see whether a kept leaf is still needed."""
+        self.deaths_since_sweep += 1
+        if self.kept and self.deaths_since_sweep >= self.sweep_after:
+            self.sweep_kept()
+
+    cdef void sweep_kept(self):
+        """Free the kept leaves no evicted tensor needs any more."""
+        cdef TensorInfo leaf
+        self.deaths_since_sweep = 0
+        for key, ref in list(self.kept.items()):
+            leaf = ref()
+            if leaf is None or _alive(leaf) or leaf.status == DELETED:
+                self.kept.pop(key, None)
+            elif self.release_leaf(leaf):
+                self.ch._finish_delete(leaf)
+        # amortised: a sweep that walks many records waits for proportionally more deaths
+        self.sweep_after = max(_MIN_SWEEP_INTERVAL, 4 * len(self.kept))
 
     # ---- dropping, swapping, restoring
 
@@ -315,7 +420,18 @@ cdef class MemoryManager:
         h_DTR^eq must see that."""
         self.drop(info, reason)
         self.policy.on_evict(info)
+        self.lengthen_chains(info)
         return 0
+
+    cdef void lengthen_chains(self, TensorInfo dead):
+        """`dead` was dropped for good: whoever reads it would recompute it (and what it
+        needs) first. A resident reader whose chain of dead records grows too long is cut."""
+        cdef TensorInfo out
+        for out in _consumer_outputs(dead):
+            out.dead_chain += dead.dead_chain + 1
+            if (out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None
+                    and out.status != DROPPED and out.status != SWAPPED):
+                self.cut(out)
 
     cdef int swap_out(self, TensorInfo info, str reason) except -1:
         """Write the value to a file and free it; on any error nothing changes."""
@@ -496,10 +612,13 @@ cdef class MemoryManager:
             _kernels.pool_set_limit(_POOL_LIMIT if threshold == 0 else min(_POOL_LIMIT, threshold // 2))
 
     cdef int make_room(self, Py_ssize_t needed, Device device) except -1:
-        """Evict until tensor memory on `device` plus `needed` fits the threshold. When only
-        pinned or unrecomputable tensors are left, the op runs anyway: overshoot counted."""
+        """Best effort: evict, lowest score first, until tensor memory on `device` plus
+        `needed` fits the threshold or nothing evictable is left; then the op runs anyway
+        and the overshoot is counted. So the peak stays within max(threshold, floor) plus
+        the op's outputs, where the floor is what cannot be evicted now (pinned inputs,
+        leaves, values no recipe can rebuild)."""
         cdef long long threshold = self.ch._opts[OPT_DTR_THRESHOLD]
-        cdef long long t0
+        cdef long long t0, floor
         cdef TensorInfo victim
         if not self.ch._opts[OPT_DTR_AUTO] or threshold <= 0:
             threshold = 0
@@ -509,17 +628,15 @@ cdef class MemoryManager:
         if device.stats.allocated + needed <= threshold:
             return 0
         t0 = _now_ns()
-        if device.stats.allocated + needed - self.evictable_bytes(device) > threshold:
-            # Evicting everything would still not fit: evict nothing. Emptying memory for
-            # an op that overshoots anyway only makes the next ops recompute it all.
-            self.overshoot(device, needed, threshold)
-        else:
-            while device.stats.allocated + needed > threshold:
-                victim = self.choose(device)
-                if victim is None:
-                    self.overshoot(device, needed, threshold)
-                    break
-                self.evict(victim)
+        floor = device.stats.allocated - self.evictable_bytes(device)
+        if floor > self.peak_floor:
+            self.peak_floor = floor
+        while device.stats.allocated + needed > threshold:
+            victim = self.choose(device)
+            if victim is None:
+                self.overshoot(device, needed, threshold)
+                break
+            self.evict(victim)
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
         return 0
 
@@ -528,10 +645,22 @@ cdef class MemoryManager:
         if _overshoot_hook is not None:
             _overshoot_hook(device.stats.allocated, needed, threshold)
 
+    cdef list live_candidates(self):
+        """The candidates still alive (a snapshot), pruning the dead ones."""
+        cdef list out = []
+        for key, ref in list(self.candidates.items()):
+            info = ref()
+            if info is None:
+                if self.candidates.get(key) is ref:
+                    del self.candidates[key]
+            else:
+                out.append(info)
+        return out
+
     cdef Py_ssize_t evictable_bytes(self, Device device):
         cdef TensorInfo info
         cdef Py_ssize_t total = 0
-        for info in self.candidates:
+        for info in self.live_candidates():
             if self.evictable(info, device):
                 total += info.size
         return total
@@ -547,7 +676,7 @@ cdef class MemoryManager:
         a recomputation whose inputs may be gone by then."""
         cdef TensorInfo info, best = None, best_unread = None
         cdef double s, best_score = 0, best_unread_score = 0
-        cdef list pool = list(self.candidates)
+        cdef list pool = self.live_candidates()
         cdef Py_ssize_t k
         if self.ch._opts[OPT_SQRT_SAMPLING] and len(pool) > 16:
             k = <Py_ssize_t>sqrt(<double>len(pool)) + 1
@@ -581,6 +710,63 @@ cdef class MemoryManager:
         return 0
 
 
+cdef inline Py_ssize_t _key(TensorInfo info):
+    return <Py_ssize_t><void*>info
+
+
+cdef inline bint _alive(TensorInfo info):
+    """A tensor or a queued op still holds it. (Pins alone do not count: a dead record
+    pinned while a recomputation passes through it is only on the way.)"""
+    return info.tensor_refs > 0 or info.pending_uses > 0
+
+
+cdef void _add_user(TensorInfo info, object producer_ref):
+    """Note that a recorded producer reads `info`. Dead references are pruned whenever the
+    list has doubled since the last pruning: a long-lived tensor (a parameter) read by
+    every op would otherwise collect one per op, forever."""
+    cdef list users = info.users
+    if users is None:
+        users = info.users = []
+        info.users_prune_at = _MIN_USERS_PRUNE
+    users.append(producer_ref)
+    if len(users) >= info.users_prune_at:
+        users[:] = [r for r in users if r() is not None]
+        info.users_prune_at = max(_MIN_USERS_PRUNE, 2 * len(users))
+
+
+cdef bint _needed_by_evicted(TensorInfo leaf, list frontier) except -1:
+    """Walk forward from `leaf` over the recipes that read it, through dead records (which
+    would be recomputed on the way), to the records something still holds. True when one
+    of those is evicted (dropped or swapped out): it needs `leaf` to come back. Otherwise
+    `frontier` gets the held records, all resident or about to be."""
+    cdef list stack = [leaf]
+    cdef set seen = {_key(leaf)}
+    cdef TensorInfo r, out
+    while stack:
+        r = stack.pop()
+        if r.users is None:
+            continue
+        for pref in r.users:
+            p = pref()
+            if p is None:
+                continue
+            for oref in (<Producer>p).outputs:
+                o = oref()
+                if o is None or _key(o) in seen:
+                    continue
+                out = o
+                seen.add(_key(out))
+                if out.status == DROPPED or out.status == SWAPPED:
+                    if _alive(out):
+                        return True
+                    stack.append(out)
+                elif _alive(out):
+                    frontier.append(out)
+                elif out.producer is not None and out.status != DELETED and out.status != INVALID:
+                    stack.append(out)
+    return False
+
+
 cdef bint _read_by_a_recipe(TensorInfo info):
     """Some recorded producer that is still alive reads this tensor."""
     if info.users is not None:
@@ -588,16 +774,6 @@ cdef bint _read_by_a_recipe(TensorInfo info):
             if ref() is not None:
                 return True
     return False
-
-
-cdef bint _may_overwrite_dying(TensorInfo info):
-    """While producers are recorded, may an op write its output over this dying input? Yes
-    when the input will be dropped and can be recomputed, or when no recorded producer
-    reads it; not when it is a leaf some recipe still reads (its value is the only copy)."""
-    cdef Producer p = info.producer
-    if p is not None:
-        return (<OpDef>p.op).recomputable
-    return not _read_by_a_recipe(info)
 
 
 cdef void _remove_swap_file(TensorInfo info):

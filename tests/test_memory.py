@@ -81,17 +81,18 @@ def test_a_dropped_intermediate_whose_tensor_died_is_still_recomputable(memory_o
     np.testing.assert_array_equal(y.numpy(), want)
 
 
-def test_in_place_reuse_while_recording_spares_a_leaf_that_a_recipe_reads(memory_options):
+def test_in_place_reuse_while_recording_spares_a_leaf_that_an_evicted_tensor_needs(memory_options):
     """A dying input may take the output of its last reader only if it can be recomputed
-    or nobody will read it again: a leaf some recipe still reads keeps its only copy."""
+    or no evicted tensor needs it: a leaf a dropped tensor's recipe reads keeps its only copy."""
     data = np.arange(N, dtype=np.float32)
     before = imp.memory_stats()["inplace_reuses"]
     leaf = imp.Tensor(data.copy())
     kept = leaf + 1                     # its recipe reads `leaf`
+    imp.sync()
+    kept._drop()
     out = leaf * 3
     del leaf                            # dies in its last reader: must not be overwritten
     imp.sync()
-    kept._drop()
     np.testing.assert_array_equal(kept.numpy(), data + 1)
     np.testing.assert_array_equal(out.numpy(), data * 3)
     assert imp.memory_stats()["inplace_reuses"] == before
@@ -100,6 +101,25 @@ def test_in_place_reuse_while_recording_spares_a_leaf_that_a_recipe_reads(memory
     np.testing.assert_array_equal(out.numpy(), (data + 1) * 10)
     if imp.get_option("async_level") == 2:      # (level 0 runs each op before the Del comes)
         assert imp.memory_stats()["inplace_reuses"] > before
+
+
+def test_a_leaf_only_resident_tensors_read_is_freed_and_they_keep_their_values(memory_options):
+    """Recipes hold producers, not values: when a leaf dies and every tensor whose recipe
+    reads it is resident, the leaf's memory goes (here: its last reader reuses it) and
+    those tensors simply stop being droppable."""
+    data = np.arange(N, dtype=np.float32)
+    leaf = imp.Tensor(data.copy())
+    kept = leaf + 1
+    out = leaf * 3
+    before = allocated()
+    del leaf
+    imp.sync()
+    gc.collect()
+    assert allocated() <= before - N * 4 or imp.get_option("async_level") == 2
+    with pytest.warns(UserWarning, match="no producer"):
+        kept._drop()
+    np.testing.assert_array_equal(kept.numpy(), data + 1)
+    np.testing.assert_array_equal(out.numpy(), data * 3)
 
 
 def test_swap_out_writes_a_file_and_any_use_reads_it_back(memory_options, tmp_path):
