@@ -20,11 +20,12 @@ cdef double _MEMORY_BYTES_PER_S = 5e9       # bytes an elementwise kernel moves 
 cdef double _SWAP_BYTES_PER_S = 1e9         # write, or read back, a swap file
 cdef double _FLOPS_PER_S = 1e11             # one-thread sgemm here (PERF_NOTES: 134 GFLOP/s)
 
-# A resident tensor whose recomputation would first have to recompute more dead records
-# than this stops being recomputable (its recipe is cut, and with it the dead history
-# behind it): in an `x = f(x)` loop the records would otherwise grow without end, and no
-# policy would ever pick a tensor that costs that many ops to bring back.
-cdef int _MAX_DEAD_CHAIN = 32
+# A resident tensor whose recomputation would first have to recompute a path of more dead
+# records than this stops being recomputable (its recipe is cut, and with it the dead
+# history behind it): in an `x = f(x)` loop the records, and the leaves they read, would
+# otherwise grow without end, and no policy would pick a tensor that costs that many ops
+# to bring back. (A training step's backward pass makes paths about two records a layer.)
+cdef int _MAX_DEAD_CHAIN = 64
 cdef Py_ssize_t _MIN_USERS_PRUNE = 16        # a users list is first pruned at this length
 cdef long long _MIN_SWEEP_INTERVAL = 64      # record deaths between two sweeps of kept leaves
 
@@ -308,7 +309,7 @@ cdef class MemoryManager:
         info.dead_chain = 0
         for i in (<Producer>info.producer).inputs:
             if not _alive(i) and (i.status == DROPPED or i.status == SWAPPED):
-                info.dead_chain += i.dead_chain + 1
+                info.dead_chain = max(info.dead_chain, i.dead_chain + 1)
         if info.dead_chain > _MAX_DEAD_CHAIN:
             self.cut(info)
         elif info.size >= self.ch._opts[OPT_MIN_EVICTEE] and (<OpDef>(<Producer>info.producer).op).recomputable:
@@ -425,10 +426,10 @@ cdef class MemoryManager:
 
     cdef void lengthen_chains(self, TensorInfo dead):
         """`dead` was dropped for good: whoever reads it would recompute it (and what it
-        needs) first. A resident reader whose chain of dead records grows too long is cut."""
+        needs) first. A resident reader whose path of dead records grows too long is cut."""
         cdef TensorInfo out
         for out in _consumer_outputs(dead):
-            out.dead_chain += dead.dead_chain + 1
+            out.dead_chain = max(out.dead_chain, dead.dead_chain + 1)
             if (out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None
                     and out.status != DROPPED and out.status != SWAPPED):
                 self.cut(out)

@@ -103,11 +103,14 @@ def test_unparsable_environment_variable_is_ignored_with_a_warning():
     assert "IMPERATIVE_ASYNC_LEVEL" in r.stderr
 
 
-def test_import_is_fast():
-    r = run_python("import time; t = time.perf_counter(); import imperative; "
-                   "print(time.perf_counter() - t)")
+def test_import_stays_light():
+    """Importing the package pulls in numpy and the core, not optional heavy libraries
+    (a timing check would fail on a loaded machine; what makes imports slow is this)."""
+    r = run_python("import sys, imperative; print(' '.join(sorted(sys.modules)))")
     assert r.returncode == 0, r.stderr
-    assert float(r.stdout) < 1.0   # the target is 0.3 s; allow a loaded CI machine
+    loaded = set(r.stdout.split())
+    heavy = {"torch", "jax", "matplotlib", "scipy", "pandas", "onnx", "onnxruntime", "mpi4py"}
+    assert not loaded & heavy, f"import imperative loads {sorted(loaded & heavy)}"
 
 
 # ---------------------------------------------------------------- errors
