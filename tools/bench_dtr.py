@@ -17,9 +17,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from models import CONFIGS, build, describe  # noqa: E402  (tools/ is not a package)
+# this checkout's package, not another installed copy
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from imperative.models import CONFIGS, build, describe  # noqa: E402
 
 LR = 0.01
 TARGETS = {0.5: 1.15, 0.3: 1.35}        # h_DTR^eq step-time ratios the issue asks for
