@@ -85,6 +85,11 @@ def global_average(x):
     return F.mean(x, axis=(2, 3))
 
 
+def max_pool2(x):
+    """2x2 max pooling with stride 2: halves the image."""
+    return F.max_pool2d(x, 2)
+
+
 def upsample_nearest(x, factor=2):
     """(N, C, H, W) -> (N, C, factor H, factor W), each pixel repeated (nearest neighbour)."""
     n, c, h, w = x.shape
@@ -246,7 +251,7 @@ class UNet(nn.Module):
         x, skips = self.stem(x), []
         for down in self.down:
             skips.append(x)
-            x = down(F.max_pool2d(x, 2))
+            x = down(max_pool2(x))
         for up, skip in zip(self.up, reversed(skips)):
             x = up(F.concat([upsample_nearest(x), skip], axis=1))
         return self.head(global_average(x))
@@ -281,9 +286,9 @@ def small_cnn(channels, hidden, size, classes=CLASSES):
     hidden layer: most of the parameters are in the first Linear."""
     flat = 2 * channels * (size // 4) ** 2
     return nn.Sequential(
-        nn.Conv2d(3, channels, 3, padding=1), nn.ReLU(), Lambda(lambda x: F.max_pool2d(x, 2)),
-        nn.Conv2d(channels, 2 * channels, 3, padding=1), nn.ReLU(),
-        Lambda(lambda x: F.max_pool2d(x, 2)), Lambda(lambda x: F.flatten(x, 1)),
+        nn.Conv2d(3, channels, 3, padding=1), nn.ReLU(), Lambda(max_pool2),
+        nn.Conv2d(channels, 2 * channels, 3, padding=1), nn.ReLU(), Lambda(max_pool2),
+        Lambda(lambda x: F.flatten(x, 1)),
         nn.Linear(flat, hidden), nn.ReLU(), nn.Linear(hidden, classes))
 
 
