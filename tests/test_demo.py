@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import imperative as imp
 
 
@@ -15,7 +17,9 @@ def run_demo(*flags, cwd):
                           text=True, timeout=120, cwd=cwd, env=env)
 
 
-def test_the_demo_runs_as_a_module_and_prints_its_summary(tmp_path):
+def test_the_demo_runs_as_a_module_and_prints_its_summary(tmp_path, async_level):
+    if async_level == 0:
+        pytest.skip("the demo's process runs at its own async level: one run is enough")
     r = run_demo("--model", "cnn", "--batch", "2", "--steps", "4", "--profile", "trace", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
