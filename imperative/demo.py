@@ -1,5 +1,6 @@
-"""The demo: train a small ResNet (or another model of the zoo, `imperative.models`) on a
-synthetic task under a memory budget (DTR).
+"""The demo: train a small ResNet (or another zoo model) under a memory budget (DTR).
+
+The models and their synthetic task come from `imperative.models`.
 
     python -m imperative.demo [--model cnn] [--budget 0.5] [--steps 20] [--policy dtr_eq]
                               [--profile profile]
