@@ -1,8 +1,9 @@
 """DTR under budgets on the model zoo (imperative/models.py), policy by policy.
 
 For each model the unconstrained peak tensor memory P and step time, then budgets of 0.9,
-0.7, 0.5, 0.3 and 0.2 P with the eviction policies h_DTR^eq (`dtr_eq`), `lru`, `size`, and `dtr_eq+swap` (h_DTR^eq with
-`enable_swap=1`, so an eviction may swap out instead of dropping).
+0.7, 0.5, 0.3 and 0.2 P with the eviction policies h_DTR^eq (`dtr_eq`), `lru`, `size`, and
+`dtr_eq+swap` (h_DTR^eq with `enable_swap=1`, so an eviction may swap out instead of
+dropping).
 
     python tools/bench_dtr.py [--models relu_wide,mlp,...] [--steps 3]
                               [--budgets 0.9,0.7,0.5,0.3,0.2]
