@@ -1,0 +1,65 @@
+"""tools/bench_dtr.py's judging: which points are feasible, whose peak kept to the rule,
+and the summary over the zoo (pure functions over the children's records; no training)."""
+import os
+import sys
+
+import pytest
+
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+if not os.path.isdir(TOOLS):
+    pytest.skip("tools/ is not here (an installed wheel)", allow_module_level=True)
+sys.path.insert(0, TOOLS)
+import bench_dtr  # noqa: E402
+
+MIB = 2 ** 20
+BASE = {"losses": [2.0, 1.5], "step_s": 0.1, "peak": 100 * MIB, "op_outputs": 4 * MIB}
+
+
+def point(step_s=0.12, peak=50 * MIB, floor=None, losses=(2.0, 1.5)):
+    return {"losses": list(losses), "step_s": step_s, "peak": peak, "floor": floor, "evictions": 3,
+            "recomputes": 5, "swap_outs": 0, "overshoots": 0, "bookkeeping": 0.01}
+
+
+def test_bytes_of_reads_a_profiles_output_description():
+    assert bench_dtr.bytes_of("float32(2, 3), int32(4)") == 2 * 3 * 4 + 4 * 4
+    assert bench_dtr.bytes_of("float32()") == 4
+    assert bench_dtr.bytes_of("") == 0
+
+
+def test_a_feasible_point_keeps_to_the_budget_plus_one_ops_outputs():
+    judged = bench_dtr.judge(point(peak=53 * MIB, floor=30 * MIB), BASE, 50 * MIB)
+    assert judged["feasible"] and judged["peak_ok"] and judged["identical"]
+    assert judged["ratio"] == pytest.approx(1.2)
+    assert not bench_dtr.judge(point(peak=55 * MIB, floor=30 * MIB), BASE, 50 * MIB)["peak_ok"]
+
+
+def test_an_infeasible_point_keeps_to_the_floor_plus_one_ops_outputs():
+    judged = bench_dtr.judge(point(peak=63 * MIB, floor=60 * MIB), BASE, 50 * MIB)
+    assert judged["feasible"] is False and judged["peak_ok"]
+    assert not bench_dtr.judge(point(peak=65 * MIB, floor=60 * MIB), BASE, 50 * MIB)["peak_ok"]
+
+
+def test_without_the_floor_stat_feasibility_is_unknown_and_the_budget_rules():
+    judged = bench_dtr.judge(point(peak=55 * MIB), BASE, 50 * MIB)
+    assert judged["feasible"] is None and not judged["peak_ok"]
+    assert not bench_dtr.judge(point(losses=(2.0, 1.25)), BASE, 50 * MIB)["identical"]
+
+
+def model(*points):
+    return {"points": [dict(p, policy=policy, fraction=0.5) for policy, p in points]}
+
+
+def test_the_summary_skips_infeasible_points_counts_storms_and_compares_the_hybrid():
+    results = {
+        "a": model(("dtr_eq", bench_dtr.judge(point(step_s=0.11), BASE, 50 * MIB)),
+                   ("dtr_eq+swap", bench_dtr.judge(point(step_s=0.121), BASE, 50 * MIB))),
+        "b": model(("dtr_eq", bench_dtr.judge(point(step_s=0.5, floor=60 * MIB), BASE, 50 * MIB))),
+        "c": model(("dtr_eq", {"timed_out": True})),
+    }
+    row = bench_dtr.summarize(results)[0.5]
+    assert (row["points"], row["feasible"]) == (3, 2)        # b's budget is below its floor
+    assert row["worst"] == (float("inf"), "c")
+    assert row["hybrid"] == (pytest.approx(1.1), "a")
+    met = bench_dtr.targets_met({0.5: row})
+    assert met["median@0.5P<=1.15x"] is False and met["hybrid"] is False and met["identical"] is False
+    assert bench_dtr.storms_named(row)["worst"] == ["storm", "c"]
