@@ -314,10 +314,9 @@ cdef class MemoryManager:
             self.cut(info)
         elif info.size >= self.ch._opts[OPT_MIN_EVICTEE] and (<OpDef>(<Producer>info.producer).op).recomputable:
             self.candidates[_key(info)] = _weakref.ref(info)
-        elif not self.ch._opts[OPT_ENABLE_DROP]:
-            # Never evicted (too small): its recipe would only keep its inputs alive, and
-            # through them whole earlier steps (an old loss holding old parameters).
-            info.producer = None
+        # A tensor too small to evict keeps its recipe all the same: when it dies it is
+        # dropped like any other, instead of becoming a leaf whose value the recipes of
+        # its readers would have to keep (release_leaf lets old steps go).
 
     cdef int make_persistent(self, TensorInfo info) except -1:
         info.persistent = True
@@ -363,15 +362,13 @@ cdef class MemoryManager:
         return not _read_by_a_recipe(leaf)
 
     cdef Py_ssize_t evictable_frontier_bytes(self, list frontier):
-        """Bytes of the held records that are, or will be once their op has run, eviction
-        candidates."""
+        """Bytes of the held records that are eviction candidates now. (Not those still to
+        be made: the output of the op that reads a dying leaf last had better take the
+        leaf's memory in place, as it does with recording off.)"""
         cdef TensorInfo info
         cdef Py_ssize_t total = 0
         for info in frontier:
-            if _key(info) in self.candidates or (
-                    info.status == ALLOCATED and info.producer is not None and not info.persistent
-                    and info.size >= self.ch._opts[OPT_MIN_EVICTEE]
-                    and (<OpDef>(<Producer>info.producer).op).recomputable):
+            if _key(info) in self.candidates:
                 total += info.size
         return total
 
