@@ -106,8 +106,8 @@ cdef long long _validate_option(str name, object value) except? -1:
     if not isinstance(value, (int, np.integer)):
         raise TypeError(f"option {name!r} takes an int, got {type(value).__name__} {value!r}")
     lo, hi = _OPTION_RANGES.get(name, (0, 1))
-    if value < lo or (hi is not None and value > hi):
-        expected = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+    if value < lo or value > (LLONG_MAX if hi is None else hi):
+        expected = f"in [{lo}, {LLONG_MAX}]" if hi is None else f"in [{lo}, {hi}]"
         raise ValueError(f"option {name!r} must be {expected}, got {value}")
     return int(value)
 
@@ -1472,6 +1472,12 @@ def close():
 
 def set_option(name, value):
     _channel.set_option(name, value)
+
+
+def validate_option(name, value):
+    """The int that set_option(name, value) would store; raises as it would, sets nothing
+    (so that a call setting several options can check them all first)."""
+    return _validate_option(name, value)
 
 
 def get_option(name):

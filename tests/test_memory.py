@@ -158,6 +158,24 @@ def test_dtr_sizes_parse_and_a_failing_enable_changes_nothing():
         imp.dtr.set_policy("random")
 
 
+def test_a_failing_dtr_enable_changes_no_option():
+    before = imp.options()
+    for kwargs in ({"eviction_threshold": "1GB", "evictee_minimum_size": 2 ** 64},
+                   {"eviction_threshold": 2 ** 63, "evictee_minimum_size": 1024},
+                   {"eviction_threshold": "1GB", "evictee_minimum_size": "lots"}):
+        with pytest.raises(ValueError):
+            imp.dtr.enable(**kwargs)
+        assert imp.options() == before and not imp.dtr.is_enabled()
+
+
+def test_an_option_too_large_for_the_runtime_is_a_clear_error():
+    before = imp.options()
+    with pytest.raises(ValueError, match=r"'dtr_eviction_threshold' must be in \[0, 9223372036854775807\], "
+                                         r"got 9223372036854775808"):
+        imp.set_option("dtr_eviction_threshold", 2 ** 63)
+    assert imp.options() == before
+
+
 @pytest.mark.parametrize("policy", ["dtr_eq", "lru", "size"])
 def test_dtr_keeps_a_forward_chain_under_the_budget_with_identical_results(policy):
     x = imp.Tensor(np.random.default_rng(2).standard_normal(N).astype(np.float32))
