@@ -440,6 +440,10 @@ cdef class Channel:
         self._opts[<int>_OPTION_INDEX[name]] = v
         if name == "buffer_length":
             self._flush_buffer(v)
+        if name == "enable_swap" and v:
+            # (from the main thread, where signal handlers can be installed: the first
+            # swap may happen on the worker)
+            guard_signals(self.mm.swap)
         self._update_memory_flag()
 
     cdef void _update_memory_flag(self):
@@ -1416,11 +1420,18 @@ def get_eviction_policy():
 
 
 def set_swap_dir(path):
-    _channel.mm.swap_dir = None if path is None else str(path)
+    """The folder in which swap files go, each process's in a private folder of its own
+    (None: a fresh temporary folder, itself private)."""
+    _channel.mm.swap.choose(path)
 
 
 def get_swap_dir():
-    return _channel.mm.ensure_swap_dir()
+    return _channel.mm.swap.shown()
+
+
+def swap_space():
+    """The SwapSpace: private folders, measured bandwidth (for tests and tools)."""
+    return _channel.mm.swap
 
 
 def memory_manager_stats():
@@ -1502,6 +1513,7 @@ def memory_stats(device=None):
     stats = d.stats.as_dict()
     stats["eviction_seconds"] = _channel.mm.eviction_seconds
     stats["budget_overshoots"] = _channel.mm.overshoots
+    stats.update(_channel.mm.swap.rates())
     return stats
 
 
