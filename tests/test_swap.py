@@ -96,7 +96,7 @@ def test_later_reductions_round_the_same_after_a_swap(swap_dir):
 def test_dtr_swapping_a_0d_tensor_by_itself_keeps_it_0d(swap_dir):
     """Each sum is a 0-d value that takes milliseconds to recompute: reading 4 bytes
     back is cheaper, so DTR swaps them out."""
-    big = imp.Tensor(np.random.default_rng(3).standard_normal(1 << 22).astype(np.float32))
+    big = imp.Tensor(np.random.default_rng(3).standard_normal(1 << 23).astype(np.float32))
 
     def run():
         return [imp.F.sum(big) for _ in range(20)]
