@@ -93,8 +93,7 @@ cdef class TensorInfo:
     cdef public object uf_class        # [C/W] DTR: the union-find class of evicted
                                        #     neighbourhoods it joined (an EvictedClass)
     cdef public str swap_path          # [C/W] the file holding the value while SWAPPED
-    cdef public object swap_shape
-    cdef public object swap_dtype
+    cdef public object swap_layout     # [C/W] its SwapLayout (shape, strides, dtype, span)
     cdef public object scope           # [C] imperative.scope.ScopeNode it was made under
     cdef public object op              # [C] the op that produced it (None for data)
     cdef public int out_index          # [C] which output of `op`

@@ -106,8 +106,8 @@ cdef long long _validate_option(str name, object value) except? -1:
     if not isinstance(value, (int, np.integer)):
         raise TypeError(f"option {name!r} takes an int, got {type(value).__name__} {value!r}")
     lo, hi = _OPTION_RANGES.get(name, (0, 1))
-    if value < lo or (hi is not None and value > hi):
-        expected = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+    if value < lo or value > (LLONG_MAX if hi is None else hi):
+        expected = f"in [{lo}, {LLONG_MAX}]" if hi is None else f"in [{lo}, {hi}]"
         raise ValueError(f"option {name!r} must be {expected}, got {value}")
     return int(value)
 
@@ -440,6 +440,10 @@ cdef class Channel:
         self._opts[<int>_OPTION_INDEX[name]] = v
         if name == "buffer_length":
             self._flush_buffer(v)
+        if name == "enable_swap" and v:
+            # (from the main thread, where signal handlers can be installed: the first
+            # swap may happen on the worker)
+            guard_signals(self.mm.swap)
         self._update_memory_flag()
 
     cdef void _update_memory_flag(self):
@@ -1424,11 +1428,18 @@ def get_eviction_policy():
 
 
 def set_swap_dir(path):
-    _channel.mm.swap_dir = None if path is None else str(path)
+    """The folder in which swap files go, each process's in a private folder of its own
+    (None: a fresh temporary folder, itself private)."""
+    _channel.mm.swap.choose(path)
 
 
 def get_swap_dir():
-    return _channel.mm.ensure_swap_dir()
+    return _channel.mm.swap.shown()
+
+
+def swap_space():
+    """The SwapSpace: private folders, measured bandwidth (for tests and tools)."""
+    return _channel.mm.swap
 
 
 def memory_manager_stats():
@@ -1483,6 +1494,12 @@ def set_option(name, value):
     _channel.set_option(name, value)
 
 
+def validate_option(name, value):
+    """The int that set_option(name, value) would store; raises as it would, sets nothing
+    (so that a call setting several options can check them all first)."""
+    return _validate_option(name, value)
+
+
 def get_option(name):
     return _channel.get_option(name)
 
@@ -1506,6 +1523,7 @@ def memory_stats(device=None):
     stats["eviction_seconds"] = _channel.mm.eviction_seconds
     stats["budget_overshoots"] = _channel.mm.overshoots
     stats["peak_floor"] = _channel.mm.peak_floor
+    stats.update(_channel.mm.swap.rates())
     return stats
 
 

@@ -15,9 +15,10 @@
 import weakref as _weakref
 from libc.math cimport sqrt
 
+include "_swap.pxi"
+
 # Estimated costs, in seconds, so that decisions do not depend on timing noise.
 cdef double _MEMORY_BYTES_PER_S = 5e9       # bytes an elementwise kernel moves per second
-cdef double _SWAP_BYTES_PER_S = 1e9         # write, or read back, a swap file
 cdef double _FLOPS_PER_S = 1e11             # one-thread sgemm here (PERF_NOTES: 134 GFLOP/s)
 
 # A resident tensor whose recomputation would first have to recompute a path of more dead
@@ -245,8 +246,7 @@ cdef class MemoryManager:
     cdef long long deaths_since_sweep
     cdef long long sweep_after        # deaths between sweeps: grows with a sweep's work
     cdef public long long clock   # logical: one tick per op run
-    cdef public str swap_dir
-    cdef public str own_swap_dir    # the temporary folder made here (removed at close)
+    cdef public SwapSpace swap       # swap files: private folders, measured bandwidth
     cdef object _rng              # for sqrt(N) sampling, seeded: decisions are reproducible
     cdef public double eviction_seconds
     cdef public long long overshoots
@@ -261,7 +261,9 @@ cdef class MemoryManager:
         self.candidates = {}
         self.kept = {}
         self.sweep_after = _MIN_SWEEP_INTERVAL
-        self.swap_dir = None
+        self.swap = SwapSpace()
+        if ch._opts[OPT_ENABLE_SWAP]:      # (IMPERATIVE_ENABLE_SWAP=1, read at import)
+            guard_signals(self.swap)
         import random as _random
         self._rng = _random.Random(0)
 
@@ -432,26 +434,27 @@ cdef class MemoryManager:
                 self.cut(out)
 
     cdef int swap_out(self, TensorInfo info, str reason) except -1:
-        """Write the value to a file and free it; on any error nothing changes."""
+        """Write the value, as laid out, to a file and free it; on any error nothing
+        changes (OSError naming the file and the reason)."""
         cdef long long t0 = _now_ns() if _profiling else 0
         cdef Device dev = info.device
         if info.storage is not None and info.storage.refs > 1:
             raise RuntimeError(f"cannot swap out a tensor {info.shape} {info.dtype} whose "
                                f"storage {info.storage.refs - 1} other tensor(s) view")
-        path = os.path.join(self.ensure_swap_dir(), f"{os.getpid()}-{id(info):x}.bin")
-        value = np.ascontiguousarray(info.value)
+        value = info.value
+        cdef SwapLayout layout = _layout_of(value)
+        path = None
         try:
-            value.tofile(path)
+            self.swap.calibrate()
+            path = self.swap.new_path()
+            seconds = _write_file(path, _span_of(value, layout))
         except OSError as e:
-            try:
-                os.remove(path)
-            except OSError:
-                pass
-            raise OSError(e.errno, f"swap out failed, the tensor stays in memory: could not "
-                                   f"write {value.nbytes} bytes to {path}: {e.strerror}") from e
+            raise _swap_error(e, f"swap out failed, the tensor stays in memory: could not "
+                                 f"write {layout.nbytes} bytes to "
+                                 f"{path or self.swap.chosen or 'a temporary folder'}") from e
+        self.swap.write_rate.add(layout.nbytes, seconds)
         info.swap_path = path
-        info.swap_shape = value.shape
-        info.swap_dtype = value.dtype
+        info.swap_layout = layout
         self.forget(info)
         self.ch._free_value(info)
         info.status = SWAPPED
@@ -462,45 +465,36 @@ cdef class MemoryManager:
         return 0
 
     cdef int swap_in(self, TensorInfo info) except -1:
+        """Read the value back with the layout it left with; on any error it stays
+        swapped out (OSError naming the file and the reason)."""
         cdef long long t0 = _now_ns() if _profiling else 0
         cdef Device dev = info.device
-        value = np.fromfile(info.swap_path, dtype=info.swap_dtype).reshape(info.swap_shape)
+        cdef SwapLayout layout = info.swap_layout
+        span = np.empty(layout.nbytes, np.uint8)
+        try:
+            seconds = _read_file(info.swap_path, span)
+        except OSError as e:
+            raise _swap_error(e, f"swap in failed, the tensor {info.shape} {info.dtype} stays "
+                                 f"swapped out: swap file {info.swap_path}") from e
+        self.swap.read_rate.add(layout.nbytes, seconds)
         _remove_swap_file(info)
+        info.swap_layout = None
         dev.stats.swapped -= info.size
         dev.stats.swap_ins += 1
-        self.ch._set_value(info, value, None)     # (which also makes it a candidate again)
+        self.ch._set_value(info, _value_from_span(span, layout), None)   # (also a candidate again)
         self.policy.on_restore(info)
         if _profiling:
             record_memory_event(t0, "swap_in", info, "used")
         return 0
 
-    cdef str ensure_swap_dir(self):
-        if self.swap_dir is None:
-            import tempfile
-            self.swap_dir = self.own_swap_dir = tempfile.mkdtemp(prefix="imperative-swap-")
-        os.makedirs(self.swap_dir, exist_ok=True)
-        return self.swap_dir
+    cdef int swap_is_cheaper(self, TensorInfo victim) except -1:
+        """Writing the victim out and reading it back would take less than recomputing it,
+        at the bandwidth measured on this machine (False when swapping cannot work here)."""
+        return self.swap.calibrate() and self.swap.seconds_to_swap(victim.size) < victim.cost
 
     def remove_swap_files(self):
-        """At close (and so at exit): remove this process's swap files, and the swap folder
-        when it is the temporary one made here."""
-        prefix = f"{os.getpid()}-"
-        for folder in {self.swap_dir, self.own_swap_dir} - {None}:
-            try:
-                names = os.listdir(folder)
-            except OSError:
-                continue
-            for name in names:
-                if name.startswith(prefix):
-                    try:
-                        os.remove(os.path.join(folder, name))
-                    except OSError:
-                        pass
-        if self.own_swap_dir is not None:
-            try:
-                os.rmdir(self.own_swap_dir)
-            except OSError:
-                pass
+        """At close (and so at exit): remove the swap files and the private folders."""
+        self.swap.remove_all()
 
     cdef int restore(self, TensorInfo target) except -1:
         """Bring `target` back: swap it in, or recompute it, first bringing back (one at a
@@ -693,10 +687,8 @@ cdef class MemoryManager:
     cdef int evict(self, TensorInfo victim) except -1:
         """Drop the victim, or swap it out when reading it back is estimated cheaper than
         recomputing it (and its evicted neighbourhood)."""
-        cdef double recompute_cost = victim.cost
-        cdef double swap_cost = 2.0 * victim.size / _SWAP_BYTES_PER_S
         victim.device.stats.evictions += 1
-        if self.ch._opts[OPT_ENABLE_SWAP] and swap_cost < recompute_cost:
+        if self.ch._opts[OPT_ENABLE_SWAP] and self.swap_is_cheaper(victim):
             try:
                 self.swap_out(victim, "evicted (swap cheaper than recompute)")
                 self.policy.on_evict(victim)

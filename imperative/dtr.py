@@ -42,15 +42,19 @@ def parse_size(value, what="size"):
 
 
 def enable(eviction_threshold=None, evictee_minimum_size=None):
-    """Turn DTR on; `None` keeps an option's current value. A failing call changes nothing."""
-    threshold = None if eviction_threshold is None else parse_size(eviction_threshold, "eviction_threshold")
-    minimum = None if evictee_minimum_size is None else parse_size(evictee_minimum_size, "evictee_minimum_size")
-    if threshold is not None:
-        _core.set_option("dtr_eviction_threshold", threshold)
-    if minimum is not None:
-        _core.set_option("dtr_evictee_minimum_size", minimum)
-    _core.set_option("record_computing_path", 1)
-    _core.set_option("enable_dtr_auto_drop", 1)
+    """Turn DTR on; `None` keeps an option's current value. A failing call changes nothing:
+    every value is checked before any is set."""
+    changes = {}
+    if eviction_threshold is not None:
+        changes["dtr_eviction_threshold"] = parse_size(eviction_threshold, "eviction_threshold")
+    if evictee_minimum_size is not None:
+        changes["dtr_evictee_minimum_size"] = parse_size(evictee_minimum_size, "evictee_minimum_size")
+    changes["record_computing_path"] = 1
+    changes["enable_dtr_auto_drop"] = 1
+    for name, value in changes.items():
+        _core.validate_option(name, value)
+    for name, value in changes.items():
+        _core.set_option(name, value)
 
 
 def disable():

@@ -130,13 +130,15 @@ def test_swap_out_writes_a_file_and_any_use_reads_it_back(memory_options, tmp_pa
         before = allocated()
         x._swap_out()
         assert imp._core.tensor_status(x) == "SWAPPED"
-        assert len(os.listdir(tmp_path)) == 1
+        [private] = os.listdir(tmp_path)             # the runtime's own folder, in swap_dir
+        private = tmp_path / private
+        assert len(os.listdir(private)) == 1
         assert allocated() == before - N * 4
         assert imp.memory_stats()["swapped"] >= N * 4
         y = x + 0                                    # a use swaps it back in
         np.testing.assert_array_equal(y.numpy(), want)
         assert imp._core.tensor_status(x) == "PRODUCED"
-        assert os.listdir(tmp_path) == []            # the file goes once the value is back
+        assert os.listdir(private) == []             # the file goes once the value is back
         x._swap_out()
         x._swap_in()
         np.testing.assert_array_equal(x.numpy(), want)
@@ -144,7 +146,7 @@ def test_swap_out_writes_a_file_and_any_use_reads_it_back(memory_options, tmp_pa
         del x, y
         gc.collect()
         imp.sync()
-        assert os.listdir(tmp_path) == []            # and when the tensor dies
+        assert os.listdir(private) == []             # and when the tensor dies
     finally:
         imp.dtr.swap_dir = None
 
@@ -176,6 +178,24 @@ def test_dtr_sizes_parse_and_a_failing_enable_changes_nothing():
     assert imp.options() == before and not imp.dtr.is_enabled()
     with pytest.raises(ValueError, match="unknown eviction policy"):
         imp.dtr.set_policy("random")
+
+
+def test_a_failing_dtr_enable_changes_no_option():
+    before = imp.options()
+    for kwargs in ({"eviction_threshold": "1GB", "evictee_minimum_size": 2 ** 64},
+                   {"eviction_threshold": 2 ** 63, "evictee_minimum_size": 1024},
+                   {"eviction_threshold": "1GB", "evictee_minimum_size": "lots"}):
+        with pytest.raises(ValueError):
+            imp.dtr.enable(**kwargs)
+        assert imp.options() == before and not imp.dtr.is_enabled()
+
+
+def test_an_option_too_large_for_the_runtime_is_a_clear_error():
+    before = imp.options()
+    with pytest.raises(ValueError, match=r"'dtr_eviction_threshold' must be in \[0, 9223372036854775807\], "
+                                         r"got 9223372036854775808"):
+        imp.set_option("dtr_eviction_threshold", 2 ** 63)
+    assert imp.options() == before
 
 
 @pytest.mark.parametrize("policy", ["dtr_eq", "lru", "size"])
