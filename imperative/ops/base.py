@@ -1,6 +1,8 @@
 """The base of every op: an immutable value with parameters, `infer` and `kernel`."""
 import functools
 
+import numpy as np
+
 from .._core import OpDef
 from ..dtype import dtype_name, is_quantize
 
@@ -58,6 +60,25 @@ def cached_op(cls, *params):
     """`cls(*params)`, interned: ops are immutable values, and reusing one object lets the
     core reuse its inference cache. Parameters must be hashable."""
     return cls(*params)
+
+
+def writable_view(array, shape):
+    """`array` reshaped to `shape` for a kernel that writes its result through the new
+    shape. `ndarray.reshape` silently returns a copy when the layout does not allow a view
+    (a transposed or Fortran-ordered array), and writes into that copy would be lost: this
+    raises instead. Allocate buffers meant for it C-ordered (`np.empty(shape, dtype)`, not
+    `np.empty_like`, which keeps the input's layout)."""
+    view = array.reshape(shape)
+    if array.size and not np.may_share_memory(view, array):
+        raise ValueError(f"writable_view: a {array.shape} array with strides {array.strides} "
+                         f"cannot be viewed as {shape} without a copy")
+    return view
+
+
+def as_buffer(value):
+    """A numpy result as an array that later passes can write into with `out=`: ufuncs and
+    products of 0-d or 1-d operands return a numpy scalar, which no `out=` accepts."""
+    return value if type(value) is np.ndarray else np.asarray(value)
 
 
 def check_arity(op, inputs, n):
