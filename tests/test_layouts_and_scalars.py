@@ -194,3 +194,14 @@ def test_mask_assignment_accepts_what_numpy_broadcasts():
         expected = np.zeros((3, 4), np.float32)
         expected[index] = numpy_value
         np.testing.assert_array_equal(t.numpy(), expected)
+
+
+def test_grad_is_none_until_a_gradient_lands():
+    p = imp.Parameter(np.float32([1, 2]))
+    assert p.grad is None and imp.Tensor(1.0).grad is None
+    gm = imp.autodiff.GradManager().attach([p])
+    with gm:
+        gm.backward((p * p).sum())
+    np.testing.assert_array_equal(p.grad.numpy(), np.float32([2, 4]))
+    p.grad = None
+    assert p.grad is None

@@ -97,7 +97,8 @@ def normalize_axis(axis, ndim, op):
     """An int axis in [-ndim, ndim) as a non-negative int; IndexError otherwise."""
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+    # a 0-d tensor counts as one value along one axis, 0 or -1, as in PyTorch
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise IndexError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimension(s)")
     return axis % ndim if ndim else 0
 
@@ -108,6 +109,8 @@ def normalize_axes(axis, ndim, op):
         return tuple(range(ndim))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     out = tuple(sorted(normalize_axis(a, ndim, op) for a in axes))
+    if ndim == 0:
+        return ()               # a 0-d tensor's one axis (0 or -1) holds its one value
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis!r}")
     return out

@@ -223,7 +223,7 @@ class Convolution(Op):
                 part = _scratch(cols, (m, c, kh, kw, ho, wo))
                 np.copyto(part, win.transpose(0, 1, 4, 5, 2, 3))
                 np.matmul(weight, part.reshape(m, g, k, l),
-                          out=out[start:stop].reshape(m, g, o // g, l))
+                          out=writable_view(out[start:stop], (m, g, o // g, l)))
             return out
         # One (O/g, K) x (K, m*Ho*Wo) sgemm per group over a chunk of m images side by side
         # (im2col in (C, kh, kw, m, Ho, Wo) order: the copy moves rows of Wo contiguous

@@ -86,7 +86,7 @@ class Reduce(Op):
         return ((_reduced_shape(x.shape, axes, self.keepdims), self._out_dtype(x.dtype)),)
 
     def kernel(self, x):
-        axis = self.axis if isinstance(self.axis, int) else normalize_axes(self.axis, x.ndim, self.mode)
+        axis = self.axis if isinstance(self.axis, int) and x.ndim else normalize_axes(self.axis, x.ndim, self.mode)
         run, _, kind = _MODES[self.mode]
         out = self._out_dtype(x.dtype)
         # sums accumulate in the output dtype (int32 for small ints, as the contract says)
