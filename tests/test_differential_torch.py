@@ -31,13 +31,13 @@ def _run_checks(strategy, check, examples, level_seed):
 
 
 def test_small_programs_match_torch(async_level):
-    _run_checks(D.programs(sizes=("scalar", "empty", "small")), D.check_program, 90,
+    _run_checks(D.programs(sizes=("scalar", "empty", "small")), D.check_program, 120,
                 1900 + async_level)
 
 
 def test_large_programs_match_torch(async_level):
     """More than the host-compute limit of elements: the worker thread runs them."""
-    _run_checks(D.programs(sizes=("large",), max_steps=3), D.check_program, 30,
+    _run_checks(D.programs(sizes=("large",), max_steps=3), D.check_program, 40,
                 2900 + async_level)
 
 
