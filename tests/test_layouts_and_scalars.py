@@ -205,3 +205,16 @@ def test_grad_is_none_until_a_gradient_lands():
     np.testing.assert_array_equal(p.grad.numpy(), np.float32([2, 4]))
     p.grad = None
     assert p.grad is None
+
+
+@pytest.mark.parametrize("axis", [0, -1, (0,), None])
+def test_reductions_of_a_scalar_take_its_one_axis(axis):
+    """As PyTorch does (numpy rejects an axis on a 0-d array): the value itself."""
+    x = np.float32(-2.5)
+    for name in ("sum", "mean", "max", "min", "prod"):
+        for keepdims in (False, True):
+            got = getattr(F, name)(imp.Tensor(x), axis=axis, keepdims=keepdims).numpy()
+            assert got.shape == () and got == getattr(np, name)(x), (name, keepdims)
+    assert F.var(imp.Tensor(x), axis=axis).numpy() == 0
+    with pytest.raises(IndexError, match="axis 1 is out of range"):
+        F.sum(imp.Tensor(x), axis=1)

@@ -55,6 +55,13 @@ def _dims(x, axis):
     return tuple(range(x.dim())) if axis is None else axis
 
 
+def _reduction(torch_fn):
+    """torch_fn(x, dim, keepdim=...) spelled with numpy's axis (None: every axis)."""
+    def reduce(x, axis=None, keepdims=False):
+        return torch_fn(x, _dims(x, axis), keepdim=keepdims)
+    return staticmethod(reduce)
+
+
 class TorchF:
     """PyTorch in `dtype`, spelled as imperative.functional (numpy's names and axes)."""
 
@@ -88,21 +95,7 @@ class TorchF:
         return torch.clamp(x, lower, upper)
 
     # reductions (numpy's axis=None is every axis)
-    @staticmethod
-    def sum(x, axis=None, keepdims=False):
-        return torch.sum(x, _dims(x, axis), keepdim=keepdims)
-
-    @staticmethod
-    def mean(x, axis=None, keepdims=False):
-        return torch.mean(x, _dims(x, axis), keepdim=keepdims)
-
-    @staticmethod
-    def max(x, axis=None, keepdims=False):
-        return torch.amax(x, _dims(x, axis), keepdim=keepdims)
-
-    @staticmethod
-    def min(x, axis=None, keepdims=False):
-        return torch.amin(x, _dims(x, axis), keepdim=keepdims)
+    sum, mean, max, min = map(_reduction, (torch.sum, torch.mean, torch.amax, torch.amin))
 
     @staticmethod
     def prod(x, axis=None, keepdims=False):
