@@ -2,6 +2,8 @@
 values, first- and second-order gradients and optimizer steps, with float64 PyTorch as the
 reference, and every result bit-identical between async levels 0 and 2. This is the quick
 profile (a few hundred programs, derandomized); `tools/fuzz_torch.py` runs thousands."""
+import math
+
 import pytest
 
 pytest.importorskip("torch", reason="the differential tests compare against PyTorch "
@@ -37,6 +39,7 @@ def test_small_programs_match_torch(async_level):
 
 def test_large_programs_match_torch(async_level):
     """More than the host-compute limit of elements: the worker thread runs them."""
+    assert min(map(math.prod, D.SHAPES["large"])) > D.HOST_LIMIT
     _run_checks(D.programs(sizes=("large",), max_steps=3), D.check_program, 40,
                 2900 + async_level)
 

@@ -651,21 +651,17 @@ def _imp_gradients(forward, bases, weights, directions, second_order):
     with outer:
         with inner:
             y = forward()
-            inner.backward(F_sum(y * weights))
+            inner.backward(imp.functional.sum(y * weights))
         grads = [p.grad for p in bases]
         first = [_as_numpy(g, p) for g, p in zip(grads, bases)]
         for p in bases:
             p.grad = None
         if second_order:
-            terms = [F_sum(g * v) for g, v in zip(grads, directions) if g is not None]
+            terms = [imp.functional.sum(g * v) for g, v in zip(grads, directions) if g is not None]
             if terms:
                 outer.backward(sum(terms[1:], terms[0]))
     second = [_as_numpy(p.grad, p) for p in bases] if second_order else None
     return y.numpy().astype(np.float64), first, second
-
-
-def F_sum(t):
-    return imp.functional.sum(t)
 
 
 def _torch_gradients(forward, bases, weights, directions, second_order):
