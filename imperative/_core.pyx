@@ -42,6 +42,16 @@ cdef extern from "Python.h":
 
 cdef object _ndarray = np.ndarray
 cdef object _np_asarray = np.asarray
+cdef object _np_ascontiguousarray = np.ascontiguousarray
+
+
+cdef inline object _c_ordered(object array):
+    """`array` as the runtime keeps a value it owns: C-contiguous. numpy gives a result the
+    layout of its inputs (a Fortran-ordered input makes a Fortran-ordered sum), while a
+    result written into a dying input's buffer is C-ordered; without one rule for both, the
+    layout, and so the rounding of later products and reductions, would depend on whether
+    a buffer was reused, that is on the async level."""
+    return array if array.flags.c_contiguous else _np_ascontiguousarray(array)
 cdef object _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Small ops whose inputs are resident run on the caller's thread: handing one to the
@@ -536,9 +546,10 @@ cdef class Channel:
         self._set_value(info, array, None)
         return info
 
-    cdef void _set_value(self, TensorInfo info, object array, Storage shared):
+    cdef int _set_value(self, TensorInfo info, object array, Storage shared) except -1:
         cdef Storage storage = shared
         if storage is None:
+            array = _c_ordered(array)
             root = array
             while isinstance(root.base, _ndarray):
                 root = root.base
@@ -706,6 +717,7 @@ cdef class Channel:
             return None
         if type(r) is not _ndarray or r.dtype is not out_dtype:
             r = _np_asarray(r, dtype=out_dtype)
+        r = _c_ordered(r)
         cdef TensorInfo info = self.new_info(a.shape, out_dtype, a.device, False)
         cdef Storage st = _new_storage(info.size, info.device)
         st.refs = 1

@@ -44,7 +44,7 @@ class Optimizer:
 
     def step(self):
         for p in self.params:
-            grad = getattr(p, "grad", None)
+            grad = p.grad
             if grad is not None:
                 p._set_info_from(self._update(p, grad, self.state.setdefault(id(p), {})))
 

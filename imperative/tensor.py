@@ -52,6 +52,10 @@ class Tensor(TensorBase):
     """A value computed by the runtime. `Tensor(data, dtype=None, device=None, *, is_const=False,
     no_cache=False, name=None)`: the data is copied (or shared, for a Tensor)."""
 
+    # API.md §1: `.grad` is None until a gradient lands in it, never an AttributeError
+    # (GradManager and `p.grad = ...` set the instance's own attribute)
+    grad = None
+
     def __init__(self, data, dtype=None, device=None, *, is_const=False, no_cache=False, name=None):
         if isinstance(data, TensorBase):
             if dtype is not None and not D.same_dtype(D.canonical_dtype(dtype), data.dtype):
