@@ -16,7 +16,8 @@ from .device import Device, get_device
 from .dtype import dtype_promotion
 from .generic import GenericPyOp
 from .scope import pop_scope, push_scope, scope
-from .tensor import Parameter, Tensor, TensorWeakRef
+from .serialization import load, save
+from .tensor import Parameter, Tensor, TensorWeakRef, from_dlpack
 
 F = functional
 
@@ -64,5 +65,5 @@ __all__ = [
     "reset_peak_memory_stats", "get_device", "get_default_device", "set_default_device",
     "Device", "functional", "F", "random", "GenericPyOp", "push_scope", "pop_scope", "scope",
     "Profiler", "start_profile", "stop_profile", "autodiff", "GradKey", "backward",
-    "set_allow_higher_order_directive", "nn", "optim", "dtr",
+    "set_allow_higher_order_directive", "nn", "optim", "dtr", "from_dlpack", "save", "load",
 ]

@@ -327,7 +327,7 @@ class GradManager(_RecordingContext):
     def _accumulate(self, p, grad):
         for cb in self._callbacks[id(p)]:
             grad = cb(p, grad)
-        old = getattr(p, "grad", None)
+        old = p.grad
         # A gradient is a result kept across the step, like optimizer state: its recipe
         # would reach back through the whole backward pass, so it is never evicted.
         p.grad = _core.persistent(grad if old is None else old + grad)

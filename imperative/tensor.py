@@ -119,12 +119,51 @@ class Tensor(TensorBase):
             return arr.astype(dtype)
         return np.array(arr, copy=True) if copy else arr
 
+    def __format__(self, spec):
+        # f"{loss:.4f}" formats the number, as for a Python float; a spec means nothing for a
+        # whole array, so only the empty one is accepted there (as numpy does).
+        if self.size == 1:
+            return format(self.numpy().reshape(()).item(), spec)
+        if spec:
+            raise TypeError(f"format spec {spec!r} needs a tensor with one element, got shape "
+                            f"{self.shape}; format t.numpy() or each element instead")
+        return str(self)
+
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
         return f"Tensor({body}, dtype={D.dtype_name(self.dtype)}, device={self.device})"
 
     def __reduce__(self):
         return (_rebuild, (type(self), self.numpy(), str(self.device), self.name))
+
+    # ---- DLPack (API.md §1): a zero-copy, read-only view of the value after a sync
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export the value for `torch.from_dlpack(t)` / `np.from_dlpack(t)` (waits for it).
+        The consumer gets a read-only view; the value is never overwritten in place after."""
+        return self.numpy().__dlpack__(stream=stream, max_version=max_version,
+                                       dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self):
+        """(device type, device id): kDLCPU, 0 for every CPU device (all share host memory)."""
+        return self.numpy().__dlpack_device__()
+
+    # ---- gradient slot (API.md §8)
+
+    @property
+    def grad(self):
+        """The gradient a GradManager's backward left here; None until one lands."""
+        return self._grad_slot
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, TensorBase):
+                raise TypeError(f"Tensor.grad must be a Tensor or None, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise ValueError(f"Tensor.grad must have the tensor's shape {self.shape}, got "
+                                 f"{value.shape}")
+        self._grad_slot = value
 
     # ---- values sharing this one
 
@@ -265,6 +304,17 @@ class Parameter(Tensor):
 
     def __repr__(self):
         return "Parameter" + super().__repr__()[len("Tensor"):]
+
+
+def from_dlpack(obj):
+    """A Tensor holding a copy of a DLPack producer's value (a torch tensor, a numpy array,
+    anything with `__dlpack__`), with API.md §1's dtype rules (float64 → float32, ...)."""
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"from_dlpack needs an object with __dlpack__ (a torch tensor, a numpy "
+                        f"array, ...), got {type(obj).__name__}")
+    if isinstance(obj, TensorBase):
+        return Tensor(obj.numpy())
+    return Tensor(np.from_dlpack(obj))
 
 
 def _rebuild(cls, array, device, name):
