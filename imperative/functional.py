@@ -40,7 +40,7 @@ __all__ = [
     # neural networks
     "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu",
     "softmax", "log_softmax", "cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
-    "batch_norm", "layer_norm", "embedding", "dropout",
+    "batch_norm", "layer_norm", "embedding", "dropout", "mse_loss",
 ]
 
 
@@ -438,6 +438,25 @@ def cross_entropy(logits, labels, axis=-1, reduction="mean"):
     logits = _as_tensor(logits)
     labels = _as_tensor(labels, logits.device)
     return _apply1(cached_op(O.CrossEntropy, int(axis), reduction), logits, labels)
+
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def mse_loss(pred, target, reduction="mean"):
+    """(pred - target) ** 2, averaged ("mean"), summed ("sum") or elementwise ("none"), as
+    PyTorch's. The shapes must match: broadcasting a (N,) target against a (N, 1) prediction
+    is a classic silent mistake."""
+    pred = _as_tensor(pred)
+    target = _as_tensor(target, pred.device)
+    if pred.shape != target.shape:
+        raise ValueError(f"mse_loss: pred has shape {pred.shape} but target has shape "
+                         f"{target.shape}; reshape one of them")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"mse_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    diff = pred - target
+    squared = diff * diff
+    return squared if reduction == "none" else _reduce(reduction.upper(), squared, None, False)
 
 
 def linear(x, weight, bias=None):

@@ -1,13 +1,19 @@
 """Modules: parameters found by attribute, named by scope (`block.linear.weight`), and a
 `__call__` that runs `forward` inside the module's scope, so ops and tensors are named too."""
 import math
+from collections import OrderedDict
 
+import numpy as np
+
+from . import _core
+from . import dtype as D
 from . import functional as F
 from . import random as R
 from .scope import scope
 from .tensor import Parameter, Tensor
 
-__all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", "ReLU", "Sequential"]
+__all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", "ReLU", "GELU",
+           "Flatten", "Embedding", "MaxPool2d", "AvgPool2d", "ModuleList", "Sequential"]
 
 
 class Module:
@@ -56,6 +62,67 @@ class Module:
     def parameters(self):
         return [p for _, p in self.named_parameters()]
 
+    def named_buffers(self, prefix=""):
+        """(`bn.running_mean`, Tensor) pairs: the Tensors a module holds that are not
+        Parameters (BatchNorm's running statistics), each once."""
+        seen = set()
+        for name, t in self._named_tensors(prefix):
+            if not isinstance(t, Parameter) and id(t) not in seen:
+                seen.add(id(t))
+                yield name, t
+
+    def _named_tensors(self, prefix):
+        for name, value in vars(self).items():
+            full = f"{prefix}.{name}" if prefix else name
+            if isinstance(value, Tensor):
+                yield full, value
+            elif isinstance(value, Module):
+                yield from value._named_tensors(full)
+
+    # ---- saving (API.md §8)
+
+    def state_dict(self):
+        """An ordered dict name → Tensor: the parameters (named as by `named_parameters()`)
+        and the buffers. The Tensors share the module's values (no copy)."""
+        return OrderedDict((name, Tensor(t)) for name, t in self._named_state())
+
+    def _named_state(self):
+        # PyTorch's order (each module's parameters, its buffers, then its children), so that
+        # a state dict lists the same keys in the same order as the PyTorch model's.
+        seen = set()
+        for name, t in self._state_in_torch_order(""):
+            if id(t) not in seen:
+                seen.add(id(t))
+                yield name, t
+
+    def _state_in_torch_order(self, prefix):
+        own = [(f"{prefix}{name}", value) for name, value in vars(self).items()
+               if isinstance(value, Tensor)]
+        yield from ((n, t) for n, t in own if isinstance(t, Parameter))
+        yield from ((n, t) for n, t in own if not isinstance(t, Parameter))
+        for name, child in self.named_children():
+            yield from child._state_in_torch_order(f"{prefix}{name}.")
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Set parameters and buffers from `state_dict` (Tensors or arrays, as `state_dict()`
+        gives). Everything is checked before anything changes: with `strict`, a missing or
+        unexpected key raises KeyError naming them; a shape that differs raises ValueError.
+        Returns (missing keys, unexpected keys)."""
+        if not hasattr(state_dict, "items"):
+            raise TypeError(f"load_state_dict: expected a dict name -> Tensor, got "
+                            f"{type(state_dict).__name__}")
+        own = dict(self._named_state())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise KeyError(f"load_state_dict({type(self).__name__}): missing keys {missing}, "
+                           f"unexpected keys {unexpected}")
+        new_values = {name: _loaded_value(name, own[name], value)
+                      for name, value in state_dict.items() if name in own}
+        for name, value in new_values.items():
+            own[name]._set_info_from(value)
+        return missing, unexpected
+
     # ---- modes
 
     def train(self, mode=True):
@@ -66,6 +133,21 @@ class Module:
 
     def eval(self):
         return self.train(False)
+
+
+def _loaded_value(name, target, value):
+    """`value` as a Tensor of `target`'s dtype and device, or a ValueError naming `name`."""
+    if not isinstance(value, Tensor):
+        value = np.asarray(value)
+    if tuple(value.shape) != target.shape:
+        raise ValueError(f"load_state_dict: {name!r} has shape {tuple(value.shape)}, the module "
+                         f"expects {target.shape}")
+    if isinstance(value, Tensor):
+        return value.to(target.device).astype(target.dtype)
+    if not np.can_cast(value.dtype, target.dtype, "same_kind"):
+        raise ValueError(f"load_state_dict: {name!r} has dtype {value.dtype}, which does not "
+                         f"convert to the module's {D.dtype_name(target.dtype)}")
+    return Tensor(value, dtype=target.dtype, device=target.device)
 
 
 def _uniform_parameter(shape, bound):
@@ -148,24 +230,111 @@ class ReLU(Module):
         return F.relu(x)
 
 
-class Sequential(Module):
-    """Modules applied in order; named `0`, `1`, ... as in PyTorch."""
+class GELU(Module):
+    """x * Phi(x); `approximate="tanh"` for PyTorch's tanh approximation."""
 
-    def __init__(self, *modules):
+    def __init__(self, approximate="none"):
         super().__init__()
-        for i, m in enumerate(modules):
-            if not isinstance(m, Module):
-                raise TypeError(f"Sequential takes Modules, got {type(m).__name__} at position {i}")
-            setattr(self, str(i), m)
-        object.__setattr__(self, "_length", len(modules))
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x, self.approximate)
+
+
+class Flatten(Module):
+    """Merge dimensions start_axis..end_axis; by default all but the batch dimension."""
+
+    def __init__(self, start_axis=1, end_axis=-1):
+        super().__init__()
+        self.start_axis, self.end_axis = start_axis, end_axis
+
+    def forward(self, x):
+        return F.flatten(x, self.start_axis, self.end_axis)
+
+
+class Embedding(Module):
+    """A table of `num_embeddings` rows of `embedding_dim` floats, looked up by integer
+    indices; initialised from N(0, 1) as in PyTorch."""
+
+    def __init__(self, num_embeddings, embedding_dim):
+        super().__init__()
+        _check_positive_int("Embedding", "num_embeddings", num_embeddings)
+        _check_positive_int("Embedding", "embedding_dim", embedding_dim)
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = Parameter(R.normal(0.0, 1.0, size=(num_embeddings, embedding_dim)))
+
+    def forward(self, indices):
+        return F.embedding(indices, self.weight)
+
+
+def _check_positive_int(module, name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{module}: {name} must be a positive int, got {value!r}")
+
+
+class _Pool2d(Module):
+    pool = None       # the functional: F.max_pool2d or F.avg_pool2d
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x):
+        return type(self).pool(x, self.kernel_size, self.stride, self.padding)
+
+
+class MaxPool2d(_Pool2d):
+    """Max over windows of x (N, C, H, W); stride defaults to kernel_size."""
+    pool = staticmethod(F.max_pool2d)
+
+
+class AvgPool2d(_Pool2d):
+    """Mean over windows of x (N, C, H, W), padding excluded from the count (PyTorch's
+    `count_include_pad=False`); stride defaults to kernel_size."""
+    pool = staticmethod(F.avg_pool2d)
+
+
+class ModuleList(Module):
+    """A list of Modules whose parameters the parent finds; named `0`, `1`, ... as in
+    PyTorch. It has no forward: index or iterate it."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        object.__setattr__(self, "_length", 0)
+        self.extend(modules)
+
+    def append(self, module):
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__} takes Modules, got {type(module).__name__} "
+                            f"at position {self._length}")
+        setattr(self, str(self._length), module)
+        object.__setattr__(self, "_length", self._length + 1)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
 
     def __len__(self):
         return self._length
 
+    def __iter__(self):
+        return (self[i] for i in range(self._length))
+
     def __getitem__(self, i):
         return getattr(self, str(range(self._length)[i]))
 
+
+class Sequential(ModuleList):
+    """Modules applied in order; named `0`, `1`, ... as in PyTorch."""
+
+    def __init__(self, *modules):
+        super().__init__(modules)
+
     def forward(self, x):
-        for i in range(self._length):
-            x = self[i](x)
+        for module in self:
+            x = module(x)
         return x

@@ -5,6 +5,7 @@ from . import _core
 from ._core import apply
 from .ops.base import cached_op
 from .ops.elemwise import ScaledAdd
+from . import functional as F
 from .tensor import Tensor
 
 
@@ -14,7 +15,7 @@ def _axpy(x, alpha, y):
         return apply(cached_op(ScaledAdd, float(alpha)), x, y)[0]
     return x + y * alpha
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm"]
 
 
 def _check_number(name, value, low=0.0):
@@ -24,6 +25,11 @@ def _check_number(name, value, low=0.0):
 
 
 class Optimizer:
+    """Base class: `step()` updates every parameter that has a `.grad`; subclasses give
+    `_update` and list their settings in `hyperparameters` (saved by `state_dict()`)."""
+
+    hyperparameters = ("lr",)
+
     def __init__(self, params, lr):
         params = [params] if isinstance(params, Tensor) else list(params)
         if not params:
@@ -44,16 +50,64 @@ class Optimizer:
 
     def step(self):
         for p in self.params:
-            grad = getattr(p, "grad", None)
+            grad = p.grad
             if grad is not None:
                 p._set_info_from(self._update(p, grad, self.state.setdefault(id(p), {})))
 
     def _update(self, param, grad, state):
         raise NotImplementedError
 
+    # ---- saving (API.md §8)
+
+    def state_dict(self):
+        """{"state": {index: {name: Tensor or number}}, "param_groups": [{settings...,
+        "params": [indices]}]}: PyTorch's layout, parameters numbered in the order given."""
+        state = {i: dict(self.state[id(p)]) for i, p in enumerate(self.params)
+                 if self.state.get(id(p))}
+        group = {name: getattr(self, name) for name in self.hyperparameters}
+        group["params"] = list(range(len(self.params)))
+        return {"state": state, "param_groups": [group]}
+
+    def load_state_dict(self, state_dict):
+        """Restore settings and per-parameter state from `state_dict()`'s output. Checked
+        before anything changes: the parameter count and each state tensor's shape."""
+        try:
+            (group,) = state_dict["param_groups"]
+            saved_state = state_dict["state"]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("load_state_dict: expected a dict with 'state' and one "
+                             "'param_groups' entry, as Optimizer.state_dict() gives") from None
+        if len(group.get("params", ())) != len(self.params):
+            raise ValueError(f"load_state_dict: the saved optimizer has "
+                             f"{len(group.get('params', ()))} parameters, this one "
+                             f"{len(self.params)}")
+        missing = [name for name in self.hyperparameters if name not in group]
+        if missing:
+            raise KeyError(f"load_state_dict: settings {missing} missing from param_groups")
+        new_state = {}
+        for index, entry in saved_state.items():
+            param = self.params[int(index)]
+            new_state[id(param)] = {name: self._loaded_state(index, name, param, value)
+                                    for name, value in entry.items()}
+        for name in self.hyperparameters:
+            setattr(self, name, type(getattr(self, name))(group[name]))
+        self.state = new_state
+
+    @staticmethod
+    def _loaded_state(index, name, param, value):
+        if isinstance(value, (int, float)):
+            return value
+        value = value if isinstance(value, Tensor) else Tensor(value)
+        if value.shape != param.shape:
+            raise ValueError(f"load_state_dict: state[{index}][{name!r}] has shape "
+                             f"{value.shape}, parameter {index} has {param.shape}")
+        return _core.persistent(value.to(param.device).astype(param.dtype))
+
 
 class SGD(Optimizer):
     """`SGD(params, lr, momentum=0.0, weight_decay=0.0, nesterov=False)`, as PyTorch's."""
+
+    hyperparameters = ("lr", "momentum", "weight_decay", "nesterov")
 
     def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, nesterov=False):
         super().__init__(params, lr)
@@ -79,6 +133,7 @@ class Adam(Optimizer):
     decay added to the gradient, as PyTorch's Adam."""
 
     decoupled = False
+    hyperparameters = ("lr", "betas", "eps", "weight_decay")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(params, lr)
@@ -110,3 +165,27 @@ class AdamW(Adam):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
         super().__init__(params, lr, betas, eps, weight_decay)
+
+
+def clip_grad_norm(params, max_norm, norm_type=2.0):
+    """Scale the `.grad` of `params` together so that their joint norm is at most `max_norm`
+    (PyTorch's `clip_grad_norm_`); returns the norm before clipping, as a Tensor. The scale
+    is computed by ops, so nothing waits for the gradients."""
+    params = [params] if isinstance(params, Tensor) else list(params)
+    max_norm = _check_number("max_norm", max_norm)
+    norm_type = float(norm_type)
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return Tensor(0.0)
+    if norm_type == float("inf"):
+        total = F.max(F.stack([F.max(F.abs(g)) for g in grads]))
+    elif norm_type > 0:
+        total = F.sum(F.stack([F.sum(F.abs(g) ** norm_type) for g in grads])) ** (1 / norm_type)
+    else:
+        raise ValueError(f"clip_grad_norm: norm_type must be > 0 or inf, got {norm_type}")
+    # min(1, max_norm / norm): gradients already inside the ball are left as they are
+    scale = F.minimum(max_norm / (total + 1e-6), 1.0)
+    for p in params:
+        if p.grad is not None:
+            p.grad = _core.persistent(p.grad * scale)
+    return total
