@@ -30,7 +30,8 @@ def __getattr__(name):
     if name in ("Profiler", "start_profile", "stop_profile"):
         from . import profiler
         return getattr(profiler, name)
-    raise AttributeError(f"module 'imperative' has no attribute {name!r}")
+    from .torch_hints import module_attribute_error     # imp.tensor(...): name imp.Tensor
+    raise module_attribute_error(name)
 
 
 @contextmanager

@@ -7,6 +7,7 @@ tensor is: scalars take the dtype the contract's promotion gives them (`int8 ten
 stays int8, `int32 tensor + 1.5` is float32), arrays keep theirs (float64 -> float32).
 """
 import builtins
+import inspect
 import numbers
 
 import numpy as np
@@ -20,6 +21,7 @@ from .device import get_device
 from .ops.base import cached_op, normalize_axes, normalize_axis
 from .ops.nn import float_dtype
 from .tensor import Tensor
+from .torch_hints import keyword_hints
 
 __all__ = [
     # elementwise
@@ -557,3 +559,16 @@ def dropout(x, p=0.5, training=True):
     by 1/(1-p); otherwise return x. The mask is an RNG op (never recomputed, seeded by
     imperative.random.seed)."""
     return _random.dropout(_as_tensor(x), p, training)
+
+
+def _add_keyword_hints():
+    """`F.sum(x, dim=1)` and the like: wrap each function that takes an axis-like keyword so
+    that PyTorch's spelling raises a TypeError naming ours (imperative/torch_hints.py)."""
+    axis_like = {"axis", "keepdims", "start_axis", "end_axis"}
+    for name in __all__:
+        fn = globals()[name]
+        if axis_like & set(inspect.signature(fn).parameters):
+            globals()[name] = keyword_hints(fn)
+
+
+_add_keyword_hints()

@@ -1,5 +1,8 @@
 """The Tensor facade. Its record and operators live in the Cython core (`TensorBase`);
 this module adds construction, conversions and the methods built from ops."""
+import sys
+import types
+
 import numpy as np
 
 from . import _core
@@ -7,6 +10,7 @@ from . import dtype as D
 from . import ops as O
 from .ops import cached_op
 from .scope import auto_name
+from .torch_hints import keyword_error, keyword_hints, tensor_attribute_error
 from ._core import TensorBase, as_device
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
@@ -52,7 +56,11 @@ class Tensor(TensorBase):
     """A value computed by the runtime. `Tensor(data, dtype=None, device=None, *, is_const=False,
     no_cache=False, name=None)`: the data is copied (or shared, for a Tensor)."""
 
-    def __init__(self, data, dtype=None, device=None, *, is_const=False, no_cache=False, name=None):
+    def __init__(self, data, dtype=None, device=None, *, is_const=False, no_cache=False, name=None,
+                 **torch_keywords):
+        for keyword in torch_keywords:       # requires_grad=True and friends: say what to do
+            raise keyword_error(type(self).__name__, keyword) or TypeError(
+                f"{type(self).__name__}() got an unexpected keyword argument {keyword!r}")
         if isinstance(data, TensorBase):
             if dtype is not None and not D.same_dtype(D.canonical_dtype(dtype), data.dtype):
                 raise ValueError(f"Tensor(t, dtype={D.dtype_name(D.canonical_dtype(dtype))}): t has dtype "
@@ -69,6 +77,26 @@ class Tensor(TensorBase):
             else:
                 self._init_value(array, dt, dev)
         self.name = "" if name is None else str(name)
+
+    # ---- PyTorch habits (imperative/torch_hints.py)
+
+    def __getattr__(self, name):
+        # only reached for a missing attribute: say what PyTorch's x.view etc. is called here
+        raise tensor_attribute_error(name)
+
+    @property
+    def requires_grad(self):
+        raise tensor_attribute_error("requires_grad")
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        raise tensor_attribute_error("requires_grad")
+
+    @property
+    def size(self):
+        """The number of elements, an int; calling it as PyTorch's `x.size(dim)` / `x.size()`
+        gives `x.shape[dim]` / `x.shape`."""
+        return _Size(TensorBase.size.__get__(self), self.shape)
 
     # ---- conversions
 
@@ -213,24 +241,31 @@ class Tensor(TensorBase):
     def _reduce(self, mode, axis, keepdims):
         return _core.apply(cached_op(O.Reduce, mode, _axis_arg(axis), bool(keepdims)), self)[0]
 
+    @keyword_hints
     def sum(self, axis=None, keepdims=False):
         return self._reduce("SUM", axis, keepdims)
 
+    @keyword_hints
     def mean(self, axis=None, keepdims=False):
         return self._reduce("MEAN", axis, keepdims)
 
+    @keyword_hints
     def max(self, axis=None, keepdims=False):
         return self._reduce("MAX", axis, keepdims)
 
+    @keyword_hints
     def min(self, axis=None, keepdims=False):
         return self._reduce("MIN", axis, keepdims)
 
+    @keyword_hints
     def prod(self, axis=None, keepdims=False):
         return self._reduce("PRODUCT", axis, keepdims)
 
+    @keyword_hints
     def argmax(self, axis=None, keepdims=False):
         return _core.apply(cached_op(O.Argmax, axis, bool(keepdims)), self)[0]
 
+    @keyword_hints
     def argmin(self, axis=None, keepdims=False):
         return _core.apply(cached_op(O.Argmin, axis, bool(keepdims)), self)[0]
 
@@ -299,6 +334,24 @@ class Tensor(TensorBase):
         _core.swap_in_tensor(self)
 
 
+class _Size(int):
+    """Tensor.size: an int (the element count) that PyTorch code may also call."""
+
+    def __new__(cls, count, shape):
+        self = super().__new__(cls, count)
+        self._shape = shape
+        return self
+
+    def __call__(self, dim=None):
+        if dim is None:
+            return self._shape
+        try:
+            return self._shape[dim]
+        except (IndexError, TypeError):
+            raise IndexError(f"size({dim!r}): dimension out of range for shape "
+                             f"{self._shape}") from None
+
+
 class Parameter(Tensor):
     """A trainable Tensor. Arithmetic on it gives plain Tensors."""
 
@@ -351,3 +404,15 @@ def _setup():
 
 
 _setup()
+
+
+class _TensorModule(types.ModuleType):
+    """`imp.tensor` is this module; PyTorch's habit `imp.tensor(data)` gets a hint, not
+    "'module' object is not callable"."""
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("imp.tensor is a module; for PyTorch's torch.tensor(data), use "
+                        "imp.Tensor(data, dtype=None, device=None)")
+
+
+sys.modules[__name__].__class__ = _TensorModule
