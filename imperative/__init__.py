@@ -7,7 +7,7 @@
 """
 from contextlib import contextmanager
 
-from . import autodiff, dtr, dtype, functional, nn, ops, optim, random
+from . import autodiff, data, dtr, dtype, functional, lr_scheduler, nn, ops, optim, random
 from .autodiff import GradKey, backward, set_allow_higher_order_directive
 from ._core import (AsyncError, apply, close, full_sync, get_default_device, get_option,
                     memory_stats, options, reset_peak_memory_stats, set_default_device,
@@ -66,5 +66,5 @@ __all__ = [
     "reset_peak_memory_stats", "get_device", "get_default_device", "set_default_device",
     "Device", "functional", "F", "random", "GenericPyOp", "push_scope", "pop_scope", "scope",
     "Profiler", "start_profile", "stop_profile", "autodiff", "GradKey", "backward",
-    "set_allow_higher_order_directive", "nn", "optim", "dtr", "from_dlpack", "save", "load",
+    "set_allow_higher_order_directive", "nn", "optim", "dtr", "from_dlpack", "save", "load", "data", "lr_scheduler",
 ]
