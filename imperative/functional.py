@@ -8,7 +8,6 @@ stays int8, `int32 tensor + 1.5` is float32), arrays keep theirs (float64 -> flo
 """
 import builtins
 import inspect
-import numbers
 
 import numpy as np
 
@@ -20,6 +19,7 @@ from ._core import TensorBase, as_device
 from .device import get_device
 from .ops.base import cached_op, normalize_axes, normalize_axis
 from .ops.nn import float_dtype
+from .ops.shape import check_shape_arg
 from .tensor import Tensor
 from .torch_hints import keyword_hints
 
@@ -83,15 +83,6 @@ def _tensors(*args):
 def _hashable(value):
     """Op parameters must be hashable: lists become tuples."""
     return tuple(value) if isinstance(value, list) else value
-
-
-def _shape_tuple(shape, what):
-    if isinstance(shape, numbers.Integral):
-        return (int(shape),)
-    try:
-        return tuple(int(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"{what}: shape must be an int or a sequence of ints, got {shape!r}") from None
 
 
 # ---------------------------------------------------------------------------------------
@@ -255,19 +246,19 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
 
 def reshape(x, shape):
     """A tensor of the same values in `shape` (one -1 allowed)."""
-    return _apply1(cached_op(O.Reshape, _shape_tuple(shape, "reshape")), _as_tensor(x))
+    return _apply1(cached_op(O.Reshape, check_shape_arg(shape, "reshape")), _as_tensor(x))
 
 
 def transpose(x, axes=None):
     """Permute the axes (reverse them when axes is None), numpy.transpose."""
     x = _as_tensor(x)
-    axes = tuple(range(x.ndim))[::-1] if axes is None else _shape_tuple(axes, "transpose")
+    axes = tuple(range(x.ndim))[::-1] if axes is None else check_shape_arg(axes, "transpose")
     return _apply1(cached_op(O.Dimshuffle, axes), x)
 
 
 def broadcast_to(x, shape):
     """numpy.broadcast_to."""
-    return _apply1(cached_op(O.Broadcast, _shape_tuple(shape, "broadcast_to")), _as_tensor(x))
+    return _apply1(cached_op(O.Broadcast, check_shape_arg(shape, "broadcast_to")), _as_tensor(x))
 
 
 def expand_dims(x, axis):
@@ -345,7 +336,7 @@ def _creation_dtype(dtype, *values):
 def full(shape, value, dtype=None, device=None):
     """A tensor of `shape` filled with `value`; dtype None: from the value (bool, int ->
     int32, float -> float32)."""
-    return _apply1(cached_op(O.Fill, _shape_tuple(shape, "full"), value,
+    return _apply1(cached_op(O.Fill, check_shape_arg(shape, "full"), value,
                              _creation_dtype(dtype, value), _device_name(device)))
 
 
@@ -540,7 +531,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing `normalized_shape` dimensions, then scale by weight and
     shift by bias (both of that shape) when given, as PyTorch's layer_norm."""
     x = _as_tensor(x)
-    shape = _shape_tuple(normalized_shape, "layer_norm")
+    shape = check_shape_arg(normalized_shape, "layer_norm")
     op = cached_op(O.LayerNormForward, shape, float(eps))
     if weight is None and bias is None:
         return _apply1(op, x)

@@ -9,6 +9,7 @@ from . import _core
 from . import dtype as D
 from . import ops as O
 from .ops import cached_op
+from .ops.shape import check_shape_arg
 from .scope import auto_name
 from .torch_hints import keyword_error, keyword_hints, tensor_attribute_error
 from ._core import TensorBase, as_device
@@ -44,12 +45,13 @@ def _axis_arg(axis):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
-def _shape_args(args):
+def _shape_args(args, what):
+    """`reshape(2, 3)`, `reshape((2, 3))` or `reshape(shape_tensor)` → a tuple of ints."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return tuple(int(s) for s in args[0])
+        return check_shape_arg(args[0], what)
     if len(args) == 1 and isinstance(args[0], TensorBase):
-        return tuple(int(s) for s in args[0].numpy())
-    return args
+        return check_shape_arg(args[0].numpy().tolist(), what)
+    return check_shape_arg(args, what)
 
 
 class Tensor(TensorBase):
@@ -157,6 +159,16 @@ class Tensor(TensorBase):
                             f"{self.shape}; format t.numpy() or each element instead")
         return str(self)
 
+    # numpy's protocols (imperative/numpy_protocol.py): np.add(t, 1), np.sum(t) give Tensors
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from . import numpy_protocol
+        return numpy_protocol.array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from . import numpy_protocol
+        return numpy_protocol.array_function(func, args, dict(kwargs))
+
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
         return f"Tensor({body}, dtype={D.dtype_name(self.dtype)}, device={self.device})"
@@ -222,13 +234,13 @@ class Tensor(TensorBase):
         return _core.apply(cached_op(O.Copy, str(as_device(device))), self)[0]
 
     def reshape(self, *shape):
-        return _core.apply(cached_op(O.Reshape, _shape_args(shape)), self)[0]
+        return _core.apply(cached_op(O.Reshape, _shape_args(shape, "reshape")), self)[0]
 
     def flatten(self):
         return self.reshape(-1)
 
     def transpose(self, *axes):
-        axes = _shape_args(axes) or tuple(range(self.ndim))[::-1]
+        axes = _shape_args(axes, "transpose") or tuple(range(self.ndim))[::-1]
         return _core.apply(cached_op(O.Dimshuffle, tuple(axes)), self)[0]
 
     @property
@@ -236,7 +248,7 @@ class Tensor(TensorBase):
         return self.transpose()
 
     def broadcast_to(self, *shape):
-        return _core.apply(cached_op(O.Broadcast, _shape_args(shape)), self)[0]
+        return _core.apply(cached_op(O.Broadcast, _shape_args(shape, "broadcast_to")), self)[0]
 
     def _reduce(self, mode, axis, keepdims):
         return _core.apply(cached_op(O.Reduce, mode, _axis_arg(axis), bool(keepdims)), self)[0]
