@@ -45,19 +45,8 @@ class Module:
 
     def named_parameters(self, prefix=""):
         """(`block.linear.weight`, Parameter) pairs, each Parameter once."""
-        seen = set()
-        for name, p in self._named_parameters(prefix):
-            if id(p) not in seen:
-                seen.add(id(p))
-                yield name, p
-
-    def _named_parameters(self, prefix):
-        for name, value in vars(self).items():
-            full = f"{prefix}.{name}" if prefix else name
-            if isinstance(value, Parameter):
-                yield full, value
-            elif isinstance(value, Module):
-                yield from value._named_parameters(full)
+        return _each_once((n, t) for n, t in self._named_tensors(prefix)
+                          if isinstance(t, Parameter))
 
     def parameters(self):
         return [p for _, p in self.named_parameters()]
@@ -65,11 +54,8 @@ class Module:
     def named_buffers(self, prefix=""):
         """(`bn.running_mean`, Tensor) pairs: the Tensors a module holds that are not
         Parameters (BatchNorm's running statistics), each once."""
-        seen = set()
-        for name, t in self._named_tensors(prefix):
-            if not isinstance(t, Parameter) and id(t) not in seen:
-                seen.add(id(t))
-                yield name, t
+        return _each_once((n, t) for n, t in self._named_tensors(prefix)
+                          if not isinstance(t, Parameter))
 
     def _named_tensors(self, prefix):
         for name, value in vars(self).items():
@@ -89,11 +75,7 @@ class Module:
     def _named_state(self):
         # PyTorch's order (each module's parameters, its buffers, then its children), so that
         # a state dict lists the same keys in the same order as the PyTorch model's.
-        seen = set()
-        for name, t in self._state_in_torch_order(""):
-            if id(t) not in seen:
-                seen.add(id(t))
-                yield name, t
+        return _each_once(self._state_in_torch_order(""))
 
     def _state_in_torch_order(self, prefix):
         own = [(f"{prefix}{name}", value) for name, value in vars(self).items()
@@ -133,6 +115,15 @@ class Module:
 
     def eval(self):
         return self.train(False)
+
+
+def _each_once(named_tensors):
+    """The (name, tensor) pairs, skipping a tensor met before under another name."""
+    seen = set()
+    for name, t in named_tensors:
+        if id(t) not in seen:
+            seen.add(id(t))
+            yield name, t
 
 
 def _loaded_value(name, target, value):

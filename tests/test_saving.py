@@ -8,7 +8,7 @@ import torch
 
 import imperative as imp
 from imperative import F, dtype as D, nn, optim
-from imperative.autodiff import GradManager
+from test_training import blobs, train
 
 
 def small_net():
@@ -72,37 +72,23 @@ def test_a_failing_load_changes_nothing():
     assert isinstance(lin.weight, imp.Parameter)
 
 
-def train_steps(model, opt, x, y, steps):
-    gm = GradManager().attach(model.parameters())
-    losses = []
-    for _ in range(steps):
-        with gm:
-            loss = F.mse_loss(model(x), y)
-            gm.backward(loss)
-        opt.step()
-        opt.clear_grad()
-        losses.append(float(loss))
-    return losses
-
-
 @pytest.mark.parametrize("make_opt", [lambda p: optim.SGD(p, 0.1, momentum=0.9, nesterov=True),
                                       lambda p: optim.Adam(p, 0.01),
                                       lambda p: optim.AdamW(p, 0.01)])
 def test_optimizer_state_dict_resumes_training_exactly(make_opt, tmp_path):
-    rng = np.random.default_rng(2)
-    x, y = imp.Tensor(rng.standard_normal((8, 3))), imp.Tensor(rng.standard_normal((8, 1)))
-    model = nn.Linear(3, 1)
+    x, labels = (imp.Tensor(a) for a in blobs(16, 3, 4, seed=2))
+    model = nn.Linear(3, 4)
     opt = make_opt(model.parameters())
-    train_steps(model, opt, x, y, 2)
+    train(model, x, labels, opt, 2)
     imp.save({"model": model.state_dict(), "opt": opt.state_dict()}, tmp_path / "ckpt")
-    expected = train_steps(model, opt, x, y, 3)
+    expected = train(model, x, labels, opt, 3)
 
-    resumed = nn.Linear(3, 1)
+    resumed = nn.Linear(3, 4)
     resumed_opt = make_opt(resumed.parameters())
     checkpoint = imp.load(tmp_path / "ckpt")
     resumed.load_state_dict(checkpoint["model"])
     resumed_opt.load_state_dict(checkpoint["opt"])
-    assert train_steps(resumed, resumed_opt, x, y, 3) == expected
+    assert train(resumed, x, labels, resumed_opt, 3) == expected
 
 
 def test_optimizer_load_state_dict_checks_before_changing():
