@@ -98,6 +98,9 @@ cdef enum:  # option indices into Channel._opts
     OPT_QUEUE_SIZE = 11
 
 
+_LLONG_MAX = 2 ** 63 - 1     # options are stored as C long long
+
+
 cdef long long _validate_option(str name, object value) except? -1:
     if name not in _OPTION_INDEX:
         raise ValueError(f"unknown option {name!r}; valid options: {', '.join(_OPTION_NAMES)}")
@@ -109,6 +112,8 @@ cdef long long _validate_option(str name, object value) except? -1:
     if value < lo or (hi is not None and value > hi):
         expected = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
         raise ValueError(f"option {name!r} must be {expected}, got {value}")
+    if value > _LLONG_MAX:
+        raise ValueError(f"option {name!r} must be at most {_LLONG_MAX}, got {value}")
     return int(value)
 
 
@@ -122,7 +127,8 @@ cdef dict _options_from_environment():
         try:
             values[name] = _validate_option(name, int(text.strip()))
         except (TypeError, ValueError) as e:
-            warnings.warn(f"ignoring environment variable {var}={text!r}: {e}", RuntimeWarning)
+            warnings.warn(f"ignoring environment variable {var}={text!r}: {e}; using the "
+                          f"default {values[name]}", RuntimeWarning)
     return values
 
 

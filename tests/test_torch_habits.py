@@ -84,19 +84,3 @@ def test_module_level_pytorch_names():
     with pytest.raises(AttributeError, match="^module 'imperative' has no attribute 'nope'$"):
         imp.nope
 
-
-@pytest.mark.parametrize("call", [lambda t: t.reshape(3.7, 2), lambda t: t.reshape((3.0, 2)),
-                                  lambda t: F.reshape(t, (3.5, 2)), lambda t: t.transpose(1.0, 0),
-                                  lambda t: t.broadcast_to((2, 2.0, 3)), lambda t: F.zeros((2.5,))])
-def test_float_shapes_raise_instead_of_truncating(call):
-    t = imp.Tensor(np.zeros((2, 3), np.float32))
-    with pytest.raises(TypeError, match=r"expected integers, got \d\.\d \(float\) at position"):
-        call(t)
-
-
-def test_integer_like_shapes_still_work():
-    t = imp.Tensor(np.arange(6, dtype=np.float32))
-    assert t.reshape(np.int64(3), 2).shape == (3, 2)
-    assert t.reshape(imp.Tensor([2, 3])).shape == (2, 3)
-    assert t.reshape(imp.Tensor(3), -1).shape == (3, 2)
-    assert F.reshape(t, [1, 6]).shape == (1, 6)

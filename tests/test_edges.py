@@ -1,0 +1,43 @@
+"""Errors at the edges (issue 13): bad shapes, oversized integers, garbage environment."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import imperative as imp
+from imperative import F
+
+
+@pytest.mark.parametrize("call", [lambda t: t.reshape(3.7, 2), lambda t: t.reshape((3.0, 2)),
+                                  lambda t: F.reshape(t, (3.5, 2)), lambda t: t.transpose(1.0, 0),
+                                  lambda t: t.broadcast_to((2, 2.0, 3)), lambda t: F.zeros((2.5,))])
+def test_float_shapes_raise_instead_of_truncating(call):
+    t = imp.Tensor(np.zeros((2, 3), np.float32))
+    with pytest.raises(TypeError, match=r"expected integers, got \d\.\d \(float\) at position"):
+        call(t)
+
+
+def test_integer_like_shapes_still_work():
+    t = imp.Tensor(np.arange(6, dtype=np.float32))
+    assert t.reshape(np.int64(3), 2).shape == (3, 2)
+    assert t.reshape(imp.Tensor([2, 3])).shape == (2, 3)
+    assert t.reshape(imp.Tensor(3), -1).shape == (3, 2)
+    assert F.reshape(t, [1, 6]).shape == (1, 6)
+
+
+def test_oversized_option_values_name_the_option():
+    with pytest.raises(ValueError, match=r"option 'dtr_eviction_threshold' must be at most \d+, "
+                                         r"got 1180591620717411303424"):
+        imp.set_option("dtr_eviction_threshold", 2 ** 70)
+
+
+def test_a_garbage_environment_value_never_breaks_the_import():
+    env = dict(os.environ, IMPERATIVE_DTR_EVICTION_THRESHOLD="99999999999999999999")
+    done = subprocess.run([sys.executable, "-c", "import imperative as imp; "
+                           "print(imp.get_option('dtr_eviction_threshold'))"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
+    assert "IMPERATIVE_DTR_EVICTION_THRESHOLD" in done.stderr and "using the default 0" in done.stderr
