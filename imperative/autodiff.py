@@ -19,7 +19,10 @@ How it works
   * `FastpathCopy` (an alias of its input) is never recorded: its output is a fresh untracked
     record, the way to take a value out of every gradient record.
 """
+from __future__ import annotations
+
 import itertools
+from typing import Any, Callable, Iterable, Self
 import warnings
 
 import numpy as np
@@ -268,11 +271,11 @@ class NoGradientWarning(UserWarning):
 class _RecordingContext:
     """`with manager:` records on entry and releases on exit, even when the body raises."""
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self.record()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.release()
         return False
 
@@ -283,7 +286,7 @@ class GradManager(_RecordingContext):
 
     `backward` ends the recording (as in MegEngine): one backward per `record()`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._attached = []      # tensors, in attach order
         self._callbacks = {}     # id(tensor) -> list of cb(tensor, grad) -> grad
         self._key = None
@@ -292,7 +295,9 @@ class GradManager(_RecordingContext):
     def __repr__(self):
         return f"<GradManager@{id(self):x} with {len(self._attached)} attached tensor(s)>"
 
-    def attach(self, params, callbacks=None):
+    def attach(self, params: Tensor | Iterable[Tensor],
+               callbacks: Callable[[Tensor, Tensor], Tensor] | list[Any] | None = None
+               ) -> GradManager:
         """Track `params` (a Tensor or a list, e.g. `model.parameters()`): every backward
         adds their gradients into `p.grad`. `callbacks(p, grad) -> grad` run first, in order.
         Returns the manager, so `gm = GradManager().attach(params)` reads well."""
@@ -312,14 +317,15 @@ class GradManager(_RecordingContext):
                 self._attach_to_key(p)
         return self
 
-    def attached_tensors(self):
+    def attached_tensors(self) -> list[Tensor]:
+        """The attached tensors, in attach order."""
         return list(self._attached)
 
     @property
     def recording(self):
         return self._key is not None
 
-    def record(self):
+    def record(self) -> None:
         """Start recording the ops that read attached tensors (what `with gm:` does)."""
         if self._key is not None:
             raise RuntimeError("GradManager.record: already recording")
@@ -329,7 +335,7 @@ class GradManager(_RecordingContext):
             self._attach_to_key(p)
         self._key._start()   # records even with nothing attached yet (attach may follow)
 
-    def release(self):
+    def release(self) -> None:
         """End the recording and free the graph; does nothing when not recording."""
         key, self._key = self._key, None
         if key is not None:
@@ -346,7 +352,8 @@ class GradManager(_RecordingContext):
         # would reach back through the whole backward pass, so it is never evicted.
         p.grad = _core.persistent(grad if old is None else old + grad)
 
-    def backward(self, y=None, dy=None):
+    def backward(self, y: Tensor | list[Tensor] | None = None,
+                 dy: Tensor | list[Tensor] | None = None) -> None:
         """Add the gradients of `y` (a loss, or a list of Tensors seeded with `dy`, ones by
         default) into `p.grad` of every attached `p`, then end the recording: one backward
         per `with gm:`. `y=None` only ends the recording."""
@@ -386,7 +393,7 @@ class GradManager(_RecordingContext):
                           "the loss is computed from (gm.attach(model.parameters())), and "
                           "compute it inside `with gm:`", NoGradientWarning, stacklevel=3)
 
-    def reaches_attached(self, ys):
+    def reaches_attached(self, ys: Tensor | list[Tensor]) -> bool:
         """Whether some of `ys` was computed, while recording, from an attached tensor."""
         key = self._key
         return key is not None and any(t._record in key._producer for t in _as_list(ys, "ys"))

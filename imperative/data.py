@@ -8,6 +8,10 @@
 Each pass over the loader is one epoch; with `shuffle`, every epoch has a new order drawn
 from one generator seeded with `seed`, so a run is reproducible and epochs differ.
 """
+from __future__ import annotations
+
+from typing import Any, Iterator
+
 import numpy as np
 
 from .tensor import Tensor
@@ -19,7 +23,8 @@ class ArrayLoader:
     """Batches of rows of `arrays` (numpy arrays, Tensors or lists with the same length),
     as Tensors. `drop_last` leaves out a last, smaller batch."""
 
-    def __init__(self, *arrays, batch_size, shuffle=False, drop_last=False, seed=None):
+    def __init__(self, *arrays: Any, batch_size: int, shuffle: bool = False,
+                 drop_last: bool = False, seed: int | None = None) -> None:
         if not arrays:
             raise ValueError("ArrayLoader needs at least one array")
         self.arrays = [a.numpy() if isinstance(a, Tensor) else np.asarray(a) for a in arrays]
@@ -33,15 +38,17 @@ class ArrayLoader:
         self._rng = np.random.default_rng(seed)
 
     @property
-    def num_samples(self):
+    def num_samples(self) -> int:
+        """Rows in each array."""
         return len(self.arrays[0])
 
-    def __len__(self):
+    def __len__(self) -> int:
         """Batches per epoch."""
         full, rest = divmod(self.num_samples, self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
+        """One epoch: a Tensor per batch for one array, a tuple of Tensors for several."""
         n = self.num_samples
         order = self._rng.permutation(n) if self.shuffle else None
         for start in range(0, len(self) * self.batch_size, self.batch_size):

@@ -1,7 +1,10 @@
 """Modules: parameters found by attribute, named by scope (`block.linear.weight`), and a
 `__call__` that runs `forward` inside the module's scope, so ops and tensors are named too."""
+from __future__ import annotations
+
 import math
 from collections import OrderedDict
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -10,6 +13,7 @@ from . import dtype as D
 from . import functional as F
 from . import random as R
 from .scope import scope
+from ._types import PairLike, TensorLike
 from .tensor import Parameter, Tensor
 
 __all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", "ReLU", "GELU",
@@ -19,39 +23,43 @@ __all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", 
 class Module:
     """Base class. Assign Parameters and sub-Modules as attributes; define `forward`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_scope_name", type(self).__name__)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         if isinstance(value, Module):
             # a child is named after the attribute that holds it
             object.__setattr__(value, "_scope_name", name)
         object.__setattr__(self, name, value)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The computation; subclasses define it, and call the module (not forward) to run it."""
         raise NotImplementedError(f"{type(self).__name__}.forward")
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """`forward(...)` inside the module's scope (ops and tensors are named after it)."""
         with scope(self._scope_name):
             return self.forward(*args, **kwargs)
 
     # ---- parameters
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """(attribute name, Module) for each direct child."""
         for name, value in vars(self).items():
             if isinstance(value, Module):
                 yield name, value
 
-    def named_parameters(self, prefix=""):
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
         """(`block.linear.weight`, Parameter) pairs, each Parameter once."""
         return _each_once((n, t) for n, t in self._named_tensors(prefix)
                           if isinstance(t, Parameter))
 
-    def parameters(self):
+    def parameters(self) -> list[Parameter]:
+        """Every Parameter of the module and its children, once each."""
         return [p for _, p in self.named_parameters()]
 
-    def named_buffers(self, prefix=""):
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
         """(`bn.running_mean`, Tensor) pairs: the Tensors a module holds that are not
         Parameters (BatchNorm's running statistics), each once."""
         return _each_once((n, t) for n, t in self._named_tensors(prefix)
@@ -67,7 +75,7 @@ class Module:
 
     # ---- saving (API.md §8)
 
-    def state_dict(self):
+    def state_dict(self) -> OrderedDict[str, Tensor]:
         """An ordered dict name → Tensor: the parameters (named as by `named_parameters()`)
         and the buffers. The Tensors share the module's values (no copy)."""
         return OrderedDict((name, Tensor(t)) for name, t in self._named_state())
@@ -85,7 +93,8 @@ class Module:
         for name, child in self.named_children():
             yield from child._state_in_torch_order(f"{prefix}{name}.")
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict: Mapping[str, Any],
+                        strict: bool = True) -> tuple[list[str], list[str]]:
         """Set parameters and buffers from `state_dict` (Tensors or arrays, as `state_dict()`
         gives). Everything is checked before anything changes: with `strict`, a missing or
         unexpected key raises KeyError naming them; a shape that differs raises ValueError.
@@ -107,13 +116,15 @@ class Module:
 
     # ---- modes
 
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (dropout active, batch statistics) here and in every child."""
         object.__setattr__(self, "training", bool(mode))
         for _, child in self.named_children():
             child.train(mode)
         return self
 
-    def eval(self):
+    def eval(self) -> Module:
+        """Set evaluation mode: `train(False)`."""
         return self.train(False)
 
 
@@ -148,21 +159,22 @@ def _uniform_parameter(shape, bound):
 class Linear(Module):
     """`y = x @ weight.T + bias`, weight (out_features, in_features), PyTorch's init."""
 
-    def __init__(self, in_features, out_features, bias=True):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         super().__init__()
         bound = 1.0 / math.sqrt(in_features)
         self.weight = _uniform_parameter((out_features, in_features), bound)
         self.bias = _uniform_parameter((out_features,), bound) if bias else None
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         return F.linear(x, self.weight, self.bias)
 
 
 class Conv2d(Module):
     """NCHW convolution, weight (out, in/groups, kh, kw), PyTorch's init."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: PairLike,
+                 stride: PairLike = 1, padding: PairLike = 0, dilation: PairLike = 1,
+                 groups: int = 1, bias: bool = True) -> None:
         super().__init__()
         kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
         if in_channels % groups or out_channels % groups:
@@ -173,14 +185,15 @@ class Conv2d(Module):
         self.bias = _uniform_parameter((out_channels,), bound) if bias else None
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
 class BatchNorm2d(Module):
     """Batch statistics in training (updating the running ones), running ones in eval."""
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True):
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True) -> None:
         super().__init__()
         self.eps, self.momentum = eps, momentum
         self.weight = Parameter(F.ones((num_features,))) if affine else None
@@ -188,60 +201,61 @@ class BatchNorm2d(Module):
         self.running_mean = F.zeros((num_features,))
         self.running_var = F.ones((num_features,))
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                             training=self.training, momentum=self.momentum, eps=self.eps)
 
 
 class LayerNorm(Module):
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
+    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5,
+                 elementwise_affine: bool = True) -> None:
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape, self.eps = shape, eps
         self.weight = Parameter(F.ones(shape)) if elementwise_affine else None
         self.bias = Parameter(F.zeros(shape)) if elementwise_affine else None
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class Dropout(Module):
-    def __init__(self, p=0.5):
+    def __init__(self, p: float = 0.5) -> None:
         super().__init__()
         if not 0 <= p < 1:
             raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
         self.p = p
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         return F.dropout(x, self.p, training=self.training)
 
 
 class ReLU(Module):
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         return F.relu(x)
 
 
 class GELU(Module):
     """x * Phi(x); `approximate="tanh"` for PyTorch's tanh approximation."""
 
-    def __init__(self, approximate="none"):
+    def __init__(self, approximate: str = "none") -> None:
         super().__init__()
         if approximate not in ("none", "tanh"):
             raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         return F.gelu(x, self.approximate)
 
 
 class Flatten(Module):
     """Merge dimensions start_axis..end_axis; by default all but the batch dimension."""
 
-    def __init__(self, start_axis=1, end_axis=-1):
+    def __init__(self, start_axis: int = 1, end_axis: int = -1) -> None:
         super().__init__()
         self.start_axis, self.end_axis = start_axis, end_axis
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         return F.flatten(x, self.start_axis, self.end_axis)
 
 
@@ -249,14 +263,14 @@ class Embedding(Module):
     """A table of `num_embeddings` rows of `embedding_dim` floats, looked up by integer
     indices; initialised from N(0, 1) as in PyTorch."""
 
-    def __init__(self, num_embeddings, embedding_dim):
+    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
         super().__init__()
         _check_positive_int("Embedding", "num_embeddings", num_embeddings)
         _check_positive_int("Embedding", "embedding_dim", embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight = Parameter(R.normal(0.0, 1.0, size=(num_embeddings, embedding_dim)))
 
-    def forward(self, indices):
+    def forward(self, indices: TensorLike) -> Tensor:
         return F.embedding(indices, self.weight)
 
 
@@ -268,11 +282,12 @@ def _check_positive_int(module, name, value):
 class _Pool2d(Module):
     pool = None       # the functional: F.max_pool2d or F.avg_pool2d
 
-    def __init__(self, kernel_size, stride=None, padding=0):
+    def __init__(self, kernel_size: PairLike, stride: PairLike | None = None,
+                 padding: PairLike = 0) -> None:
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         return type(self).pool(x, self.kernel_size, self.stride, self.padding)
 
 
@@ -291,12 +306,13 @@ class ModuleList(Module):
     """A list of Modules whose parameters the parent finds; named `0`, `1`, ... as in
     PyTorch. It has no forward: index or iterate it."""
 
-    def __init__(self, modules=()):
+    def __init__(self, modules: Iterable[Module] = ()) -> None:
         super().__init__()
         object.__setattr__(self, "_length", 0)
         self.extend(modules)
 
-    def append(self, module):
+    def append(self, module: Module) -> ModuleList:
+        """Add `module` at the end, named by its position."""
         if not isinstance(module, Module):
             raise TypeError(f"{type(self).__name__} takes Modules, got {type(module).__name__} "
                             f"at position {self._length}")
@@ -304,28 +320,29 @@ class ModuleList(Module):
         object.__setattr__(self, "_length", self._length + 1)
         return self
 
-    def extend(self, modules):
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
+        """Append each of `modules`."""
         for m in modules:
             self.append(m)
         return self
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._length
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Module]:
         return (self[i] for i in range(self._length))
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Module:
         return getattr(self, str(range(self._length)[i]))
 
 
 class Sequential(ModuleList):
     """Modules applied in order; named `0`, `1`, ... as in PyTorch."""
 
-    def __init__(self, *modules):
+    def __init__(self, *modules: Module) -> None:
         super().__init__(modules)
 
-    def forward(self, x):
+    def forward(self, x: TensorLike) -> Tensor:
         for module in self:
             x = module(x)
         return x

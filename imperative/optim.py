@@ -1,6 +1,10 @@
 """Optimizers. `step()` computes each new value with ordinary ops (so the update runs
 through the interpreter) and rebinds the Parameter to it, in place: the object the model
 holds stays the same."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
 from . import _core
 from ._core import apply
 from .ops.base import cached_op
@@ -30,7 +34,7 @@ class Optimizer:
 
     hyperparameters = ("lr",)
 
-    def __init__(self, params, lr):
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float) -> None:
         params = [params] if isinstance(params, Tensor) else list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -41,14 +45,15 @@ class Optimizer:
         self.lr = _check_number("lr", lr)
         self.state = {}          # id(param) -> per-parameter state (momentum buffers, moments)
 
-    def clear_grad(self):
+    def clear_grad(self) -> None:
         """Set every parameter's `.grad` to None."""
         for p in self.params:
             p.grad = None
 
     zero_grad = clear_grad
 
-    def step(self):
+    def step(self) -> None:
+        """Update every parameter that has a `.grad` (in place: the objects stay)."""
         for p in self.params:
             grad = p.grad
             if grad is not None:
@@ -59,7 +64,7 @@ class Optimizer:
 
     # ---- saving (API.md §8)
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """{"state": {index: {name: Tensor or number}}, "param_groups": [{settings...,
         "params": [indices]}]}: PyTorch's layout, parameters numbered in the order given."""
         state = {i: dict(self.state[id(p)]) for i, p in enumerate(self.params)
@@ -68,7 +73,7 @@ class Optimizer:
         group["params"] = list(range(len(self.params)))
         return {"state": state, "param_groups": [group]}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore settings and per-parameter state from `state_dict()`'s output. Checked
         before anything changes: the parameter count and each state tensor's shape."""
         try:
@@ -109,7 +114,8 @@ class SGD(Optimizer):
 
     hyperparameters = ("lr", "momentum", "weight_decay", "nesterov")
 
-    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, nesterov=False):
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float, momentum: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False) -> None:
         super().__init__(params, lr)
         self.momentum = _check_number("momentum", momentum)
         self.weight_decay = _check_number("weight_decay", weight_decay)
@@ -135,7 +141,9 @@ class Adam(Optimizer):
     decoupled = False
     hyperparameters = ("lr", "betas", "eps", "weight_decay")
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0) -> None:
         super().__init__(params, lr)
         b1, b2 = betas
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
@@ -163,11 +171,14 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2) -> None:
         super().__init__(params, lr, betas, eps, weight_decay)
 
 
-def clip_grad_norm(params, max_norm, norm_type=2.0):
+def clip_grad_norm(params: Tensor | Iterable[Tensor], max_norm: float,
+                   norm_type: float = 2.0) -> Tensor:
     """Scale the `.grad` of `params` together so that their joint norm is at most `max_norm`
     (PyTorch's `clip_grad_norm_`); returns the norm before clipping, as a Tensor. The scale
     is computed by ops, so nothing waits for the gradients."""

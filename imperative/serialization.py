@@ -7,7 +7,10 @@ is a small tagged dict (`{"type": "tensor", "array": "a0", "dtype": "float32", .
 `np.load(..., allow_pickle=False)` refuses object arrays, and JSON only builds plain data, so
 a crafted file can give wrong values or an error, never run code.
 """
+from __future__ import annotations
+
 import json
+from typing import IO, Any
 import os
 import zipfile
 
@@ -22,7 +25,7 @@ _FORMAT = "imperative.save/1"
 _QUANTIZED = ("quint8", "qint8", "qint32", "quint4", "qint4")
 
 
-def save(obj, path):
+def save(obj: Any, path: str | os.PathLike[str] | IO[bytes]) -> None:
     """Write `obj` to `path` (a file name or a binary file object)."""
     arrays = {}
     structure = {"format": _FORMAT, "root": _encode(obj, arrays, "obj")}
@@ -35,7 +38,7 @@ def save(obj, path):
         np.savez(path, **arrays)
 
 
-def load(path):
+def load(path: str | os.PathLike[str] | IO[bytes]) -> Any:
     """Read what `save` wrote. Tensors come back as Tensors (Parameters as Parameters) on
     their saved device, numpy arrays as arrays, tuples as tuples."""
     try:

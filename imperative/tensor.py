@@ -1,7 +1,10 @@
 """The Tensor facade. Its record and operators live in the Cython core (`TensorBase`);
 this module adds construction, conversions and the methods built from ops."""
+from __future__ import annotations
+
 import sys
 import types
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -13,6 +16,7 @@ from .ops.shape import check_shape_arg
 from .scope import auto_name
 from .torch_hints import keyword_error, keyword_hints, tensor_attribute_error
 from ._core import TensorBase, as_device
+from ._types import AxisLike, DeviceLike, DTypeLike, ShapeLike
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 
@@ -58,8 +62,9 @@ class Tensor(TensorBase):
     """A value computed by the runtime. `Tensor(data, dtype=None, device=None, *, is_const=False,
     no_cache=False, name=None)`: the data is copied (or shared, for a Tensor)."""
 
-    def __init__(self, data, dtype=None, device=None, *, is_const=False, no_cache=False, name=None,
-                 **torch_keywords):
+    def __init__(self, data: Any, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+                 *, is_const: bool = False, no_cache: bool = False, name: str | None = None,
+                 **torch_keywords: Any) -> None:
         for keyword in torch_keywords:       # requires_grad=True and friends: say what to do
             raise keyword_error(type(self).__name__, keyword) or TypeError(
                 f"{type(self).__name__}() got an unexpected keyword argument {keyword!r}")
@@ -87,7 +92,8 @@ class Tensor(TensorBase):
         raise tensor_attribute_error(name)
 
     @property
-    def requires_grad(self):
+    def requires_grad(self) -> NoReturn:
+        """Not here (PyTorch's flag): raises AttributeError pointing to GradManager.attach."""
         raise tensor_attribute_error("requires_grad")
 
     @requires_grad.setter
@@ -95,7 +101,7 @@ class Tensor(TensorBase):
         raise tensor_attribute_error("requires_grad")
 
     @property
-    def size(self):
+    def size(self) -> int:
         """The number of elements, an int; calling it as PyTorch's `x.size(dim)` / `x.size()`
         gives `x.shape[dim]` / `x.shape`."""
         return _Size(TensorBase.size.__get__(self), self.shape)
@@ -107,10 +113,12 @@ class Tensor(TensorBase):
         """Automatic name from the scope stack and the producing op (`block.linear.MatrixMul:0`)."""
         return auto_name(self._record)
 
-    def item(self):
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number (waits for it)."""
         return self.numpy().item()
 
-    def tolist(self):
+    def tolist(self) -> Any:
+        """The value as nested Python lists of numbers (waits for it)."""
         return self.numpy().tolist()
 
     def _scalar(self, kind):
@@ -149,7 +157,7 @@ class Tensor(TensorBase):
             return arr.astype(dtype)
         return np.array(arr, copy=True) if copy else arr
 
-    def __format__(self, spec):
+    def __format__(self, spec: str) -> str:
         # f"{loss:.4f}" formats the number, as for a Python float; a spec means nothing for a
         # whole array, so only the empty one is accepted there (as numpy does).
         if self.size == 1:
@@ -191,7 +199,7 @@ class Tensor(TensorBase):
     # ---- gradient slot (API.md §8)
 
     @property
-    def grad(self):
+    def grad(self) -> Tensor | None:
         """The gradient a GradManager's backward left here; None until one lands."""
         return self._grad_slot
 
@@ -207,7 +215,7 @@ class Tensor(TensorBase):
 
     # ---- values sharing this one
 
-    def detach(self):
+    def detach(self) -> Tensor:
         """A Tensor sharing this value, outside every gradient record."""
         if _core.get_grad_hook() is not None:
             # Gradients are tracked per record: while recording, a detached tensor needs a
@@ -220,7 +228,8 @@ class Tensor(TensorBase):
 
     # ---- methods built from ops
 
-    def astype(self, dtype):
+    def astype(self, dtype: DTypeLike) -> Tensor:
+        """This tensor converted to `dtype` (itself when it already has that dtype)."""
         dt = D.canonical_dtype(dtype)
         if D.same_dtype(dt, self.dtype):
             return self
@@ -228,57 +237,76 @@ class Tensor(TensorBase):
         op = O.TypeCvt(dt) if D.is_quantize(dt) else cached_op(O.TypeCvt, dt)
         return _core.apply(op, self)[0]
 
-    def to(self, device):
+    def to(self, device: DeviceLike) -> Tensor:
+        """A copy on `device` ("cpu1"), or itself when it is there already."""
         if as_device(device) is self.device:
             return self
         return _core.apply(cached_op(O.Copy, str(as_device(device))), self)[0]
 
-    def reshape(self, *shape):
+    def reshape(self, *shape: ShapeLike) -> Tensor:
+        """The value with another shape of the same size: `reshape(2, 3)` or `reshape((2, 3))`;
+        one -1 stands for what is left. Never copies needlessly (values are immutable)."""
         return _core.apply(cached_op(O.Reshape, _shape_args(shape, "reshape")), self)[0]
 
-    def flatten(self):
+    def flatten(self) -> Tensor:
+        """The value as a 1-D tensor."""
         return self.reshape(-1)
 
-    def transpose(self, *axes):
+    def transpose(self, *axes: ShapeLike) -> Tensor:
+        """Axes permuted: `transpose(1, 0, 2)`; no axes reverses them (as `.T`)."""
         axes = _shape_args(axes, "transpose") or tuple(range(self.ndim))[::-1]
         return _core.apply(cached_op(O.Dimshuffle, tuple(axes)), self)[0]
 
     @property
-    def T(self):
+    def T(self) -> Tensor:
+        """The tensor with its axes reversed."""
         return self.transpose()
 
-    def broadcast_to(self, *shape):
+    def broadcast_to(self, *shape: ShapeLike) -> Tensor:
+        """The value repeated to `shape` by numpy's broadcasting rules."""
         return _core.apply(cached_op(O.Broadcast, _shape_args(shape, "broadcast_to")), self)[0]
 
     def _reduce(self, mode, axis, keepdims):
         return _core.apply(cached_op(O.Reduce, mode, _axis_arg(axis), bool(keepdims)), self)[0]
 
     @keyword_hints
-    def sum(self, axis=None, keepdims=False):
+    def sum(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
+        """Sum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
         return self._reduce("SUM", axis, keepdims)
 
     @keyword_hints
-    def mean(self, axis=None, keepdims=False):
+    def mean(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
+        """Mean over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
         return self._reduce("MEAN", axis, keepdims)
 
     @keyword_hints
-    def max(self, axis=None, keepdims=False):
+    def max(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
+        """Maximum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
         return self._reduce("MAX", axis, keepdims)
 
     @keyword_hints
-    def min(self, axis=None, keepdims=False):
+    def min(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
+        """Minimum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
         return self._reduce("MIN", axis, keepdims)
 
     @keyword_hints
-    def prod(self, axis=None, keepdims=False):
+    def prod(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
+        """Product over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
         return self._reduce("PRODUCT", axis, keepdims)
 
     @keyword_hints
-    def argmax(self, axis=None, keepdims=False):
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index (int32) of the maximum along `axis`, of the flattened tensor for None."""
         return _core.apply(cached_op(O.Argmax, axis, bool(keepdims)), self)[0]
 
     @keyword_hints
-    def argmin(self, axis=None, keepdims=False):
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index (int32) of the minimum along `axis`, of the flattened tensor for None."""
         return _core.apply(cached_op(O.Argmin, axis, bool(keepdims)), self)[0]
 
     def __getitem__(self, index):
@@ -371,7 +399,7 @@ class Parameter(Tensor):
         return "Parameter" + super().__repr__()[len("Tensor"):]
 
 
-def from_dlpack(obj):
+def from_dlpack(obj: Any) -> Tensor:
     """A Tensor holding a copy of a DLPack producer's value (a torch tensor, a numpy array,
     anything with `__dlpack__`), with API.md §1's dtype rules (float64 → float32, ...)."""
     if not hasattr(obj, "__dlpack__"):
