@@ -51,7 +51,18 @@ def config_async_level(level):
 
 
 def get_async_level():
+    """The async level in use (see `config_async_level`)."""
     return get_option("async_level")
+
+
+def _set_swap_flag(flag):
+    """The seed's name for `set_option("enable_swap", flag)`."""
+    set_option("enable_swap", bool(flag))
+
+
+def _set_drop_flag(flag):
+    """The seed's name for `set_option("enable_drop", flag)`."""
+    set_option("enable_drop", bool(flag))
 
 
 def set_buffer_length(n):

@@ -132,6 +132,8 @@ class GradKey:
         return self in _active
 
     def attach(self, tensor, callback=None):
+        """Track `tensor` (float only): its gradient goes to `callback(grad)` at backward.
+        Starts the recording if it has not started."""
         if not _is_float(tensor._record):
             raise TypeError(f"only float tensors can be attached for gradients, got dtype "
                             f"{tensor.dtype}")
@@ -142,6 +144,7 @@ class GradKey:
         return self
 
     def is_attached_to(self, tensor):
+        """Whether `tensor`'s value is attached to this key."""
         return tensor._record in self._callbacks
 
     def _start(self):
@@ -426,10 +429,12 @@ class GradManagerGroup(_RecordingContext):
     __ror__ = __or__
 
     def record(self):
+        """Start every member's recording."""
         for gm in self._managers:
             gm.record()
 
     def release(self):
+        """End every member's recording (the last started first)."""
         for gm in reversed(self._managers):
             gm.release()
 

@@ -41,3 +41,16 @@ def test_a_garbage_environment_value_never_breaks_the_import():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0"
     assert "IMPERATIVE_DTR_EVICTION_THRESHOLD" in done.stderr and "using the default 0" in done.stderr
+
+
+@pytest.mark.parametrize("alias, option", [(imp._set_swap_flag, "enable_swap"),
+                                           (imp._set_drop_flag, "enable_drop")])
+def test_seed_flag_setters_are_aliases_of_the_options(alias, option):
+    before = imp.get_option(option)
+    try:
+        alias(True)
+        assert imp.get_option(option) == 1
+        alias(False)
+        assert imp.get_option(option) == 0
+    finally:
+        imp.set_option(option, before)
