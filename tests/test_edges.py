@@ -54,3 +54,28 @@ def test_seed_flag_setters_are_aliases_of_the_options(alias, option):
         assert imp.get_option(option) == 0
     finally:
         imp.set_option(option, before)
+
+
+def test_a_profile_folder_that_cannot_be_made_fails_before_the_work(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    ran = []
+    with pytest.raises(OSError, match=r"Profiler: cannot create the profile folder '.*file/sub'"):
+        with imp.Profiler(path=str(blocker / "sub")):
+            ran.append(True)
+    assert ran == []
+    assert (imp.Tensor([1.0]) + 1).tolist() == [2.0]          # the runtime is still usable
+
+
+def test_a_failing_profile_write_never_replaces_the_users_exception(tmp_path):
+    prof = imp.Profiler(path=str(tmp_path / "p"))
+    with pytest.raises(KeyError, match="the user's own"), \
+            pytest.warns(RuntimeWarning, match="cannot write the profile into"):
+        with prof:
+            (tmp_path / "p").rmdir()
+            (tmp_path / "p").write_text("the folder became a file")
+            raise KeyError("the user's own")
+    with pytest.raises(OSError, match="cannot write the profile into"):
+        with imp.Profiler(path=str(tmp_path / "q")):
+            (tmp_path / "q").rmdir()
+            (tmp_path / "q").write_text("the folder became a file")
