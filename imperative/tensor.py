@@ -19,6 +19,7 @@ from ._core import TensorBase, as_device
 from ._types import AxisLike, DeviceLike, DTypeLike, ShapeLike
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
+_DL_CPU = 1          # DLPack's kDLCPU device type
 
 
 def as_tensor_data(data, dtype):
@@ -65,7 +66,8 @@ class Tensor(TensorBase):
     def __init__(self, data: Any, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
                  *, is_const: bool = False, no_cache: bool = False, name: str | None = None,
                  **torch_keywords: Any) -> None:
-        for keyword in torch_keywords:       # requires_grad=True and friends: say what to do
+        if torch_keywords:                   # requires_grad=True and friends: say what to do
+            keyword = next(iter(torch_keywords))
             raise keyword_error(type(self).__name__, keyword) or TypeError(
                 f"{type(self).__name__}() got an unexpected keyword argument {keyword!r}")
         if isinstance(data, TensorBase):
@@ -192,9 +194,9 @@ class Tensor(TensorBase):
         return self.numpy().__dlpack__(stream=stream, max_version=max_version,
                                        dl_device=dl_device, copy=copy)
 
-    def __dlpack_device__(self):
-        """(device type, device id): kDLCPU, 0 for every CPU device (all share host memory)."""
-        return self.numpy().__dlpack_device__()
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(kDLCPU, 0) for every CPU device: they all live in host memory. Does not wait."""
+        return (_DL_CPU, 0)
 
     # ---- gradient slot (API.md §8)
 
