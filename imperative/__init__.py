@@ -30,8 +30,8 @@ def __getattr__(name):
     if name in ("Profiler", "start_profile", "stop_profile"):
         from . import profiler
         return getattr(profiler, name)
-    from .torch_hints import module_attribute_error     # imp.tensor(...): name imp.Tensor
-    raise module_attribute_error(name)
+    from .torch_hints import package_attribute_error    # imp.cat: name imp.F.concat
+    raise package_attribute_error(name)
 
 
 @contextmanager

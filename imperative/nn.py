@@ -15,6 +15,7 @@ from . import random as R
 from .scope import scope
 from ._types import PairLike, TensorLike
 from .tensor import Parameter, Tensor
+from .torch_hints import module_attribute_error
 
 __all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", "ReLU", "GELU",
            "Flatten", "Embedding", "MaxPool2d", "AvgPool2d", "ModuleList", "Sequential"]
@@ -32,6 +33,13 @@ class Module:
             # a child is named after the attribute that holds it
             object.__setattr__(value, "_scope_name", name)
         object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for a missing attribute
+        if name in ("training", "_scope_name"):
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}: its __init__ "
+                                 "did not call super().__init__()")
+        raise module_attribute_error(type(self).__name__, name)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The computation; subclasses define it, and call the module (not forward) to run it."""

@@ -9,7 +9,8 @@ import functools
 import inspect
 
 __all__ = ["KEYWORD_HINTS", "TENSOR_ATTRIBUTE_HINTS", "MODULE_HINTS", "keyword_hints",
-           "keyword_error", "tensor_attribute_error", "module_attribute_error"]
+           "keyword_error", "tensor_attribute_error", "package_attribute_error",
+           "module_attribute_error", "NN_MODULE_HINTS"]
 
 # keyword → the keyword here (F functions and Tensor methods)
 KEYWORD_HINTS = {
@@ -49,6 +50,20 @@ TENSOR_ATTRIBUTE_HINTS = {
     "softmax": "F.softmax(x, axis)",
 }
 
+# nn.Module attribute → what to write instead
+NN_MODULE_HINTS = {
+    "zero_grad": "opt.clear_grad() (the optimizer's; or p.grad = None for each parameter)",
+    "to": "nothing: parameters are made on the default device (imp.set_default_device)",
+    "cuda": "nothing: imperative runs on CPU devices only",
+    "cpu": "nothing: every device is a CPU device",
+    "register_buffer": "an attribute assignment: a Tensor attribute that is not a Parameter "
+                       "is a buffer (saved by state_dict)",
+    "register_parameter": "an attribute assignment of an imp.Parameter",
+    "children": "named_children() (pairs of name and module)",
+    "modules": "named_children(), recursively",
+    "buffers": "named_buffers() (pairs of name and tensor)",
+}
+
 # `imp.<name>` → what to write instead
 MODULE_HINTS = {
     "tensor": "imp.Tensor(data, dtype=None, device=None)",
@@ -71,9 +86,14 @@ def tensor_attribute_error(name):
                       f"x.{name}", TENSOR_ATTRIBUTE_HINTS.get(name))
 
 
-def module_attribute_error(name):
+def package_attribute_error(name):
     return _with_hint(f"module 'imperative' has no attribute {name!r}",
                       f"torch.{name}", MODULE_HINTS.get(name))
+
+
+def module_attribute_error(class_name, name):
+    return _with_hint(f"{class_name!r} object has no attribute {name!r}",
+                      f"nn.Module.{name}", NN_MODULE_HINTS.get(name))
 
 
 def _with_hint(message, torch_spelling, hint):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import imperative as imp
-from imperative import F
+from imperative import F, nn
 from imperative.torch_hints import TENSOR_ATTRIBUTE_HINTS
 
 
@@ -84,3 +84,27 @@ def test_module_level_pytorch_names():
     with pytest.raises(AttributeError, match="^module 'imperative' has no attribute 'nope'$"):
         imp.nope
 
+
+
+def test_module_habits_name_ours():
+    model = nn.Linear(2, 2)
+    with pytest.raises(AttributeError, match=r"'Linear' object has no attribute 'zero_grad'; "
+                                             r"for PyTorch's nn\.Module\.zero_grad, use opt\.clear_grad"):
+        model.zero_grad()
+    with pytest.raises(AttributeError, match=r"register_buffer, use an attribute assignment"):
+        model.register_buffer("b", imp.Tensor([1.0]))
+    with pytest.raises(AttributeError, match="^'Linear' object has no attribute 'nope'$"):
+        model.nope
+
+
+def test_a_module_whose_init_skipped_super_says_so():
+    class Net(nn.Module):
+        def __init__(self):
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    with pytest.raises(AttributeError, match=r"Net has no attribute '_scope_name': its __init__ "
+                                             r"did not call super\(\)\.__init__\(\)"):
+        Net()(imp.Tensor([[1.0, 2.0]]))
