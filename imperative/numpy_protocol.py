@@ -96,12 +96,28 @@ def _function_as_ops(func, args, kwargs):
         return NotImplemented
     fn, names = entry
     try:
-        bound = inspect.signature(func).bind(*args, **kwargs).arguments
+        bound = _signature(func).bind(*args, **kwargs).arguments
     except TypeError:
         return NotImplemented          # numpy will say what is wrong with the call
     if not set(bound) <= set(names):
         return NotImplemented          # dtype=, where=, ...: numpy does those
-    return fn(**{names[k]: v for k, v in bound.items()})
+    ours = {names[k]: v for k, v in bound.items()}
+    try:
+        _signature(fn).bind(**ours)
+    except TypeError:
+        return NotImplemented          # a form F does not have, e.g. np.where(condition)
+    return fn(**ours)
+
+
+_signatures = {}
+
+
+def _signature(fn):
+    """inspect.signature, computed once per function (it costs tens of microseconds)."""
+    sig = _signatures.get(fn)
+    if sig is None:
+        sig = _signatures[fn] = inspect.signature(fn)
+    return sig
 
 
 def _in_numpy(func, args, kwargs):
