@@ -68,7 +68,7 @@ def test_other_functions_run_in_numpy_and_come_back_as_tensors():
     assert_tensor_equal(np.add.reduce(tensor(), axis=0), A.sum(axis=0))
     assert_tensor_equal(np.sum(tensor(), dtype=np.float64), A.sum())   # float64 → float32
     nonzero = np.where(tensor() > 3)                                    # the one-argument form
-    assert isinstance(nonzero, tuple) and [i.tolist() for i in nonzero] == [[1, 1], [1, 2]]
+    assert isinstance(nonzero, tuple) and [i.tolist() for i in nonzero] == [[1, 1, 1], [0, 1, 2]]
     assert np.allclose(tensor(), A) is True                             # not an array: as is
     assert np.shape(tensor()) == (2, 3)
 
