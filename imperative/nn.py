@@ -15,7 +15,7 @@ from . import random as R
 from .scope import scope
 from ._types import PairLike, TensorLike
 from .tensor import Parameter, Tensor
-from .torch_hints import module_attribute_error
+from .torch_hints import NN_MODULE_HINTS, add_pytorch_names, module_attribute_error
 
 __all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", "ReLU", "GELU",
            "Flatten", "Embedding", "MaxPool2d", "AvgPool2d", "ModuleList", "Sequential"]
@@ -34,20 +34,18 @@ class Module:
             object.__setattr__(value, "_scope_name", name)
         object.__setattr__(self, name, value)
 
-    def __getattr__(self, name: str) -> Any:
-        # only reached for a missing attribute
-        if name in ("training", "_scope_name"):
-            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}: its __init__ "
-                                 "did not call super().__init__()")
-        raise module_attribute_error(type(self).__name__, name)
-
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The computation; subclasses define it, and call the module (not forward) to run it."""
         raise NotImplementedError(f"{type(self).__name__}.forward")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """`forward(...)` inside the module's scope (ops and tensors are named after it)."""
-        with scope(self._scope_name):
+        try:
+            name = self._scope_name
+        except AttributeError:
+            raise AttributeError(f"{type(self).__name__} has no attribute '_scope_name': its "
+                                 "__init__ did not call super().__init__()") from None
+        with scope(name):
             return self.forward(*args, **kwargs)
 
     # ---- parameters
@@ -134,6 +132,9 @@ class Module:
     def eval(self) -> Module:
         """Set evaluation mode: `train(False)`."""
         return self.train(False)
+
+
+add_pytorch_names(Module, NN_MODULE_HINTS, module_attribute_error)
 
 
 def _each_once(named_tensors):

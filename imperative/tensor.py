@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +14,8 @@ from . import ops as O
 from .ops import cached_op
 from .ops.shape import check_shape_arg
 from .scope import auto_name
-from .torch_hints import keyword_error, keyword_hints, tensor_attribute_error
+from .torch_hints import (TENSOR_ATTRIBUTE_HINTS, PyTorchFlag, add_pytorch_names, keyword_error,
+                          keyword_hints, tensor_attribute_error)
 from ._core import TensorBase, as_device
 from ._types import AxisLike, DeviceLike, DTypeLike, ShapeLike
 
@@ -89,18 +90,9 @@ class Tensor(TensorBase):
 
     # ---- PyTorch habits (imperative/torch_hints.py)
 
-    def __getattr__(self, name):
-        # only reached for a missing attribute: say what PyTorch's x.view etc. is called here
-        raise tensor_attribute_error(name)
-
-    @property
-    def requires_grad(self) -> NoReturn:
-        """Not here (PyTorch's flag): raises AttributeError pointing to GradManager.attach."""
-        raise tensor_attribute_error("requires_grad")
-
-    @requires_grad.setter
-    def requires_grad(self, value):
-        raise tensor_attribute_error("requires_grad")
+    # x.view, x.backward, ... (TENSOR_ATTRIBUTE_HINTS) are added after the class; this one
+    # also refuses assignment, which would otherwise silently set an unused attribute
+    requires_grad = PyTorchFlag(tensor_attribute_error)
 
     @property
     def size(self) -> int:
@@ -374,6 +366,9 @@ class Tensor(TensorBase):
 
     def _swap_in(self):
         _core.swap_in_tensor(self)
+
+
+add_pytorch_names(Tensor, TENSOR_ATTRIBUTE_HINTS, tensor_attribute_error)
 
 
 class _Size(int):

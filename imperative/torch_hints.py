@@ -10,7 +10,8 @@ import inspect
 
 __all__ = ["KEYWORD_HINTS", "TENSOR_ATTRIBUTE_HINTS", "MODULE_HINTS", "keyword_hints",
            "keyword_error", "tensor_attribute_error", "package_attribute_error",
-           "module_attribute_error", "NN_MODULE_HINTS"]
+           "module_attribute_error", "NN_MODULE_HINTS", "PyTorchName", "PyTorchFlag",
+           "add_pytorch_names"]
 
 # keyword → the keyword here (F functions and Tensor methods)
 KEYWORD_HINTS = {
@@ -81,8 +82,41 @@ MODULE_HINTS = {
 }
 
 
-def tensor_attribute_error(name):
-    return _with_hint(f"'Tensor' object has no attribute {name!r}",
+class PyTorchName:
+    """A class attribute standing for a PyTorch name this class does not have: reading it
+    raises AttributeError naming ours. Attributes, not `__getattr__`: a `__getattr__` would
+    slow down every failed lookup (numpy probes several on each conversion of a Tensor).
+    Not a data descriptor, so an instance or subclass may still use the name for its own."""
+
+    def __init__(self, error):
+        self.error = error                     # (name, class name) -> AttributeError
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        raise self.error(self.name, (owner or type(obj)).__name__)
+
+
+class PyTorchFlag(PyTorchName):
+    """A PyTorchName that also refuses assignment (`x.requires_grad = True`)."""
+
+    def __set__(self, obj, value):
+        raise self.error(self.name, type(obj).__name__)
+
+
+def add_pytorch_names(cls, names, error):
+    """Give `cls` a PyTorchName for each of `names` it does not define."""
+    for name in names:
+        # not hasattr(): it would call a PyTorchName already there, which raises
+        if not any(name in vars(klass) for klass in cls.__mro__):
+            attribute = PyTorchName(error)
+            attribute.__set_name__(cls, name)
+            setattr(cls, name, attribute)
+
+
+def tensor_attribute_error(name, class_name="Tensor"):
+    return _with_hint(f"{class_name!r} object has no attribute {name!r}",
                       f"x.{name}", TENSOR_ATTRIBUTE_HINTS.get(name))
 
 
@@ -91,7 +125,7 @@ def package_attribute_error(name):
                       f"torch.{name}", MODULE_HINTS.get(name))
 
 
-def module_attribute_error(class_name, name):
+def module_attribute_error(name, class_name="Module"):
     return _with_hint(f"{class_name!r} object has no attribute {name!r}",
                       f"nn.Module.{name}", NN_MODULE_HINTS.get(name))
 
