@@ -24,6 +24,14 @@ from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject
+from cpython.exc cimport PyErr_CheckSignals
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+
+cdef extern from "pthread.h" nogil:
+    int pthread_cond_timedwait(pthread_cond_t*, pthread_mutex_t*, const timespec*)
+
+# how often a waiting caller looks for Ctrl-C (it must answer within 0.1 s of a kernel's end)
+cdef long _SIGNAL_POLL_NS = 50 * 1000 * 1000
 
 
 cdef extern from "Python.h":
@@ -98,7 +106,7 @@ cdef enum:  # option indices into Channel._opts
     OPT_QUEUE_SIZE = 11
 
 
-_LLONG_MAX = 2 ** 63 - 1     # options are stored as C long long
+_LLONG_MAX = LLONG_MAX      # options are stored as C long long
 
 
 cdef long long _validate_option(str name, object value) except? -1:
@@ -838,15 +846,31 @@ cdef class Channel:
         cdef long long t0 = _now_ns() if _profiling else 0
         if self._worker_dead:
             raise RuntimeError("the imperative worker thread died (catch_worker_exception=0?)")
+        cdef bint done = False
+        cdef timespec deadline
         self._n_waiters += 1
-        with nogil:
-            pthread_mutex_lock(&self._mutex)
-            while self._processed < target and not self._worker_dead:
-                if target < self._notify_at:
-                    self._notify_at = target
-                pthread_cond_wait(&self._done_cond, &self._mutex)
-            pthread_mutex_unlock(&self._mutex)
-        self._n_waiters -= 1
+        try:
+            # Wake every _SIGNAL_POLL_NS to let Ctrl-C through: a plain wait would hold it
+            # back until the whole queue had run.
+            while not done:
+                with nogil:
+                    pthread_mutex_lock(&self._mutex)
+                    clock_gettime(CLOCK_REALTIME, &deadline)
+                    deadline.tv_nsec += _SIGNAL_POLL_NS
+                    if deadline.tv_nsec >= 1000000000:
+                        deadline.tv_sec += 1
+                        deadline.tv_nsec -= 1000000000
+                    while self._processed < target and not self._worker_dead:
+                        if target < self._notify_at:
+                            self._notify_at = target
+                        if pthread_cond_timedwait(&self._done_cond, &self._mutex, &deadline):
+                            break                      # timed out: look for a signal
+                    done = self._processed >= target or self._worker_dead
+                    pthread_mutex_unlock(&self._mutex)
+                if not done:
+                    PyErr_CheckSignals()               # raises KeyboardInterrupt
+        finally:
+            self._n_waiters -= 1
         if _profiling and t0:
             _record_wait(t0, why)
         if self._processed < target:

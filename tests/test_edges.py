@@ -79,3 +79,27 @@ def test_a_failing_profile_write_never_replaces_the_users_exception(tmp_path):
         with imp.Profiler(path=str(tmp_path / "q")):
             (tmp_path / "q").rmdir()
             (tmp_path / "q").write_text("the folder became a file")
+
+
+def test_ctrl_c_during_sync_interrupts_the_wait_not_the_queue():
+    import _thread
+    import threading
+    import time
+    a = imp.Tensor(np.random.default_rng(0).standard_normal((768, 768)))
+    with imp.option("async_level", 2):
+        start = time.perf_counter()
+        (a @ a).numpy()
+        one_product = time.perf_counter() - start
+        results = [a @ a for _ in range(max(8, int(2.0 / max(one_product, 1e-3))))]  # ~2 s
+        timer = threading.Timer(0.2, _thread.interrupt_main)
+        timer.start()
+        start = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            imp.sync()
+        waited = time.perf_counter() - start
+        left = imp._core._channel_stats()["queued"]
+        timer.join()
+        imp.sync()                                   # the queued work still completes
+    assert left > 0, "the interrupt came only after the whole queue had run"
+    assert waited < 0.2 + one_product + 0.5
+    np.testing.assert_allclose(results[-1].numpy(), (a @ a).numpy())
