@@ -423,6 +423,7 @@ cdef class Channel:
     cdef int _worker_awake         # nogil: set by the worker once it holds the GIL again
     cdef int _n_waiters            # [C]
     cdef int _stopping             # [C]
+    cdef int _discarding           # [C] at exit: the worker drops the commands left
     cdef int _worker_dead          # [W]
     # errors
     cdef list _errors              # [C/W] ErrorRecords not yet raised
@@ -894,6 +895,8 @@ cdef class Channel:
                     batch = self._pending
                     self._pending = []
                     for i in range(len(batch)):
+                        if self._discarding:
+                            break
                         cmd = batch[i]
                         # a finished command must not keep records alive while the rest of
                         # its batch runs (they would pin a whole earlier step in memory)
@@ -1242,16 +1245,22 @@ cdef class Channel:
             self._flush_buffer(0)
             self._wait_seq(self._seq)
 
-    def close(self, bint quiet=False):
-        """Free every tensor and stop the worker. Idempotent."""
+    def close(self, bint quiet=False, bint discard=False):
+        """Free every tensor and stop the worker. Idempotent. With `discard` (at exit, when
+        nobody can read a result any more) queued commands are dropped, not run."""
         if self._state != 0:
             return
         errors = None
-        try:
-            self._flush_buffer(0)
-            self._wait_seq(self._seq)
-        except RuntimeError:
-            pass
+        if discard:
+            self._discarding = 1
+            self._buffer = []
+            self._pending = []
+        else:
+            try:
+                self._flush_buffer(0)
+                self._wait_seq(self._seq)
+            except RuntimeError:
+                pass
         errors = self._errors
         self._errors = []
         self._stop_worker()
@@ -1468,7 +1477,9 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _close_at_exit():
-    _channel.close(quiet=True)
+    # atexit runs this after the user's own handlers: no result can be read any more, so
+    # the work still queued is dropped instead of run (it could take minutes)
+    _channel.close(quiet=True, discard=True)
 
 
 atexit.register(_close_at_exit)

@@ -103,3 +103,29 @@ def test_ctrl_c_during_sync_interrupts_the_wait_not_the_queue():
     assert left > 0, "the interrupt came only after the whole queue had run"
     assert waited < 0.2 + one_product + 0.5
     np.testing.assert_allclose(results[-1].numpy(), (a @ a).numpy())
+
+
+EXIT_WITH_A_LONG_QUEUE = """
+import time
+import numpy as np
+import imperative as imp
+imp.config_async_level(2)
+a = imp.Tensor(np.random.default_rng(0).standard_normal((768, 768)))
+start = time.perf_counter()
+(a @ a).numpy()
+one = time.perf_counter() - start
+results = [a @ a for _ in range(int(8.0 / one) + 4)]
+print(one * len(results), time.time(), flush=True)
+"""
+
+
+def test_exit_drops_the_queued_work_nobody_can_read():
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", EXIT_WITH_A_LONG_QUEUE], capture_output=True,
+                          text=True, timeout=120, env=env)
+    ended = __import__("time").time()
+    assert done.returncode == 0, done.stderr
+    queued_seconds, queued_at = map(float, done.stdout.split())
+    assert queued_seconds >= 8.0
+    assert ended - queued_at < 2.0, f"exit took {ended - queued_at:.1f} s after queueing " \
+                                    f"{queued_seconds:.1f} s of work"
