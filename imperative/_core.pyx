@@ -424,6 +424,7 @@ cdef class Channel:
     cdef int _n_waiters            # [C]
     cdef int _stopping             # [C]
     cdef int _discarding           # [C] at exit: the worker drops the commands left
+    cdef str _closed_by            # who called close(), for the errors after it
     cdef int _worker_dead          # [W]
     # errors
     cdef list _errors              # [C/W] ErrorRecords not yet raised
@@ -481,7 +482,8 @@ cdef class Channel:
 
     cdef int _raise_unusable(self) except -1:
         if self._state == 1:
-            raise RuntimeError("interpreter closed")
+            raise RuntimeError(f"interpreter closed by {self._closed_by}: no tensor can be "
+                               "used or made after that")
         raise RuntimeError(
             f"this process (pid {os.getpid()}) was forked from pid {self._pid} after imperative "
             "started; the parent's interpreter cannot be used in a child: use the 'spawn' start "
@@ -1250,6 +1252,11 @@ cdef class Channel:
         nobody can read a result any more) queued commands are dropped, not run."""
         if self._state != 0:
             return
+        thread = threading.current_thread()
+        self._closed_by = ("the interpreter's exit" if discard else
+                           f"imp.close() in thread {thread.name!r}"
+                           + ("" if thread is threading.main_thread() else
+                              ", not the main thread"))
         errors = None
         if discard:
             self._discarding = 1

@@ -1,13 +1,14 @@
 """Errors at the edges (issue 13): bad shapes, oversized integers, garbage environment."""
-import os
-import subprocess
-import sys
+import _thread
+import threading
+import time
 
 import numpy as np
 import pytest
 
 import imperative as imp
 from imperative import F
+from test_core import run_python
 
 
 @pytest.mark.parametrize("call", [lambda t: t.reshape(3.7, 2), lambda t: t.reshape((3.0, 2)),
@@ -34,10 +35,8 @@ def test_oversized_option_values_name_the_option():
 
 
 def test_a_garbage_environment_value_never_breaks_the_import():
-    env = dict(os.environ, IMPERATIVE_DTR_EVICTION_THRESHOLD="99999999999999999999")
-    done = subprocess.run([sys.executable, "-c", "import imperative as imp; "
-                           "print(imp.get_option('dtr_eviction_threshold'))"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    done = run_python("import imperative as imp; print(imp.get_option('dtr_eviction_threshold'))",
+                      env={"IMPERATIVE_DTR_EVICTION_THRESHOLD": "99999999999999999999"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0"
     assert "IMPERATIVE_DTR_EVICTION_THRESHOLD" in done.stderr and "using the default 0" in done.stderr
@@ -82,9 +81,6 @@ def test_a_failing_profile_write_never_replaces_the_users_exception(tmp_path):
 
 
 def test_ctrl_c_during_sync_interrupts_the_wait_not_the_queue():
-    import _thread
-    import threading
-    import time
     a = imp.Tensor(np.random.default_rng(0).standard_normal((768, 768)))
     with imp.option("async_level", 2):
         start = time.perf_counter()
@@ -120,12 +116,31 @@ print(one * len(results), time.time(), flush=True)
 
 
 def test_exit_drops_the_queued_work_nobody_can_read():
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    done = subprocess.run([sys.executable, "-c", EXIT_WITH_A_LONG_QUEUE], capture_output=True,
-                          text=True, timeout=120, env=env)
-    ended = __import__("time").time()
+    done = run_python(EXIT_WITH_A_LONG_QUEUE)
+    ended = time.time()
     assert done.returncode == 0, done.stderr
     queued_seconds, queued_at = map(float, done.stdout.split())
     assert queued_seconds >= 8.0
     assert ended - queued_at < 2.0, f"exit took {ended - queued_at:.1f} s after queueing " \
                                     f"{queued_seconds:.1f} s of work"
+
+
+CLOSE_FROM_A_THREAD = """
+import threading
+import imperative as imp
+t = imp.Tensor([1.0])
+closer = threading.Thread(target=imp.close, name="loader")
+closer.start()
+closer.join()
+try:
+    t + 1
+except RuntimeError as e:
+    print(e)
+"""
+
+
+def test_close_from_another_thread_says_who_closed():
+    done = run_python(CLOSE_FROM_A_THREAD)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("interpreter closed by imp.close() in thread 'loader', not the "
+                                   "main thread: no tensor can be used or made after that")
