@@ -1,4 +1,5 @@
-"""Errors at the edges (issue 13): bad shapes, oversized integers, garbage environment."""
+"""Errors at the edges (issue 13): bad shapes, oversized integers, garbage environment, a bad
+profile folder, Ctrl-C while waiting, exit with a long queue, close() from another thread."""
 import _thread
 import threading
 import time
