@@ -560,9 +560,15 @@ cdef class Channel:
         return info
 
     cdef int _set_value(self, TensorInfo info, object array, Storage shared) except -1:
+        """Make `array` the value of `info`: in `shared` (a view of an input's storage), or
+        in a storage of its own, C-ordered."""
+        return self._adopt(info, array if shared is not None else _c_ordered(array), shared)
+
+    cdef int _adopt(self, TensorInfo info, object array, Storage shared) except -1:
+        """Make `array` the value of `info` as it is laid out (a swapped value coming back
+        must keep the strides it left with, so that later ops round the same)."""
         cdef Storage storage = shared
         if storage is None:
-            array = _c_ordered(array)
             root = array
             while isinstance(root.base, _ndarray):
                 root = root.base
@@ -584,6 +590,8 @@ cdef class Channel:
             storage.refs -= 1
             if storage.refs == 0:
                 (<Device>storage.device).stats.allocated -= storage.nbytes
+            elif storage.refs == 1 and self.mm.shared_dead:
+                self.mm.release_shared(storage)
 
     # ---- dispatch
 
@@ -1021,7 +1029,9 @@ cdef class Channel:
                 return
             if _read_by_a_recipe(info):
                 self.mm.forget(info)
-                if not self.mm.release_leaf(info):
+                if info.storage is None:           # its value went to an in-place output
+                    self.mm.release_leaf(info, True)
+                elif not self.mm.release_leaf(info, False):
                     return
         self._finish_delete(info)
 
@@ -1123,8 +1133,7 @@ cdef class Channel:
                 op.ufunc(a, out=target)
             else:
                 op.ufunc(a, (<TensorInfo>inputs[1]).value, out=target)
-            self._set_value(out, target, reuse.storage)
-            (<Device>out.device).stats.inplace_reuses += 1
+            self._take_over(reuse, out, target)
             return 0
         if n == 1:
             r = op.ufunc(a)
@@ -1134,6 +1143,14 @@ cdef class Channel:
             r = _np_asarray(r, dtype=out.dtype)
         self._set_value(out, r, None)
         return 0
+
+    cdef void _take_over(self, TensorInfo dying, TensorInfo out, object value):
+        """`out`'s value was written over the dying input's: the storage passes to `out`,
+        and the input, whose value is gone, no longer holds it (nothing may take it for a
+        value another tensor shares)."""
+        self._set_value(out, value, dying.storage)
+        self._free_value(dying)
+        (<Device>out.device).stats.inplace_reuses += 1
 
     cdef TensorInfo _inplace_candidate(self, Command cmd, TensorInfo out):
         """A dying input whose storage the output may overwrite; first the product whose
@@ -1177,9 +1194,7 @@ cdef class Channel:
             else:
                 result = op.kernel(*arrays, out=reuse.value)
             if result is reuse.value:
-                out = cmd.outputs[0]
-                self._set_value(out, result, reuse.storage)
-                (<Device>out.device).stats.inplace_reuses += 1
+                self._take_over(reuse, cmd.outputs[0], result)
                 return 0
         elif cmd.epilogue is not None:
             epilogue = self._epilogue_of(cmd)
