@@ -30,6 +30,9 @@ LAYOUTS = ("C", "F", "strided", "transposed")
 BINARY = ("add", "subtract", "multiply", "maximum", "minimum")
 UNARY = ("negative", "abs", "tanh", "sigmoid", "relu", "exp", "sqrt", "log1p")
 REDUCE = ("sum", "mean", "max")
+# F.softmax of a 3-D value that is not C-ordered is wrong whatever the memory manager does
+# (test_memory_fuzz.py pins it as a strict xfail); past 2-D it would hide the manager's defects
+SOFTMAX_MAX_NDIM = 2
 
 
 class Chooser:
@@ -232,7 +235,7 @@ def op_getitem(ch, shapes, a):
 
 def op_softmax(ch, shapes, a):
     shape = shapes[a]
-    if shape == ():
+    if shape == () or len(shape) > SOFTMAX_MAX_NDIM:
         return None
     return (a,), "softmax", (ch.integer(0, len(shape) - 1),), shape
 
@@ -399,14 +402,20 @@ def managed(setting, budget):
                 imp.set_option(name, value)
 
 
+@contextlib.contextmanager
+def expected_warnings_ignored():
+    """Dropping a value with no producer (a leaf, or one whose leaf died) only warns;
+    sqrt/log1p of negatives give NaNs on purpose."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
 def run_program(program, setting=None, budget=0):
     """Run `program` with everything off (setting None) or under `setting` and `budget`."""
     result = RunResult(reads=[], budget=budget)
-    with warnings.catch_warnings():
-        # dropping a value with no producer (a leaf, or one whose leaf died) only warns;
-        # sqrt/log1p of negatives give NaNs on purpose
-        warnings.simplefilter("ignore", UserWarning)
-        warnings.simplefilter("ignore", RuntimeWarning)
+    with expected_warnings_ignored():
         if setting is None:
             execute(program, None, result)
         else:
