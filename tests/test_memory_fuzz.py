@@ -8,6 +8,7 @@ The generator lives in memory_programs.py (shared with tools/fuzz_memory.py, whi
 thousands of programs). This quick profile runs a few hundred programs; shrinking is off so
 that a failure costs seconds (the tool and hypothesis' printed example reproduce it).
 """
+import functools
 import gc
 import sys
 import threading
@@ -21,11 +22,18 @@ from hypothesis import strategies as st
 import imperative as imp
 import memory_programs as mp
 
-QUICK = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+QUICK = settings(max_examples=45, deadline=None, derandomize=True, database=None,
                  phases=(Phase.explicit, Phase.generate),
                  suppress_health_check=[HealthCheck.function_scoped_fixture,
                                         HealthCheck.too_slow, HealthCheck.data_too_large,
                                         HealthCheck.large_base_example])
+
+
+@functools.lru_cache(maxsize=None)
+def integers(lo, hi):
+    """One strategy per range: building a new one for each of a program's hundreds of
+    draws costs more than running small programs."""
+    return st.integers(lo, hi)
 
 
 class DrawChooser(mp.Chooser):
@@ -35,7 +43,7 @@ class DrawChooser(mp.Chooser):
         self.draw = draw
 
     def integer(self, lo, hi):
-        return self.draw(st.integers(lo, hi))
+        return self.draw(integers(lo, hi))
 
 
 @st.composite
@@ -64,7 +72,7 @@ def check_against_reference(program, setting):
         assert mp.peak_rule_excess(program, managed) == 0, (
             f"peak {managed.peak} > max(budget {budget}, floor {managed.stats['peak_floor']}) "
             f"+ largest output {program.largest_output}")
-    assert mp.live_handles() == before
+    assert mp.leaked_handles(before) == 0
     mp.usable()
 
 
@@ -124,7 +132,7 @@ def test_threads_issuing_programs_at_once_under_dtr_read_what_the_reference_read
     for reference, result in zip(references, results):
         assert mp.mismatches(reference.reads, result.reads) == []
     del results
-    assert mp.live_handles() == before
+    assert mp.leaked_handles(before) == 0
     mp.usable()
 
 
@@ -141,16 +149,16 @@ def tensor_info_records():
     return sum(1 for o in gc.get_objects() if type(o) is imp._core.TensorInfo)
 
 
-def tiny_ops(long_lived_reader):
-    """An `x = f(x)` loop of BLOCK_OPS tiny ops; with `long_lived_reader` every op also
-    reads one tensor that lives throughout."""
+def tiny_ops():
+    """A block of BLOCK_OPS tiny ops in an `x = f(x)` loop whose every op also reads one
+    tensor that lives throughout (both grew host memory: issue 12, defect 3)."""
     x = imp.Tensor(np.ones(4, np.float32))
     c = imp.Tensor(np.full(4, 0.5, np.float32))
 
     def block():
         nonlocal x
         for _ in range(BLOCK_OPS // 2):
-            x = (x * c + c) if long_lived_reader else (x * 0.999 + 0.5)
+            x = x * c + c
         imp.sync()
     return block
 
@@ -172,10 +180,9 @@ def recording(request):
             imp.set_option(name, value)
 
 
-@pytest.mark.parametrize("long_lived_reader", [False, True], ids=["chain", "long_lived_reader"])
-def test_recording_keeps_host_memory_flat_over_200k_tiny_ops(recording, long_lived_reader):
+def test_recording_keeps_host_memory_flat_over_200k_tiny_ops(recording):
     """Checked after every block, so that growth fails in seconds rather than running on."""
-    block = tiny_ops(long_lived_reader)
+    block = tiny_ops()
     block()                                   # warm-up: caches, pools, the first records
     process = psutil.Process()
     rss, records = process.memory_info().rss, tensor_info_records()

@@ -56,7 +56,7 @@ def fuzz_one(seed, totals, verbose):
         report(seed, level, setting, f"peak {managed.peak} passes max(budget {managed.budget}, floor "
                                      f"{managed.stats['peak_floor']}) + largest output "
                                      f"{program.largest_output} by {excess}")
-    leaked = mp.live_handles() - before
+    leaked = mp.leaked_handles(before)
     if leaked:
         totals["leaks"] += 1
         report(seed, level, setting, f"{leaked} handle(s) leaked")
