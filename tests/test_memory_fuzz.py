@@ -163,7 +163,9 @@ def tiny_ops():
     return block
 
 
-@pytest.fixture(params=["enable_drop", "dtr"])
+@pytest.fixture(params=["enable_drop", pytest.param("dtr", marks=pytest.mark.xfail(
+    strict=True, reason="under DTR every dead intermediate's TensorInfo stays alive and the "
+                        "per-op cost grows with them (/tmp/fuzz_repros/01.py)"))])
 def recording(request):
     """Recording by enable_drop=1, or DTR with a budget that is never reached."""
     if request.param == "enable_drop":
@@ -205,3 +207,50 @@ def test_softmax_of_a_fortran_ordered_3d_value_matches_numpy():
     want = e / e.sum(axis=2, keepdims=True)
     got = imp.F.softmax(imp.Tensor(np.asfortranarray(c)), axis=2).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+# ---- found by the fuzzer in the memory manager (shrunk programs)
+
+@pytest.mark.xfail(strict=True, reason="the recomputed intermediate changes layout and the matmul's "
+                                       "last bits with it (/tmp/fuzz_repros/02.py, 05.py)")
+def test_a_dropped_matmul_of_a_dead_fortran_ordered_intermediate_is_recomputed_bit_for_bit():
+    """Fuzz seed 70, shrunk: the recomputed intermediate must come back as it was, or the
+    matmul sums in another order and the last bits change."""
+    data = np.asfortranarray(np.random.default_rng(0).standard_normal((231, 70)).astype(np.float32))
+
+    def run(drop):
+        leaf = imp.Tensor(data)            # alive, so that s stays recomputable
+        s = leaf * 2
+        m = imp.F.matmul(s.T, s)
+        del s                              # m's recipe still reads s
+        if drop:
+            m._drop()
+        return m.numpy().copy()
+
+    with imp.option("enable_drop", 1):
+        np.testing.assert_array_equal(run(drop=True), run(drop=False))
+
+
+def test_a_swap_in_on_use_is_budgeted_like_an_op():
+    """Fuzz seed 127, shrunk and scaled to 1 MiB: reading a swapped-out value under DTR
+    evicts first, and the floor it meets counts, so the peak rule holds."""
+    mib = 2 ** 20
+    old = {name: imp.get_option(name) for name in ("dtr_eviction_threshold", "dtr_evictee_minimum_size")}
+    with imp.option("enable_drop", 1), imp.option("enable_swap", 1):
+        imp.dtr.enable(eviction_threshold=2 * mib, evictee_minimum_size=0)
+        try:
+            x = imp.Tensor(np.ones(mib // 4, np.float32))      # a leaf: never evictable
+            a, b = x + 1, x + 2
+            b._swap_out()
+            c = x * 3                                          # fills the budget
+            imp.sync()
+            imp.reset_peak_memory_stats()
+            np.testing.assert_array_equal(b.numpy(), np.full(mib // 4, 3, np.float32))
+            imp.sync()
+            stats = imp.memory_stats()
+        finally:
+            imp.dtr.disable()
+            for name, value in old.items():
+                imp.set_option(name, value)
+    assert stats["peak_allocated"] <= 2 * mib                  # a or c made room for b
+    np.testing.assert_array_equal((a + c).numpy(), np.full(mib // 4, 5, np.float32))
