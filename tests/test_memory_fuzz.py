@@ -172,14 +172,8 @@ def recording(request):
         with imp.option("enable_drop", 1):
             yield
         return
-    old = {name: imp.get_option(name) for name in ("dtr_eviction_threshold", "dtr_evictee_minimum_size")}
-    imp.dtr.enable(eviction_threshold="1GB", evictee_minimum_size=0)
-    try:
+    with mp.managed(mp.Setting(enable_swap=0, dtr=True, evictee_minimum_size=0), 2 ** 30):
         yield
-    finally:
-        imp.dtr.disable()
-        for name, value in old.items():
-            imp.set_option(name, value)
 
 
 def test_recording_keeps_host_memory_flat_over_200k_tiny_ops(recording):
@@ -235,22 +229,15 @@ def test_a_swap_in_on_use_is_budgeted_like_an_op():
     """Fuzz seed 127, shrunk and scaled to 1 MiB: reading a swapped-out value under DTR
     evicts first, and the floor it meets counts, so the peak rule holds."""
     mib = 2 ** 20
-    old = {name: imp.get_option(name) for name in ("dtr_eviction_threshold", "dtr_evictee_minimum_size")}
-    with imp.option("enable_drop", 1), imp.option("enable_swap", 1):
-        imp.dtr.enable(eviction_threshold=2 * mib, evictee_minimum_size=0)
-        try:
-            x = imp.Tensor(np.ones(mib // 4, np.float32))      # a leaf: never evictable
-            a, b = x + 1, x + 2
-            b._swap_out()
-            c = x * 3                                          # fills the budget
-            imp.sync()
-            imp.reset_peak_memory_stats()
-            np.testing.assert_array_equal(b.numpy(), np.full(mib // 4, 3, np.float32))
-            imp.sync()
-            stats = imp.memory_stats()
-        finally:
-            imp.dtr.disable()
-            for name, value in old.items():
-                imp.set_option(name, value)
+    with mp.managed(mp.Setting(enable_swap=1, dtr=True, evictee_minimum_size=0), 2 * mib):
+        x = imp.Tensor(np.ones(mib // 4, np.float32))          # a leaf: never evictable
+        a, b = x + 1, x + 2
+        b._swap_out()
+        c = x * 3                                              # fills the budget
+        imp.sync()
+        imp.reset_peak_memory_stats()
+        np.testing.assert_array_equal(b.numpy(), np.full(mib // 4, 3, np.float32))
+        imp.sync()
+        stats = imp.memory_stats()
     assert stats["peak_allocated"] <= 2 * mib                  # a or c made room for b
     np.testing.assert_array_equal((a + c).numpy(), np.full(mib // 4, 5, np.float32))
