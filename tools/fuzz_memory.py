@@ -3,7 +3,8 @@ tests/memory_programs.py, seeded): each program runs with everything off and the
 random drops, swaps and deaths at a random async level, under DTR at a random budget
 (0.05-1.0 of its unmanaged peak) in most programs. Counts mismatches (a value read that is not
 bit-identical), peak-rule violations (DTR peak above max(budget, floor) + the largest op
-output), exceptions and handle leaks; prints them and a JSON line.
+output), exceptions, handle leaks and crashes (programs run in child processes, so that a
+segfault costs one program); prints them and a JSON line.
 
     python tools/fuzz_memory.py --programs 3000 --seed 0
     python tools/fuzz_memory.py --programs 1 --seed 1234 --verbose   # one failing program again
@@ -14,6 +15,7 @@ import argparse
 import collections
 import json
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -69,29 +71,64 @@ def report(seed, level, setting, what):
     print(f"FAIL seed {seed} (async {level}, {setting}): {what}", flush=True)
 
 
+KEYS = ("programs", "dtr_programs", "ops", "drops", "swaps", "refused_swaps", "evictions",
+        "recomputes", "swap_outs", "swap_ins", "budget_overshoots", "mismatches",
+        "peak_rule_violations", "exceptions", "leaks", "crashes")
+COUNTS = "COUNTS "
+
+
+def run_child(first, count, verbose):
+    """Fuzz seeds first..first+count-1 in this process, one COUNTS line per program."""
+    with mp.expected_warnings_ignored():
+        for seed in range(first, first + count):
+            totals = collections.Counter()
+            fuzz_one(seed, totals, verbose)
+            print(COUNTS + json.dumps({"seed": seed, **totals}), flush=True)
+        mp.usable()
+
+
+def run_isolated(first, count, verbose, totals):
+    """Run the seeds in child processes, so that a crash (a segfault in the runtime) costs
+    one program: it is counted and reported, and a new child goes on after it."""
+    seed, end = first, first + count
+    while seed < end:
+        child = subprocess.Popen([sys.executable, __file__, "--child", "--seed", str(seed),
+                                  "--programs", str(end - seed)] + (["--verbose"] if verbose else []),
+                                 stdout=subprocess.PIPE, text=True)
+        for line in child.stdout:
+            if line.startswith(COUNTS):
+                counts = json.loads(line[len(COUNTS):])
+                seed = counts.pop("seed") + 1
+                totals.update(counts)
+            else:
+                print(line, end="", flush=True)
+        if child.wait() != 0:                 # died inside program `seed`
+            totals.update(programs=1, crashes=1)
+            print(f"FAIL seed {seed}: the process died (exit status {child.returncode})", flush=True)
+            seed += 1
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        run_child(args.seed, args.programs, args.verbose)
+        return 0
     totals = collections.Counter()
     start = time.perf_counter()
-    for seed in range(args.seed, args.seed + args.programs):
-        fuzz_one(seed, totals, args.verbose)
-    mp.usable()
-    keys = ("programs", "dtr_programs", "ops", "drops", "swaps", "refused_swaps", "evictions",
-            "recomputes", "swap_outs", "swap_ins", "budget_overshoots", "mismatches",
-            "peak_rule_violations", "exceptions", "leaks")
-    summary = {k: totals[k] for k in keys}
+    run_isolated(args.seed, args.programs, args.verbose, totals)
+    summary = {k: totals[k] for k in KEYS}
     summary["seconds"] = round(time.perf_counter() - start, 1)
     for k, v in summary.items():
         print(f"{k:22s} {v}")
     print(json.dumps(summary))
-    failures = summary["mismatches"] + summary["peak_rule_violations"] + summary["exceptions"] + summary["leaks"]
+    failures = sum(summary[k] for k in ("mismatches", "peak_rule_violations", "exceptions", "leaks", "crashes"))
     return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    with mp.expected_warnings_ignored():
-        sys.exit(main())
+    sys.exit(main())
