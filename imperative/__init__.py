@@ -7,7 +7,7 @@
 """
 from contextlib import contextmanager
 
-from . import autodiff, dtr, dtype, functional, nn, ops, optim, random
+from . import autodiff, data, dtr, dtype, functional, lr_scheduler, nn, ops, optim, random
 from .autodiff import GradKey, backward, set_allow_higher_order_directive
 from ._core import (AsyncError, apply, close, full_sync, get_default_device, get_option,
                     memory_stats, options, reset_peak_memory_stats, set_default_device,
@@ -16,7 +16,8 @@ from .device import Device, get_device
 from .dtype import dtype_promotion
 from .generic import GenericPyOp
 from .scope import pop_scope, push_scope, scope
-from .tensor import Parameter, Tensor, TensorWeakRef
+from .serialization import load, save
+from .tensor import Parameter, Tensor, TensorWeakRef, from_dlpack
 
 F = functional
 
@@ -29,7 +30,8 @@ def __getattr__(name):
     if name in ("Profiler", "start_profile", "stop_profile"):
         from . import profiler
         return getattr(profiler, name)
-    raise AttributeError(f"module 'imperative' has no attribute {name!r}")
+    from .torch_hints import package_attribute_error    # imp.cat: name imp.F.concat
+    raise package_attribute_error(name)
 
 
 @contextmanager
@@ -49,7 +51,18 @@ def config_async_level(level):
 
 
 def get_async_level():
+    """The async level in use (see `config_async_level`)."""
     return get_option("async_level")
+
+
+def _set_swap_flag(flag):
+    """The seed's name for `set_option("enable_swap", flag)`."""
+    set_option("enable_swap", bool(flag))
+
+
+def _set_drop_flag(flag):
+    """The seed's name for `set_option("enable_drop", flag)`."""
+    set_option("enable_drop", bool(flag))
 
 
 def set_buffer_length(n):
@@ -64,5 +77,5 @@ __all__ = [
     "reset_peak_memory_stats", "get_device", "get_default_device", "set_default_device",
     "Device", "functional", "F", "random", "GenericPyOp", "push_scope", "pop_scope", "scope",
     "Profiler", "start_profile", "stop_profile", "autodiff", "GradKey", "backward",
-    "set_allow_higher_order_directive", "nn", "optim", "dtr",
+    "set_allow_higher_order_directive", "nn", "optim", "dtr", "from_dlpack", "save", "load", "data", "lr_scheduler",
 ]

@@ -24,6 +24,14 @@ from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject
+from cpython.exc cimport PyErr_CheckSignals
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+
+cdef extern from "pthread.h" nogil:
+    int pthread_cond_timedwait(pthread_cond_t*, pthread_mutex_t*, const timespec*)
+
+# how often a waiting caller looks for Ctrl-C (it must answer within 0.1 s of a kernel's end)
+cdef long _SIGNAL_POLL_NS = 50 * 1000 * 1000
 
 
 cdef extern from "Python.h":
@@ -42,6 +50,16 @@ cdef extern from "Python.h":
 
 cdef object _ndarray = np.ndarray
 cdef object _np_asarray = np.asarray
+cdef object _np_ascontiguousarray = np.ascontiguousarray
+
+
+cdef inline object _c_ordered(object array):
+    """`array` as the runtime keeps a value it owns: C-contiguous. numpy gives a result the
+    layout of its inputs (a Fortran-ordered input makes a Fortran-ordered sum), while a
+    result written into a dying input's buffer is C-ordered; without one rule for both, the
+    layout, and so the rounding of later products and reductions, would depend on whether
+    a buffer was reused, that is on the async level."""
+    return array if array.flags.c_contiguous else _np_ascontiguousarray(array)
 cdef object _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Small ops whose inputs are resident run on the caller's thread: handing one to the
@@ -98,6 +116,7 @@ cdef enum:  # option indices into Channel._opts
     OPT_QUEUE_SIZE = 11
 
 
+
 cdef long long _validate_option(str name, object value) except? -1:
     if name not in _OPTION_INDEX:
         raise ValueError(f"unknown option {name!r}; valid options: {', '.join(_OPTION_NAMES)}")
@@ -122,7 +141,8 @@ cdef dict _options_from_environment():
         try:
             values[name] = _validate_option(name, int(text.strip()))
         except (TypeError, ValueError) as e:
-            warnings.warn(f"ignoring environment variable {var}={text!r}: {e}", RuntimeWarning)
+            warnings.warn(f"ignoring environment variable {var}={text!r}: {e}; using the "
+                          f"default {values[name]}", RuntimeWarning)
     return values
 
 
@@ -409,6 +429,8 @@ cdef class Channel:
     cdef int _worker_awake         # nogil: set by the worker once it holds the GIL again
     cdef int _n_waiters            # [C]
     cdef int _stopping             # [C]
+    cdef int _discarding           # [C] at exit: the worker drops the commands left
+    cdef str _closed_by            # who called close(), for the errors after it
     cdef int _worker_dead          # [W]
     # errors
     cdef list _errors              # [C/W] ErrorRecords not yet raised
@@ -471,7 +493,8 @@ cdef class Channel:
 
     cdef int _raise_unusable(self) except -1:
         if self._state == 1:
-            raise RuntimeError("interpreter closed")
+            raise RuntimeError(f"interpreter closed by {self._closed_by}: no tensor can be "
+                               "used or made after that")
         raise RuntimeError(
             f"this process (pid {os.getpid()}) was forked from pid {self._pid} after imperative "
             "started; the parent's interpreter cannot be used in a child: use the 'spawn' start "
@@ -536,9 +559,10 @@ cdef class Channel:
         self._set_value(info, array, None)
         return info
 
-    cdef void _set_value(self, TensorInfo info, object array, Storage shared):
+    cdef int _set_value(self, TensorInfo info, object array, Storage shared) except -1:
         cdef Storage storage = shared
         if storage is None:
+            array = _c_ordered(array)
             root = array
             while isinstance(root.base, _ndarray):
                 root = root.base
@@ -706,6 +730,7 @@ cdef class Channel:
             return None
         if type(r) is not _ndarray or r.dtype is not out_dtype:
             r = _np_asarray(r, dtype=out_dtype)
+        r = _c_ordered(r)
         cdef TensorInfo info = self.new_info(a.shape, out_dtype, a.device, False)
         cdef Storage st = _new_storage(info.size, info.device)
         st.refs = 1
@@ -837,15 +862,31 @@ cdef class Channel:
         cdef long long t0 = _now_ns() if _profiling else 0
         if self._worker_dead:
             raise RuntimeError("the imperative worker thread died (catch_worker_exception=0?)")
+        cdef bint done = False
+        cdef timespec deadline
         self._n_waiters += 1
-        with nogil:
-            pthread_mutex_lock(&self._mutex)
-            while self._processed < target and not self._worker_dead:
-                if target < self._notify_at:
-                    self._notify_at = target
-                pthread_cond_wait(&self._done_cond, &self._mutex)
-            pthread_mutex_unlock(&self._mutex)
-        self._n_waiters -= 1
+        try:
+            # Wake every _SIGNAL_POLL_NS to let Ctrl-C through: a plain wait would hold it
+            # back until the whole queue had run.
+            while not done:
+                with nogil:
+                    pthread_mutex_lock(&self._mutex)
+                    clock_gettime(CLOCK_REALTIME, &deadline)
+                    deadline.tv_nsec += _SIGNAL_POLL_NS
+                    if deadline.tv_nsec >= 1000000000:
+                        deadline.tv_sec += 1
+                        deadline.tv_nsec -= 1000000000
+                    while self._processed < target and not self._worker_dead:
+                        if target < self._notify_at:
+                            self._notify_at = target
+                        if pthread_cond_timedwait(&self._done_cond, &self._mutex, &deadline):
+                            break                      # timed out: look for a signal
+                    done = self._processed >= target or self._worker_dead
+                    pthread_mutex_unlock(&self._mutex)
+                if not done:
+                    PyErr_CheckSignals()               # raises KeyboardInterrupt
+        finally:
+            self._n_waiters -= 1
         if _profiling and t0:
             _record_wait(t0, why)
         if self._processed < target:
@@ -869,6 +910,8 @@ cdef class Channel:
                     batch = self._pending
                     self._pending = []
                     for i in range(len(batch)):
+                        if self._discarding:
+                            break
                         cmd = batch[i]
                         # a finished command must not keep records alive while the rest of
                         # its batch runs (they would pin a whole earlier step in memory)
@@ -1224,16 +1267,27 @@ cdef class Channel:
             self._flush_buffer(0)
             self._wait_seq(self._seq)
 
-    def close(self, bint quiet=False):
-        """Free every tensor and stop the worker. Idempotent."""
+    def close(self, bint quiet=False, bint discard=False):
+        """Free every tensor and stop the worker. Idempotent. With `discard` (at exit, when
+        nobody can read a result any more) queued commands are dropped, not run."""
         if self._state != 0:
             return
+        thread = threading.current_thread()
+        self._closed_by = ("the interpreter's exit" if discard else
+                           f"imp.close() in thread {thread.name!r}"
+                           + ("" if thread is threading.main_thread() else
+                              ", not the main thread"))
         errors = None
-        try:
-            self._flush_buffer(0)
-            self._wait_seq(self._seq)
-        except RuntimeError:
-            pass
+        if discard:
+            self._discarding = 1
+            self._buffer = []
+            self._pending = []
+        else:
+            try:
+                self._flush_buffer(0)
+                self._wait_seq(self._seq)
+            except RuntimeError:
+                pass
         errors = self._errors
         self._errors = []
         self._stop_worker()
@@ -1458,7 +1512,9 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _close_at_exit():
-    _channel.close(quiet=True)
+    # atexit runs this after the user's own handlers: no result can be read any more, so
+    # the work still queued is dropped instead of run (it could take minutes)
+    _channel.close(quiet=True, discard=True)
 
 
 atexit.register(_close_at_exit)

@@ -265,40 +265,69 @@ cdef extern from *:
     }
 
     /* Batch normalisation of x (N, C, L) contiguous over N and L, per channel: the mean and
-     * the biased variance (two passes, as numpy's centred formula; each row of L summed in
+     * the biased variance (two passes, see imp_row_deviations; each row of L summed in
      * float, rows added in double), then y = (x - mean) * scale + shift in numpy's order of
      * operations. Three contiguous passes instead of numpy's six strided ones. */
-    /* sum of row[j] - m (squared when `square`) over 16 lanes, so that gcc vectorises it
-     * (a single float sum may not be reordered) */
-    static double imp_row_sum(const float *row, long l, float m, int square)
+    /* sum of a row over 16 lanes, so that gcc vectorises it (a single float sum may not be
+     * reordered) */
+    static double imp_row_sum(const float *row, long l)
     {
         float lanes[16] = {0};
         long j = 0;
         for (; j + 16 <= l; j += 16)
-            for (int u = 0; u < 16; u++) {
-                float d = row[j + u] - m;
-                lanes[u] += square ? d * d : d;
-            }
+            for (int u = 0; u < 16; u++) lanes[u] += row[j + u];
         double s = 0.0;
         for (int u = 0; u < 16; u++) s += lanes[u];
+        for (; j < l; j++) s += row[j];
+        return s;
+    }
+
+    /* Adds to *sum and *squares the sums of d and d * d, d = row[j] - m, over 16 lanes.
+     * With m a first estimate of the mean, mean = m + sum / n and variance = squares / n -
+     * (sum / n)^2 are exact to float32 rounding even when the first estimate is not: a lane
+     * sum of n floats is off by up to about n / 16 roundings, and normalising divides the
+     * deviations by a standard deviation that may be far below the mean (a near-constant
+     * row), which magnified that error into the output (PyTorch's float32 was 1000x closer). */
+    static void imp_row_deviations(const float *row, long l, float m, double *sum, double *squares)
+    {
+        float lanes[16] = {0}, square_lanes[16] = {0};
+        long j = 0;
+        for (; j + 16 <= l; j += 16)
+            for (int u = 0; u < 16; u++) {
+                float d = row[j + u] - m;
+                lanes[u] += d;
+                square_lanes[u] += d * d;
+            }
+        for (int u = 0; u < 16; u++) {
+            *sum += lanes[u];
+            *squares += square_lanes[u];
+        }
         for (; j < l; j++) {
             float d = row[j] - m;
-            s += square ? d * d : d;
+            *sum += d;
+            *squares += d * d;
         }
-        return s;
+    }
+
+    /* mean and biased variance of n values from a first estimate m and their deviations */
+    static void imp_corrected_moments(float m, double sum, double squares, double n,
+                                      float *mean, float *var)
+    {
+        double shift = sum / n, v = squares / n - shift * shift;
+        *mean = (float)(m + shift);
+        *var = (float)(v > 0.0 ? v : 0.0);
     }
 
     static void imp_channel_moments(long n, long c, long l, const float *x, float *mean,
                                     float *var)
     {
         for (long ch = 0; ch < c; ch++) {
-            double total = 0.0;
-            for (long i = 0; i < n; i++) total += imp_row_sum(x + (i * c + ch) * l, l, 0.f, 0);
+            double total = 0.0, sum = 0.0, squares = 0.0;
+            for (long i = 0; i < n; i++) total += imp_row_sum(x + (i * c + ch) * l, l);
             float m = (float)(total / (double)(n * l));
-            double squares = 0.0;
-            for (long i = 0; i < n; i++) squares += imp_row_sum(x + (i * c + ch) * l, l, m, 1);
-            mean[ch] = m;
-            var[ch] = (float)(squares / (double)(n * l));
+            for (long i = 0; i < n; i++)
+                imp_row_deviations(x + (i * c + ch) * l, l, m, &sum, &squares);
+            imp_corrected_moments(m, sum, squares, (double)(n * l), mean + ch, var + ch);
         }
     }
 
@@ -327,8 +356,10 @@ cdef extern from *:
         for (long r = 0; r < rows; r++) {
             const float *row = x + r * size;
             float *out = y + r * size;
-            float m = (float)(imp_row_sum(row, size, 0.f, 0) / (double)size);
-            float var = (float)(imp_row_sum(row, size, m, 1) / (double)size);
+            double sum = 0.0, squares = 0.0;
+            float m = (float)(imp_row_sum(row, size) / (double)size), var;
+            imp_row_deviations(row, size, m, &sum, &squares);
+            imp_corrected_moments(m, sum, squares, (double)size, &m, &var);
             float rstd = 1.f / sqrtf(var + eps);
             if (weight)
                 for (long j = 0; j < size; j++) out[j] = (row[j] - m) * rstd * weight[j] + bias[j];

@@ -215,6 +215,12 @@ _POOL_LIMIT = 64 << 20               # the worker's block cache without a budget
 
 cdef object _overshoot_hook = None    # debugging: called as hook(allocated, needed, threshold)
 cdef object _cut_hook = None          # debugging: called with each record whose recipe is cut
+cdef object _evict_hook = None        # debugging: called as hook(victim, score, clock)
+
+
+def set_evict_hook(hook):
+    global _evict_hook
+    _evict_hook = hook
 
 
 def set_cut_hook(hook):
@@ -512,6 +518,7 @@ cdef class MemoryManager:
                 if t.status == PRODUCED:
                     stack.pop()
                 elif t.status == SWAPPED:
+                    self.make_room(t.size, t.device)   # reading it back is an allocation too
                     self.swap_in(t)
                     stack.pop()
                 elif t.status == DROPPED:
@@ -532,7 +539,7 @@ cdef class MemoryManager:
                     if missing is not None:
                         stack.append(missing)
                         continue
-                    self.recompute(p)
+                    self.recompute(p, t)
                     for i in held.pop(t):
                         i.pins -= 1
                         if (i.tensor_refs == 0 and i.pending_uses == 0 and i.pins == 0
@@ -549,17 +556,23 @@ cdef class MemoryManager:
                     i.pins -= 1
         return 0
 
-    cdef int recompute(self, Producer p) except -1:
+    cdef int recompute(self, Producer p, TensorInfo wanted) except -1:
+        """Run `p` again for `wanted`. Its other dropped outputs come back only when some
+        tensor or queued op holds them: a split's dead siblings would otherwise stay
+        resident with nobody to drop them again, each a view holding the base's memory."""
         cdef long long t0 = _now_ns(), t_run
         cdef TensorInfo i, out
         cdef OpDef op = p.op
+        cdef list outs = []
+        for r in p.outputs:
+            out = r()
+            outs.append(out if out is not None and out.status == DROPPED
+                        and (out is wanted or _alive(out) or out.pins) else None)
         for i in p.inputs:
             i.pins += 1
         try:
-            outs = [r() for r in p.outputs]
-            self.make_room(sum((<TensorInfo>o).size for o in outs if o is not None
-                               and (<TensorInfo>o).status == DROPPED), (<TensorInfo>p.inputs[0]).device
-                           if p.inputs else self.ch.default_device)
+            self.make_room(sum((<TensorInfo>o).size for o in outs if o is not None),
+                           (<TensorInfo>p.inputs[0]).device if p.inputs else self.ch.default_device)
             t_run = _now_ns()
             result = op.kernel(*[_unpacked_value(i) for i in p.inputs])
             p.cost = (_now_ns() - t_run) * 1e-9 / max(len(p.outputs), 1)
@@ -583,14 +596,11 @@ cdef class MemoryManager:
             self.ch._set_value(out, r, _shared_storage(r, p.inputs) if op.aliases_input else None)
             out.cost = p.cost
             self.policy.on_restore(out)
-        cdef Device dev = (<TensorInfo>outs[0]).device if outs and outs[0] is not None else self.ch.default_device
+        cdef Device dev = wanted.device
         dev.stats.recomputes += 1
         dev.stats.recompute_seconds += (_now_ns() - t0) * 1e-9
         if _profiling:
-            for out in outs:
-                if out is not None:
-                    record_memory_event(t0, "recompute", out, repr(op))
-                    break
+            record_memory_event(t0, "recompute", wanted, repr(op))
         return 0
 
     # ---- the budget
@@ -688,6 +698,8 @@ cdef class MemoryManager:
         """Drop the victim, or swap it out when reading it back is estimated cheaper than
         recomputing it (and its evicted neighbourhood)."""
         victim.device.stats.evictions += 1
+        if _evict_hook is not None:
+            _evict_hook(victim, self.policy.score(victim, self.clock), self.clock)
         if self.ch._opts[OPT_ENABLE_SWAP] and self.swap_is_cheaper(victim):
             try:
                 self.swap_out(victim, "evicted (swap cheaper than recompute)")

@@ -19,7 +19,11 @@ How it works
   * `FastpathCopy` (an alias of its input) is never recorded: its output is a fresh untracked
     record, the way to take a value out of every gradient record.
 """
+from __future__ import annotations
+
 import itertools
+from typing import Any, Callable, Iterable, Self
+import warnings
 
 import numpy as np
 
@@ -30,7 +34,7 @@ from .scope import scope
 from .tensor import Tensor
 
 __all__ = ["GradKey", "backward", "set_allow_higher_order_directive", "GradManager",
-           "GradManagerGroup"]
+           "GradManagerGroup", "NoGradientWarning"]
 
 _active = []                  # keys recording, in the order they started
 _recorders = []               # keys the hook feeds now (all active ones, outside a backward)
@@ -128,6 +132,8 @@ class GradKey:
         return self in _active
 
     def attach(self, tensor, callback=None):
+        """Track `tensor` (float only): its gradient goes to `callback(grad)` at backward.
+        Starts the recording if it has not started."""
         if not _is_float(tensor._record):
             raise TypeError(f"only float tensors can be attached for gradients, got dtype "
                             f"{tensor.dtype}")
@@ -138,6 +144,7 @@ class GradKey:
         return self
 
     def is_attached_to(self, tensor):
+        """Whether `tensor`'s value is attached to this key."""
         return tensor._record in self._callbacks
 
     def _start(self):
@@ -260,14 +267,18 @@ def backward(key, ys, dys=None):
         key._stop()
 
 
+class NoGradientWarning(UserWarning):
+    """A GradManager's backward reached none of its attached tensors."""
+
+
 class _RecordingContext:
     """`with manager:` records on entry and releases on exit, even when the body raises."""
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self.record()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.release()
         return False
 
@@ -278,12 +289,21 @@ class GradManager(_RecordingContext):
 
     `backward` ends the recording (as in MegEngine): one backward per `record()`."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._attached = []      # tensors, in attach order
         self._callbacks = {}     # id(tensor) -> list of cb(tensor, grad) -> grad
         self._key = None
+        self._backward_done = False   # backward already ran in this recording
 
-    def attach(self, params, callbacks=None):
+    def __repr__(self):
+        return f"<GradManager@{id(self):x} with {len(self._attached)} attached tensor(s)>"
+
+    def attach(self, params: Tensor | Iterable[Tensor],
+               callbacks: Callable[[Tensor, Tensor], Tensor] | list[Any] | None = None
+               ) -> GradManager:
+        """Track `params` (a Tensor or a list, e.g. `model.parameters()`): every backward
+        adds their gradients into `p.grad`. `callbacks(p, grad) -> grad` run first, in order.
+        Returns the manager, so `gm = GradManager().attach(params)` reads well."""
         params = _as_list(params, "params")
         callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else \
             ([] if callbacks is None else [callbacks])
@@ -300,22 +320,25 @@ class GradManager(_RecordingContext):
                 self._attach_to_key(p)
         return self
 
-    def attached_tensors(self):
+    def attached_tensors(self) -> list[Tensor]:
+        """The attached tensors, in attach order."""
         return list(self._attached)
 
     @property
     def recording(self):
         return self._key is not None
 
-    def record(self):
+    def record(self) -> None:
+        """Start recording the ops that read attached tensors (what `with gm:` does)."""
         if self._key is not None:
             raise RuntimeError("GradManager.record: already recording")
+        self._backward_done = False
         self._key = GradKey(name=f"GradManager@{id(self):x}")
         for p in self._attached:
             self._attach_to_key(p)
         self._key._start()   # records even with nothing attached yet (attach may follow)
 
-    def release(self):
+    def release(self) -> None:
         """End the recording and free the graph; does nothing when not recording."""
         key, self._key = self._key, None
         if key is not None:
@@ -327,21 +350,56 @@ class GradManager(_RecordingContext):
     def _accumulate(self, p, grad):
         for cb in self._callbacks[id(p)]:
             grad = cb(p, grad)
-        old = getattr(p, "grad", None)
+        old = p.grad
         # A gradient is a result kept across the step, like optimizer state: its recipe
         # would reach back through the whole backward pass, so it is never evicted.
         p.grad = _core.persistent(grad if old is None else old + grad)
 
-    def backward(self, y=None, dy=None):
-        if self._key is None:
-            raise RuntimeError("GradManager.backward: not recording; call it inside `with gm:` "
-                               "or between gm.record() and gm.release()")
+    def backward(self, y: Tensor | list[Tensor] | None = None,
+                 dy: Tensor | list[Tensor] | None = None) -> None:
+        """Add the gradients of `y` (a loss, or a list of Tensors seeded with `dy`, ones by
+        default) into `p.grad` of every attached `p`, then end the recording: one backward
+        per `with gm:`. `y=None` only ends the recording."""
+        self._check_can_backward()
         try:
             if y is not None:
+                self._check_reaches_attached(y)
                 backward(self._key, y, dy)
         finally:
+            self._backward_done = True
             self.release()
 
+    def _check_can_backward(self):
+        if self._key is not None:
+            return
+        if self._backward_done:
+            raise RuntimeError(
+                f"GradManager.backward: not recording any more: backward was already called "
+                f"in this recording of {self!r}, and that call ended the recording and freed "
+                "the graph (one backward per `with gm:`, as in MegEngine). Add the losses and "
+                "call backward once, or use one `with gm:` block per backward")
+        raise RuntimeError("GradManager.backward: not recording; call it inside `with gm:` "
+                           "or between gm.record() and gm.release()")
+
+    def _check_reaches_attached(self, y):
+        """A loss that no attached tensor flows into would give no gradient at all, silently:
+        the usual cause is a forgotten `gm.attach(model.parameters())`."""
+        if not self._attached:
+            raise RuntimeError(f"GradManager.backward: {self!r} has nothing attached, so no "
+                               "gradient can land anywhere; call gm.attach(model.parameters()) "
+                               "before `with gm:`")
+        if not self.reaches_attached(y):
+            # a warning, not an error: with higher-order recording off, an outer backward of
+            # an inner gradient legitimately reaches nothing
+            warnings.warn(f"GradManager.backward: the loss does not depend on any tensor "
+                          f"attached to {self!r}, so no gradient changes; attach the tensors "
+                          "the loss is computed from (gm.attach(model.parameters())), and "
+                          "compute it inside `with gm:`", NoGradientWarning, stacklevel=3)
+
+    def reaches_attached(self, ys: Tensor | list[Tensor]) -> bool:
+        """Whether some of `ys` was computed, while recording, from an attached tensor."""
+        key = self._key
+        return key is not None and any(t._record in key._producer for t in _as_list(ys, "ys"))
 
     def __or__(self, other):
         return GradManagerGroup([self]) | other
@@ -371,15 +429,23 @@ class GradManagerGroup(_RecordingContext):
     __ror__ = __or__
 
     def record(self):
+        """Start every member's recording."""
         for gm in self._managers:
             gm.record()
 
     def release(self):
+        """End every member's recording (the last started first)."""
         for gm in reversed(self._managers):
             gm.release()
 
     def backward(self, y=None, dy=None):
+        """Run backward for every member that `y` reaches (at least one must), and end every
+        member's recording."""
+        for gm in self._managers:
+            gm._check_can_backward()
+        if y is not None and not any(gm.reaches_attached(y) for gm in self._managers):
+            self._managers[0]._check_reaches_attached(y)     # says why
         # Outer (lower priority) keys first: a later key never records an earlier one's backward.
         for gm in sorted(self._managers, key=lambda m: m._key.priority if m._key else 0):
-            gm.backward(y, dy)
+            gm.backward(y if gm.reaches_attached(y) else None, dy)
 

@@ -64,10 +64,12 @@ def disable():
 
 
 def is_enabled():
+    """Whether automatic eviction under a budget is on (`enable()` turned it on)."""
     return bool(_core.get_option("enable_dtr_auto_drop"))
 
 
 def policies():
+    """The eviction policies `set_policy` takes, sorted."""
     return sorted(_core.POLICIES)
 
 
@@ -77,6 +79,7 @@ def set_policy(name):
 
 
 def get_policy():
+    """The eviction policy in use ("dtr_eq" unless `set_policy` chose another)."""
     return _core.get_eviction_policy()
 
 

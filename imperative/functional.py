@@ -6,8 +6,11 @@ and, for the NN set, PyTorch. Python scalars and numpy arrays are accepted where
 tensor is: scalars take the dtype the contract's promotion gives them (`int8 tensor + 1`
 stays int8, `int32 tensor + 1.5` is float32), arrays keep theirs (float64 -> float32).
 """
+from __future__ import annotations
+
 import builtins
-import numbers
+import inspect
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -19,7 +22,10 @@ from ._core import TensorBase, as_device
 from .device import get_device
 from .ops.base import cached_op, normalize_axes, normalize_axis
 from .ops.nn import float_dtype
+from .ops.shape import check_shape_arg
+from ._types import AxisLike, DeviceLike, DTypeLike, PairLike, ShapeLike, TensorLike
 from .tensor import Tensor
+from .torch_hints import keyword_hints
 
 __all__ = [
     # elementwise
@@ -40,7 +46,7 @@ __all__ = [
     # neural networks
     "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu",
     "softmax", "log_softmax", "cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
-    "batch_norm", "layer_norm", "embedding", "dropout",
+    "batch_norm", "layer_norm", "embedding", "dropout", "mse_loss",
 ]
 
 
@@ -83,20 +89,11 @@ def _hashable(value):
     return tuple(value) if isinstance(value, list) else value
 
 
-def _shape_tuple(shape, what):
-    if isinstance(shape, numbers.Integral):
-        return (int(shape),)
-    try:
-        return tuple(int(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"{what}: shape must be an int or a sequence of ints, got {shape!r}") from None
-
-
 # ---------------------------------------------------------------------------------------
 # Elementwise
 
 
-def _elemwise(mode, name, doc):
+def _elemwise(mode: str, name: str, doc: str) -> Callable[..., Tensor]:
     op = cached_op(O.Elemwise, mode)
     if O.elemwise.arity(mode) == 1:
         def fn(x):
@@ -158,7 +155,7 @@ subtract, multiply, divide, true_divide = sub, mul, div, div
 remainder, power, negative = mod, pow, neg
 
 
-def where(condition, x, y):
+def where(condition: TensorLike, x: TensorLike, y: TensorLike) -> Tensor:
     """`x` where `condition` is true, else `y` (numpy.where, broadcasting; x and y are
     promoted to one dtype)."""
     x, y = _tensors(x, y)
@@ -166,7 +163,8 @@ def where(condition, x, y):
     return _apply1(cached_op(O.Where), condition, x, y)
 
 
-def clip(x, lower=None, upper=None):
+def clip(x: TensorLike, lower: TensorLike | None = None,
+        upper: TensorLike | None = None) -> Tensor:
     """numpy.clip: bound x below by `lower` and above by `upper` (None: unbounded).
     Tensor bounds broadcast; a float bound on an integer tensor gives float32."""
     x = _as_tensor(x)
@@ -191,42 +189,42 @@ def _reduce(mode, x, axis, keepdims):
     return _apply1(cached_op(O.Reduce, mode, _hashable(axis), bool(keepdims)), _as_tensor(x))
 
 
-def sum(x, axis=None, keepdims=False):
+def sum(x: TensorLike, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
     """Sum over `axis` (None: all; an int or a tuple). bool and small ints sum in int32."""
     return _reduce("SUM", x, axis, keepdims)
 
 
-def mean(x, axis=None, keepdims=False):
+def mean(x: TensorLike, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
     """Mean over `axis`; integers give float32."""
     return _reduce("MEAN", x, axis, keepdims)
 
 
-def max(x, axis=None, keepdims=False):
+def max(x: TensorLike, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
     """Maximum over `axis`."""
     return _reduce("MAX", x, axis, keepdims)
 
 
-def min(x, axis=None, keepdims=False):
+def min(x: TensorLike, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
     """Minimum over `axis`."""
     return _reduce("MIN", x, axis, keepdims)
 
 
-def prod(x, axis=None, keepdims=False):
+def prod(x: TensorLike, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
     """Product over `axis`."""
     return _reduce("PRODUCT", x, axis, keepdims)
 
 
-def argmax(x, axis=None, keepdims=False):
+def argmax(x: TensorLike, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
     """Index of the maximum (of the flattened tensor when axis is None), int32."""
     return _apply1(cached_op(O.Argmax, axis, bool(keepdims)), _as_tensor(x))
 
 
-def argmin(x, axis=None, keepdims=False):
+def argmin(x: TensorLike, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
     """Index of the minimum (of the flattened tensor when axis is None), int32."""
     return _apply1(cached_op(O.Argmin, axis, bool(keepdims)), _as_tensor(x))
 
 
-def var(x, axis=None, keepdims=False, ddof=0):
+def var(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
     """Variance over `axis`, numpy.var: mean squared deviation, divided by N - ddof."""
     x = _as_tensor(x)
     x = x.astype(float_dtype([x.dtype]))
@@ -237,7 +235,7 @@ def var(x, axis=None, keepdims=False, ddof=0):
     return _reduce("SUM_SQR", deviation, axes, keepdims) / float(builtins.max(count - ddof, 0))
 
 
-def std(x, axis=None, keepdims=False, ddof=0):
+def std(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
     """Standard deviation over `axis`: sqrt(var(x, axis, keepdims, ddof))."""
     return sqrt(var(x, axis, keepdims, ddof))
 
@@ -246,34 +244,35 @@ def std(x, axis=None, keepdims=False, ddof=0):
 # Matrix products and shapes
 
 
-def matmul(a, b, transpose_a=False, transpose_b=False):
+def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False,
+        transpose_b: bool = False) -> Tensor:
     """numpy.matmul(a, b), optionally transposing the last two dimensions of an input."""
     return _apply1(cached_op(O.MatrixMul, bool(transpose_a), bool(transpose_b)), *_tensors(a, b))
 
 
-def reshape(x, shape):
+def reshape(x: TensorLike, shape: ShapeLike) -> Tensor:
     """A tensor of the same values in `shape` (one -1 allowed)."""
-    return _apply1(cached_op(O.Reshape, _shape_tuple(shape, "reshape")), _as_tensor(x))
+    return _apply1(cached_op(O.Reshape, check_shape_arg(shape, "reshape")), _as_tensor(x))
 
 
-def transpose(x, axes=None):
+def transpose(x: TensorLike, axes: Sequence[int] | None = None) -> Tensor:
     """Permute the axes (reverse them when axes is None), numpy.transpose."""
     x = _as_tensor(x)
-    axes = tuple(range(x.ndim))[::-1] if axes is None else _shape_tuple(axes, "transpose")
+    axes = tuple(range(x.ndim))[::-1] if axes is None else check_shape_arg(axes, "transpose")
     return _apply1(cached_op(O.Dimshuffle, axes), x)
 
 
-def broadcast_to(x, shape):
+def broadcast_to(x: TensorLike, shape: ShapeLike) -> Tensor:
     """numpy.broadcast_to."""
-    return _apply1(cached_op(O.Broadcast, _shape_tuple(shape, "broadcast_to")), _as_tensor(x))
+    return _apply1(cached_op(O.Broadcast, check_shape_arg(shape, "broadcast_to")), _as_tensor(x))
 
 
-def expand_dims(x, axis):
+def expand_dims(x: TensorLike, axis: int) -> Tensor:
     """Insert size-1 dimensions at `axis` (an int or a tuple) of the result."""
     return _apply1(cached_op(O.AddAxis, _hashable(axis)), _as_tensor(x))
 
 
-def squeeze(x, axis=None):
+def squeeze(x: TensorLike, axis: AxisLike = None) -> Tensor:
     """Remove size-1 dimensions: those at `axis`, or all of them when axis is None."""
     x = _as_tensor(x)
     if axis is None:
@@ -281,7 +280,7 @@ def squeeze(x, axis=None):
     return _apply1(cached_op(O.RemoveAxis, _hashable(axis)), x)
 
 
-def flatten(x, start_axis=0, end_axis=-1):
+def flatten(x: TensorLike, start_axis: int = 0, end_axis: int = -1) -> Tensor:
     """Merge dimensions start_axis..end_axis (inclusive) into one; a 0-d tensor gives (1,)."""
     x = _as_tensor(x)
     if x.ndim == 0:
@@ -303,12 +302,12 @@ def _tensor_list(tensors, what):
     return _tensors(*tensors)
 
 
-def concat(tensors, axis=0):
+def concat(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
     """Join tensors along an existing axis (numpy.concatenate); dtypes are promoted."""
     return _apply1(cached_op(O.Concat, int(axis)), *_tensor_list(tensors, "concat"))
 
 
-def stack(tensors, axis=0):
+def stack(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
     """Join tensors of one shape along a new axis (numpy.stack)."""
     tensors = _tensor_list(tensors, "stack")
     first = tensors[0].shape
@@ -320,7 +319,7 @@ def stack(tensors, axis=0):
     return concat([expand_dims(t, axis) for t in tensors], axis)
 
 
-def split(x, indices_or_sections, axis=0):
+def split(x: TensorLike, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """numpy.split: an int N gives N equal pieces; a sequence of indices gives the pieces
     between them. Returns a list of tensors (views of x)."""
     op = cached_op(O.Split, int(axis), _hashable(indices_or_sections))
@@ -340,41 +339,48 @@ def _creation_dtype(dtype, *values):
     return D.dtype_promotion(list(values)) if dtype is None else D.canonical_dtype(dtype)
 
 
-def full(shape, value, dtype=None, device=None):
+def full(shape: ShapeLike, value: float, dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None) -> Tensor:
     """A tensor of `shape` filled with `value`; dtype None: from the value (bool, int ->
     int32, float -> float32)."""
-    return _apply1(cached_op(O.Fill, _shape_tuple(shape, "full"), value,
+    return _apply1(cached_op(O.Fill, check_shape_arg(shape, "full"), value,
                              _creation_dtype(dtype, value), _device_name(device)))
 
 
-def zeros(shape, dtype="float32", device=None):
+def zeros(shape: ShapeLike, dtype: DTypeLike = "float32",
+        device: DeviceLike | None = None) -> Tensor:
     """A tensor of zeros."""
     return full(shape, 0, dtype, device)
 
 
-def ones(shape, dtype="float32", device=None):
+def ones(shape: ShapeLike, dtype: DTypeLike = "float32",
+        device: DeviceLike | None = None) -> Tensor:
     """A tensor of ones."""
     return full(shape, 1, dtype, device)
 
 
-def full_like(x, value, dtype=None, device=None):
+def full_like(x: TensorLike, value: float, dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None) -> Tensor:
     """A tensor of x's shape (and dtype and device unless given) filled with `value`."""
     x = _as_tensor(x)
     return full(x.shape, value, x.dtype if dtype is None else dtype,
                 x.device if device is None else device)
 
 
-def zeros_like(x, dtype=None, device=None):
+def zeros_like(x: TensorLike, dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None) -> Tensor:
     """zeros of x's shape, dtype and device."""
     return full_like(x, 0, dtype, device)
 
 
-def ones_like(x, dtype=None, device=None):
+def ones_like(x: TensorLike, dtype: DTypeLike | None = None,
+        device: DeviceLike | None = None) -> Tensor:
     """ones of x's shape, dtype and device."""
     return full_like(x, 1, dtype, device)
 
 
-def arange(start, stop=None, step=1, dtype=None, device=None):
+def arange(start: float, stop: float | None = None, step: float = 1,
+        dtype: DTypeLike | None = None, device: DeviceLike | None = None) -> Tensor:
     """numpy.arange: `arange(stop)` or `arange(start, stop, step)`; dtype None: int32 when
     every argument is an int, else float32."""
     if stop is None:
@@ -383,13 +389,14 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
                              _device_name(device)))
 
 
-def linspace(start, stop, num=50, endpoint=True, dtype="float32", device=None):
+def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True,
+        dtype: DTypeLike = "float32", device: DeviceLike | None = None) -> Tensor:
     """numpy.linspace: `num` evenly spaced values from start to stop."""
     return _apply1(cached_op(O.Linspace, start, stop, num, bool(endpoint),
                              _creation_dtype(dtype), _device_name(device)))
 
 
-def copy(x, device=None):
+def copy(x: TensorLike, device: DeviceLike | None = None) -> Tensor:
     """A copy of x on `device` (x's own device when None)."""
     x = _as_tensor(x)
     return _apply1(cached_op(O.Copy, _device_name(x.device if device is None else device)), x)
@@ -408,7 +415,7 @@ _gelu_erf = _elemwise("GELU", "gelu", "x * Phi(x)")
 _gelu_tanh = _elemwise("GELU_TANH", "gelu", "tanh approximation of gelu")
 
 
-def gelu(x, approximate="none"):
+def gelu(x: TensorLike, approximate: str = "none") -> Tensor:
     """x * Phi(x) with the exact erf ("none"), or PyTorch's tanh approximation ("tanh")."""
     if approximate == "none":
         return _gelu_erf(x)
@@ -417,22 +424,23 @@ def gelu(x, approximate="none"):
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
-def leaky_relu(x, negative_slope=0.01):
+def leaky_relu(x: TensorLike, negative_slope: float = 0.01) -> Tensor:
     """x where x >= 0, else negative_slope * x."""
     return _apply1(cached_op(O.LeakyRelu, float(negative_slope)), _as_tensor(x))
 
 
-def softmax(x, axis=-1):
+def softmax(x: TensorLike, axis: int = -1) -> Tensor:
     """exp(x) / sum(exp(x)) along `axis` (computed stably)."""
     return _apply1(cached_op(O.Softmax, int(axis)), _as_tensor(x))
 
 
-def log_softmax(x, axis=-1):
+def log_softmax(x: TensorLike, axis: int = -1) -> Tensor:
     """log(softmax(x)) along `axis` (computed stably)."""
     return _apply1(cached_op(O.LogSoftmax, int(axis)), _as_tensor(x))
 
 
-def cross_entropy(logits, labels, axis=-1, reduction="mean"):
+def cross_entropy(logits: TensorLike, labels: TensorLike, axis: int = -1,
+        reduction: str = "mean") -> Tensor:
     """Cross entropy of `logits` (classes along `axis`) against integer class `labels`
     (the logits' shape without `axis`); reduction "mean", "sum" or "none"."""
     logits = _as_tensor(logits)
@@ -440,7 +448,26 @@ def cross_entropy(logits, labels, axis=-1, reduction="mean"):
     return _apply1(cached_op(O.CrossEntropy, int(axis), reduction), logits, labels)
 
 
-def linear(x, weight, bias=None):
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def mse_loss(pred: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
+    """(pred - target) ** 2, averaged ("mean"), summed ("sum") or elementwise ("none"), as
+    PyTorch's. The shapes must match: broadcasting a (N,) target against a (N, 1) prediction
+    is a classic silent mistake."""
+    pred = _as_tensor(pred)
+    target = _as_tensor(target, pred.device)
+    if pred.shape != target.shape:
+        raise ValueError(f"mse_loss: pred has shape {pred.shape} but target has shape "
+                         f"{target.shape}; reshape one of them")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"mse_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    diff = pred - target
+    squared = diff * diff
+    return squared if reduction == "none" else _reduce(reduction.upper(), squared, None, False)
+
+
+def linear(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None) -> Tensor:
     """x @ weight.T (+ bias), with weight (out_features, in_features) as in PyTorch."""
     x, weight = _as_tensor(x), _as_tensor(weight)
     if weight.ndim != 2:
@@ -459,7 +486,9 @@ def linear(x, weight, bias=None):
     return y + bias
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
+        stride: PairLike = 1, padding: PairLike = 0, dilation: PairLike = 1,
+        groups: int = 1) -> Tensor:
     """2-D convolution (cross-correlation) as PyTorch's: x (N, C, H, W), weight
     (out_channels, C/groups, kh, kw), bias (out_channels,); ints or pairs."""
     op = cached_op(O.Convolution, _hashable(stride), _hashable(padding), _hashable(dilation), groups)
@@ -472,13 +501,15 @@ def _pool(mode, x, kernel_size, stride, padding):
     return _apply1(op, _as_tensor(x))
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0):
+def max_pool2d(x: TensorLike, kernel_size: PairLike, stride: PairLike | None = None,
+        padding: PairLike = 0) -> Tensor:
     """Max over kernel_size windows of x (N, C, H, W); stride None: kernel_size; the
     padding never wins."""
     return _pool("MAX", x, kernel_size, stride, padding)
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0):
+def avg_pool2d(x: TensorLike, kernel_size: PairLike, stride: PairLike | None = None,
+        padding: PairLike = 0) -> Tensor:
     """Mean over kernel_size windows of x (N, C, H, W), counting only real input values
     (padding excluded from the count)."""
     return _pool("AVERAGE_COUNT_EXCLUDE_PADDING", x, kernel_size, stride, padding)
@@ -491,8 +522,9 @@ def _affine_defaults(weight, bias, shape, dtype, device):
     return weight, bias
 
 
-def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
-               momentum=0.1, eps=1e-5):
+def batch_norm(x: TensorLike, running_mean: TensorLike | None, running_var: TensorLike | None,
+        weight: TensorLike = None, bias: TensorLike | None = None, training: bool = False,
+        momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Batch normalisation of x (N, C, ...) per channel, as PyTorch's. In training the
     batch statistics normalise, and `running_mean` / `running_var` (when given) are
     updated in place: rebound to `(1 - momentum) * running + momentum * batch`."""
@@ -515,11 +547,12 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     return outputs[0]
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(x: TensorLike, normalized_shape: ShapeLike, weight: TensorLike = None,
+        bias: TensorLike | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing `normalized_shape` dimensions, then scale by weight and
     shift by bias (both of that shape) when given, as PyTorch's layer_norm."""
     x = _as_tensor(x)
-    shape = _shape_tuple(normalized_shape, "layer_norm")
+    shape = check_shape_arg(normalized_shape, "layer_norm")
     op = cached_op(O.LayerNormForward, shape, float(eps))
     if weight is None and bias is None:
         return _apply1(op, x)
@@ -527,14 +560,27 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _apply1(op, x, weight, bias)
 
 
-def embedding(indices, weight):
+def embedding(indices: TensorLike, weight: TensorLike) -> Tensor:
     """Rows of weight (num_embeddings, dim) at the integer `indices`: indices.shape + (dim,)."""
     weight = _as_tensor(weight)
     return _apply1(cached_op(O.Embedding), _as_tensor(indices, weight.device), weight)
 
 
-def dropout(x, p=0.5, training=True):
+def dropout(x: TensorLike, p: float = 0.5, training: bool = True) -> Tensor:
     """Inverted dropout: in training, zero each element with probability p and scale the rest
     by 1/(1-p); otherwise return x. The mask is an RNG op (never recomputed, seeded by
     imperative.random.seed)."""
     return _random.dropout(_as_tensor(x), p, training)
+
+
+def _add_keyword_hints():
+    """`F.sum(x, dim=1)` and the like: wrap each function that takes an axis-like keyword so
+    that PyTorch's spelling raises a TypeError naming ours (imperative/torch_hints.py)."""
+    axis_like = {"axis", "keepdims", "start_axis", "end_axis"}
+    for name in __all__:
+        fn = globals()[name]
+        if axis_like & set(inspect.signature(fn).parameters):
+            globals()[name] = keyword_hints(fn)
+
+
+_add_keyword_hints()

@@ -87,6 +87,7 @@ class GenericPyOp(Op):
     # ---- the core's protocol, for imp.apply
 
     def infer(self, inputs):
+        """Run the rule on the inputs now and give its outputs' (shape, dtype)."""
         channel = _core.channel()
         outputs = self._outputs_of(self._default_rule(*map(_core.wrap_info, inputs)))
         values = [np.array(channel.get_value(o._record), copy=True) for o in outputs]
@@ -102,6 +103,7 @@ class GenericPyOp(Op):
         return tuple((v.shape, o.dtype) for v, o in zip(values, outputs))
 
     def kernel(self, *arrays):
+        """The values `infer` computed for these input arrays."""
         with _pending_lock:
             pending = self.__dict__.get("_pending_results", [])
             for i, (keys, values) in enumerate(pending):

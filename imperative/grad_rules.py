@@ -421,8 +421,28 @@ def _reduce_saved(op):
     return (0,) if op.mode in ("SUM_SQR", "PRODUCT", "MAX", "MIN") else ()
 
 
+def _product_of_others(x, axes):
+    """For each element of x, the product of the other elements of its slice along `axes`
+    (prod's gradient), exact at zeros as PyTorch's: prod / x would give 0/0 there.
+
+    The nonzero elements' product q_i = prod(x_nz) / x_nz_i (x_nz: x with its zeros made
+    1) is multiplied by Z_i, the product of the *other* zeros, which is 1 when there are
+    none and 0 otherwise. Z_i is written so that its derivative is right too (second
+    order): with one other zero x_k, Z_i = x_k (value 0, derivative 1); with none, 1;
+    with more, 0 (their product's derivatives are products of zeros)."""
+    is_zero = x == 0
+    x_nz = F.where(is_zero, 1, x)
+    zeros_only = F.where(is_zero, x, 0)             # value 0, derivative 1 at the zeros
+    zero_flags = is_zero.astype(x.dtype)
+    other_zeros = F.sum(zero_flags, axis=axes, keepdims=True) - zero_flags
+    z = ((other_zeros == 0).astype(x.dtype)
+         + (other_zeros == 1).astype(x.dtype)
+         * (F.sum(zeros_only, axis=axes, keepdims=True) - zeros_only))
+    return F.prod(x_nz, axis=axes, keepdims=True) / x_nz * z
+
+
 @defgrad(Reduce, inputs=_reduce_saved,
-         outputs=lambda op: (0,) if op.mode in ("PRODUCT", "MAX", "MIN") else ())
+         outputs=lambda op: (0,) if op.mode in ("MAX", "MIN") else ())
 @_single_output
 def _reduce_backward(op, ctx, dy):
     if not _is_float(ctx.in_dtypes[0]):
@@ -438,8 +458,7 @@ def _reduce_backward(op, ctx, dy):
     elif op.mode == "SUM_SQR":
         g = expand(dy) * 2 * ctx.inputs[0]
     elif op.mode == "PRODUCT":
-        # prod / x_i: exact away from zeros (a zero input gives nan/inf, a known limit)
-        g = expand(dy * ctx.outputs[0]) / ctx.inputs[0]
+        g = expand(dy) * _product_of_others(ctx.inputs[0], axes)
     else:
         # MAX / MIN: ties share the gradient equally
         x = ctx.inputs[0]

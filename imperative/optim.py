@@ -1,10 +1,15 @@
 """Optimizers. `step()` computes each new value with ordinary ops (so the update runs
 through the interpreter) and rebinds the Parameter to it, in place: the object the model
 holds stays the same."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
 from . import _core
 from ._core import apply
 from .ops.base import cached_op
 from .ops.elemwise import ScaledAdd
+from . import functional as F
 from .tensor import Tensor
 
 
@@ -14,7 +19,7 @@ def _axpy(x, alpha, y):
         return apply(cached_op(ScaledAdd, float(alpha)), x, y)[0]
     return x + y * alpha
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm"]
 
 
 def _check_number(name, value, low=0.0):
@@ -24,7 +29,12 @@ def _check_number(name, value, low=0.0):
 
 
 class Optimizer:
-    def __init__(self, params, lr):
+    """Base class: `step()` updates every parameter that has a `.grad`; subclasses give
+    `_update` and list their settings in `hyperparameters` (saved by `state_dict()`)."""
+
+    hyperparameters = ("lr",)
+
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float) -> None:
         params = [params] if isinstance(params, Tensor) else list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -35,27 +45,77 @@ class Optimizer:
         self.lr = _check_number("lr", lr)
         self.state = {}          # id(param) -> per-parameter state (momentum buffers, moments)
 
-    def clear_grad(self):
+    def clear_grad(self) -> None:
         """Set every parameter's `.grad` to None."""
         for p in self.params:
             p.grad = None
 
     zero_grad = clear_grad
 
-    def step(self):
+    def step(self) -> None:
+        """Update every parameter that has a `.grad` (in place: the objects stay)."""
         for p in self.params:
-            grad = getattr(p, "grad", None)
+            grad = p.grad
             if grad is not None:
                 p._set_info_from(self._update(p, grad, self.state.setdefault(id(p), {})))
 
     def _update(self, param, grad, state):
         raise NotImplementedError
 
+    # ---- saving (API.md §8)
+
+    def state_dict(self) -> dict[str, Any]:
+        """{"state": {index: {name: Tensor or number}}, "param_groups": [{settings...,
+        "params": [indices]}]}: PyTorch's layout, parameters numbered in the order given."""
+        state = {i: dict(self.state[id(p)]) for i, p in enumerate(self.params)
+                 if self.state.get(id(p))}
+        group = {name: getattr(self, name) for name in self.hyperparameters}
+        group["params"] = list(range(len(self.params)))
+        return {"state": state, "param_groups": [group]}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore settings and per-parameter state from `state_dict()`'s output. Checked
+        before anything changes: the parameter count and each state tensor's shape."""
+        try:
+            (group,) = state_dict["param_groups"]
+            saved_state = state_dict["state"]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("load_state_dict: expected a dict with 'state' and one "
+                             "'param_groups' entry, as Optimizer.state_dict() gives") from None
+        if len(group.get("params", ())) != len(self.params):
+            raise ValueError(f"load_state_dict: the saved optimizer has "
+                             f"{len(group.get('params', ()))} parameters, this one "
+                             f"{len(self.params)}")
+        missing = [name for name in self.hyperparameters if name not in group]
+        if missing:
+            raise KeyError(f"load_state_dict: settings {missing} missing from param_groups")
+        new_state = {}
+        for index, entry in saved_state.items():
+            param = self.params[int(index)]
+            new_state[id(param)] = {name: self._loaded_state(index, name, param, value)
+                                    for name, value in entry.items()}
+        for name in self.hyperparameters:
+            setattr(self, name, type(getattr(self, name))(group[name]))
+        self.state = new_state
+
+    @staticmethod
+    def _loaded_state(index, name, param, value):
+        if isinstance(value, (int, float)):
+            return value
+        value = value if isinstance(value, Tensor) else Tensor(value)
+        if value.shape != param.shape:
+            raise ValueError(f"load_state_dict: state[{index}][{name!r}] has shape "
+                             f"{value.shape}, parameter {index} has {param.shape}")
+        return _core.persistent(value.to(param.device).astype(param.dtype))
+
 
 class SGD(Optimizer):
     """`SGD(params, lr, momentum=0.0, weight_decay=0.0, nesterov=False)`, as PyTorch's."""
 
-    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, nesterov=False):
+    hyperparameters = ("lr", "momentum", "weight_decay", "nesterov")
+
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float, momentum: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False) -> None:
         super().__init__(params, lr)
         self.momentum = _check_number("momentum", momentum)
         self.weight_decay = _check_number("weight_decay", weight_decay)
@@ -79,8 +139,11 @@ class Adam(Optimizer):
     decay added to the gradient, as PyTorch's Adam."""
 
     decoupled = False
+    hyperparameters = ("lr", "betas", "eps", "weight_decay")
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0) -> None:
         super().__init__(params, lr)
         b1, b2 = betas
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
@@ -108,5 +171,32 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2) -> None:
         super().__init__(params, lr, betas, eps, weight_decay)
+
+
+def clip_grad_norm(params: Tensor | Iterable[Tensor], max_norm: float,
+                   norm_type: float = 2.0) -> Tensor:
+    """Scale the `.grad` of `params` together so that their joint norm is at most `max_norm`
+    (PyTorch's `clip_grad_norm_`); returns the norm before clipping, as a Tensor. The scale
+    is computed by ops, so nothing waits for the gradients."""
+    params = [params] if isinstance(params, Tensor) else list(params)
+    max_norm = _check_number("max_norm", max_norm)
+    norm_type = float(norm_type)
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return Tensor(0.0)
+    if norm_type == float("inf"):
+        total = F.max(F.stack([F.max(F.abs(g)) for g in grads]))
+    elif norm_type > 0:
+        total = F.sum(F.stack([F.sum(F.abs(g) ** norm_type) for g in grads])) ** (1 / norm_type)
+    else:
+        raise ValueError(f"clip_grad_norm: norm_type must be > 0 or inf, got {norm_type}")
+    # min(1, max_norm / norm): gradients already inside the ball are left as they are
+    scale = F.minimum(max_norm / (total + 1e-6), 1.0)
+    for p in params:
+        if p.grad is not None:
+            p.grad = _core.persistent(p.grad * scale)
+    return total

@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import sys
+import warnings
 from collections import defaultdict
 
 from . import _core
@@ -84,15 +85,32 @@ class Profiler:
         self.files = []
 
     def __enter__(self):
+        # A folder that cannot be written fails here, before the work to be profiled runs.
+        self._check_folder()
         start_profile(self.options)
         self._steps = 0
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         dump = stop_profile()
         base = os.path.join(self.path, str(os.getpid()))
-        self.files = [dump(base, fmt) for fmt in self.formats]
+        try:
+            self.files = [dump(base, fmt) for fmt in self.formats]
+        except OSError as e:
+            error = OSError(f"Profiler: cannot write the profile into {self.path!r}: {e}")
+            if exc is None:
+                raise error from e
+            # the body's own exception is the one the user must see: the profile is lost
+            warnings.warn(str(error), RuntimeWarning, stacklevel=2)
         return False
+
+    def _check_folder(self):
+        try:
+            os.makedirs(self.path, exist_ok=True)
+        except OSError as e:
+            raise OSError(f"Profiler: cannot create the profile folder {self.path!r}: {e}") from e
+        if not os.access(self.path, os.W_OK | os.X_OK):
+            raise PermissionError(f"Profiler: the profile folder {self.path!r} is not writable")
 
     def step(self):
         """Mark the end of a training step in the trace."""

@@ -1,15 +1,26 @@
 """The Tensor facade. Its record and operators live in the Cython core (`TensorBase`);
 this module adds construction, conversions and the methods built from ops."""
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
 import numpy as np
 
 from . import _core
 from . import dtype as D
 from . import ops as O
 from .ops import cached_op
+from .ops.shape import check_shape_arg
 from .scope import auto_name
+from .torch_hints import (TENSOR_ATTRIBUTE_HINTS, PyTorchFlag, add_pytorch_names, keyword_error,
+                          keyword_hints, tensor_attribute_error)
 from ._core import TensorBase, as_device
+from ._types import AxisLike, DeviceLike, DTypeLike, ShapeLike
 
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
+_DL_CPU = 1          # DLPack's kDLCPU device type
 
 
 def as_tensor_data(data, dtype):
@@ -40,19 +51,26 @@ def _axis_arg(axis):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
-def _shape_args(args):
+def _shape_args(args, what):
+    """`reshape(2, 3)`, `reshape((2, 3))` or `reshape(shape_tensor)` → a tuple of ints."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return tuple(int(s) for s in args[0])
+        return check_shape_arg(args[0], what)
     if len(args) == 1 and isinstance(args[0], TensorBase):
-        return tuple(int(s) for s in args[0].numpy())
-    return args
+        return check_shape_arg(args[0].numpy().tolist(), what)
+    return check_shape_arg(args, what)
 
 
 class Tensor(TensorBase):
     """A value computed by the runtime. `Tensor(data, dtype=None, device=None, *, is_const=False,
     no_cache=False, name=None)`: the data is copied (or shared, for a Tensor)."""
 
-    def __init__(self, data, dtype=None, device=None, *, is_const=False, no_cache=False, name=None):
+    def __init__(self, data: Any, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+                 *, is_const: bool = False, no_cache: bool = False, name: str | None = None,
+                 **torch_keywords: Any) -> None:
+        if torch_keywords:                   # requires_grad=True and friends: say what to do
+            keyword = next(iter(torch_keywords))
+            raise keyword_error(type(self).__name__, keyword) or TypeError(
+                f"{type(self).__name__}() got an unexpected keyword argument {keyword!r}")
         if isinstance(data, TensorBase):
             if dtype is not None and not D.same_dtype(D.canonical_dtype(dtype), data.dtype):
                 raise ValueError(f"Tensor(t, dtype={D.dtype_name(D.canonical_dtype(dtype))}): t has dtype "
@@ -70,6 +88,18 @@ class Tensor(TensorBase):
                 self._init_value(array, dt, dev)
         self.name = "" if name is None else str(name)
 
+    # ---- PyTorch habits (imperative/torch_hints.py)
+
+    # x.view, x.backward, ... (TENSOR_ATTRIBUTE_HINTS) are added after the class; this one
+    # also refuses assignment, which would otherwise silently set an unused attribute
+    requires_grad = PyTorchFlag(tensor_attribute_error)
+
+    @property
+    def size(self) -> int:
+        """The number of elements, an int; calling it as PyTorch's `x.size(dim)` / `x.size()`
+        gives `x.shape[dim]` / `x.shape`."""
+        return _Size(TensorBase.size.__get__(self), self.shape)
+
     # ---- conversions
 
     @property
@@ -77,10 +107,12 @@ class Tensor(TensorBase):
         """Automatic name from the scope stack and the producing op (`block.linear.MatrixMul:0`)."""
         return auto_name(self._record)
 
-    def item(self):
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number (waits for it)."""
         return self.numpy().item()
 
-    def tolist(self):
+    def tolist(self) -> Any:
+        """The value as nested Python lists of numbers (waits for it)."""
         return self.numpy().tolist()
 
     def _scalar(self, kind):
@@ -119,6 +151,26 @@ class Tensor(TensorBase):
             return arr.astype(dtype)
         return np.array(arr, copy=True) if copy else arr
 
+    def __format__(self, spec: str) -> str:
+        # f"{loss:.4f}" formats the number, as for a Python float; a spec means nothing for a
+        # whole array, so only the empty one is accepted there (as numpy does).
+        if self.size == 1:
+            return format(self.numpy().reshape(()).item(), spec)
+        if spec:
+            raise TypeError(f"format spec {spec!r} needs a tensor with one element, got shape "
+                            f"{self.shape}; format t.numpy() or each element instead")
+        return str(self)
+
+    # numpy's protocols (imperative/numpy_protocol.py): np.add(t, 1), np.sum(t) give Tensors
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from . import numpy_protocol
+        return numpy_protocol.array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from . import numpy_protocol
+        return numpy_protocol.array_function(func, args, dict(kwargs))
+
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
         return f"Tensor({body}, dtype={D.dtype_name(self.dtype)}, device={self.device})"
@@ -126,9 +178,38 @@ class Tensor(TensorBase):
     def __reduce__(self):
         return (_rebuild, (type(self), self.numpy(), str(self.device), self.name))
 
+    # ---- DLPack (API.md §1): a zero-copy, read-only view of the value after a sync
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export the value for `torch.from_dlpack(t)` / `np.from_dlpack(t)` (waits for it).
+        The consumer gets a read-only view; the value is never overwritten in place after."""
+        return self.numpy().__dlpack__(stream=stream, max_version=max_version,
+                                       dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(kDLCPU, 0) for every CPU device: they all live in host memory. Does not wait."""
+        return (_DL_CPU, 0)
+
+    # ---- gradient slot (API.md §8)
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient a GradManager's backward left here; None until one lands."""
+        return self._grad_slot
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, TensorBase):
+                raise TypeError(f"Tensor.grad must be a Tensor or None, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise ValueError(f"Tensor.grad must have the tensor's shape {self.shape}, got "
+                                 f"{value.shape}")
+        self._grad_slot = value
+
     # ---- values sharing this one
 
-    def detach(self):
+    def detach(self) -> Tensor:
         """A Tensor sharing this value, outside every gradient record."""
         if _core.get_grad_hook() is not None:
             # Gradients are tracked per record: while recording, a detached tensor needs a
@@ -141,7 +222,8 @@ class Tensor(TensorBase):
 
     # ---- methods built from ops
 
-    def astype(self, dtype):
+    def astype(self, dtype: DTypeLike) -> Tensor:
+        """This tensor converted to `dtype` (itself when it already has that dtype)."""
         dt = D.canonical_dtype(dtype)
         if D.same_dtype(dt, self.dtype):
             return self
@@ -149,50 +231,76 @@ class Tensor(TensorBase):
         op = O.TypeCvt(dt) if D.is_quantize(dt) else cached_op(O.TypeCvt, dt)
         return _core.apply(op, self)[0]
 
-    def to(self, device):
+    def to(self, device: DeviceLike) -> Tensor:
+        """A copy on `device` ("cpu1"), or itself when it is there already."""
         if as_device(device) is self.device:
             return self
         return _core.apply(cached_op(O.Copy, str(as_device(device))), self)[0]
 
-    def reshape(self, *shape):
-        return _core.apply(cached_op(O.Reshape, _shape_args(shape)), self)[0]
+    def reshape(self, *shape: ShapeLike) -> Tensor:
+        """The value with another shape of the same size: `reshape(2, 3)` or `reshape((2, 3))`;
+        one -1 stands for what is left. Never copies needlessly (values are immutable)."""
+        return _core.apply(cached_op(O.Reshape, _shape_args(shape, "reshape")), self)[0]
 
-    def flatten(self):
+    def flatten(self) -> Tensor:
+        """The value as a 1-D tensor."""
         return self.reshape(-1)
 
-    def transpose(self, *axes):
-        axes = _shape_args(axes) or tuple(range(self.ndim))[::-1]
+    def transpose(self, *axes: ShapeLike) -> Tensor:
+        """Axes permuted: `transpose(1, 0, 2)`; no axes reverses them (as `.T`)."""
+        axes = _shape_args(axes, "transpose") or tuple(range(self.ndim))[::-1]
         return _core.apply(cached_op(O.Dimshuffle, tuple(axes)), self)[0]
 
     @property
-    def T(self):
+    def T(self) -> Tensor:
+        """The tensor with its axes reversed."""
         return self.transpose()
 
-    def broadcast_to(self, *shape):
-        return _core.apply(cached_op(O.Broadcast, _shape_args(shape)), self)[0]
+    def broadcast_to(self, *shape: ShapeLike) -> Tensor:
+        """The value repeated to `shape` by numpy's broadcasting rules."""
+        return _core.apply(cached_op(O.Broadcast, _shape_args(shape, "broadcast_to")), self)[0]
 
     def _reduce(self, mode, axis, keepdims):
         return _core.apply(cached_op(O.Reduce, mode, _axis_arg(axis), bool(keepdims)), self)[0]
 
-    def sum(self, axis=None, keepdims=False):
+    @keyword_hints
+    def sum(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
+        """Sum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
         return self._reduce("SUM", axis, keepdims)
 
-    def mean(self, axis=None, keepdims=False):
+    @keyword_hints
+    def mean(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
+        """Mean over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
         return self._reduce("MEAN", axis, keepdims)
 
-    def max(self, axis=None, keepdims=False):
+    @keyword_hints
+    def max(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
+        """Maximum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
         return self._reduce("MAX", axis, keepdims)
 
-    def min(self, axis=None, keepdims=False):
+    @keyword_hints
+    def min(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
+        """Minimum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
         return self._reduce("MIN", axis, keepdims)
 
-    def prod(self, axis=None, keepdims=False):
+    @keyword_hints
+    def prod(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
+        """Product over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
         return self._reduce("PRODUCT", axis, keepdims)
 
-    def argmax(self, axis=None, keepdims=False):
+    @keyword_hints
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index (int32) of the maximum along `axis`, of the flattened tensor for None."""
         return _core.apply(cached_op(O.Argmax, axis, bool(keepdims)), self)[0]
 
-    def argmin(self, axis=None, keepdims=False):
+    @keyword_hints
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index (int32) of the minimum along `axis`, of the flattened tensor for None."""
         return _core.apply(cached_op(O.Argmin, axis, bool(keepdims)), self)[0]
 
     def __getitem__(self, index):
@@ -260,11 +368,43 @@ class Tensor(TensorBase):
         _core.swap_in_tensor(self)
 
 
+add_pytorch_names(Tensor, TENSOR_ATTRIBUTE_HINTS, tensor_attribute_error)
+
+
+class _Size(int):
+    """Tensor.size: an int (the element count) that PyTorch code may also call."""
+
+    def __new__(cls, count, shape):
+        self = super().__new__(cls, count)
+        self._shape = shape
+        return self
+
+    def __call__(self, dim=None):
+        if dim is None:
+            return self._shape
+        try:
+            return self._shape[dim]
+        except (IndexError, TypeError):
+            raise IndexError(f"size({dim!r}): dimension out of range for shape "
+                             f"{self._shape}") from None
+
+
 class Parameter(Tensor):
     """A trainable Tensor. Arithmetic on it gives plain Tensors."""
 
     def __repr__(self):
         return "Parameter" + super().__repr__()[len("Tensor"):]
+
+
+def from_dlpack(obj: Any) -> Tensor:
+    """A Tensor holding a copy of a DLPack producer's value (a torch tensor, a numpy array,
+    anything with `__dlpack__`), with API.md §1's dtype rules (float64 → float32, ...)."""
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"from_dlpack needs an object with __dlpack__ (a torch tensor, a numpy "
+                        f"array, ...), got {type(obj).__name__}")
+    if isinstance(obj, TensorBase):
+        return Tensor(obj.numpy())
+    return Tensor(np.from_dlpack(obj))
 
 
 def _rebuild(cls, array, device, name):
@@ -301,3 +441,15 @@ def _setup():
 
 
 _setup()
+
+
+class _TensorModule(types.ModuleType):
+    """`imp.tensor` is this module; PyTorch's habit `imp.tensor(data)` gets a hint, not
+    "'module' object is not callable"."""
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("imp.tensor is a module; for PyTorch's torch.tensor(data), use "
+                        "imp.Tensor(data, dtype=None, device=None)")
+
+
+sys.modules[__name__].__class__ = _TensorModule

@@ -211,7 +211,8 @@ def test_higher_order_directive_off():
         with outer:
             with inner:
                 inner.backward(x * x * x)
-            outer.backward(x.grad)     # the inner backward was not recorded: nothing to add
+            with pytest.warns(autodiff.NoGradientWarning, match="does not depend on any tensor"):
+                outer.backward(x.grad)  # the inner backward was not recorded: nothing to add
     finally:
         autodiff.set_allow_higher_order_directive(True)
     close(x.grad, [12.0])
@@ -255,9 +256,9 @@ def test_fastpath_copy_is_untracked():
 def test_untracked_y_gives_no_grad():
     x = imp.Tensor(f32([1.0]))
     gm = GradManager().attach(x)
-    with gm:
+    with gm, pytest.warns(autodiff.NoGradientWarning, match="GradManager@"):
         gm.backward(imp.Tensor(f32([5.0])) * 2)
-    assert getattr(x, "grad", None) is None
+    assert x.grad is None
 
 
 # ---------------------------------------------------------------------------- errors
@@ -393,3 +394,47 @@ def test_no_leaked_handles_higher_order(assert_no_leak):
         x.grad = None
 
     assert_no_leak(step, repeat=2)
+
+
+# ------------------------------------------------------------------- slips that were silent
+
+
+def test_backward_with_nothing_attached_says_so():
+    gm = GradManager()
+    x = imp.Tensor(f32([1.0, 2.0]))
+    with gm:
+        with pytest.raises(RuntimeError, match=r"GradManager@\w+ with 0 attached.*has nothing "
+                                               r"attached.*gm\.attach\(model\.parameters\(\)\)"):
+            gm.backward((x * x).sum())
+    assert not gm.recording
+
+
+def test_backward_of_a_loss_computed_before_recording_warns():
+    w = imp.Parameter(f32([3.0]))
+    gm = GradManager().attach(w)
+    loss = (w * w).sum()                      # computed outside `with gm:`: nothing recorded
+    with gm, pytest.warns(autodiff.NoGradientWarning, match="inside `with gm:`"):
+        gm.backward(loss)
+    assert w.grad is None
+
+
+def test_second_backward_in_one_recording_says_what_happened():
+    w = imp.Parameter(f32([3.0]))
+    gm = GradManager().attach(w)
+    with gm:
+        gm.backward((w * w).sum())
+        with pytest.raises(RuntimeError, match="already called in this recording.*Add the losses"):
+            gm.backward((w * 2).sum())
+    close(w.grad, [6.0])
+    with gm:                                   # a new recording starts clean
+        gm.backward((w * 2).sum())
+    close(w.grad, [8.0])
+
+
+def test_group_backward_needs_only_one_member_reached():
+    a, b = imp.Parameter(f32([2.0])), imp.Parameter(f32([5.0]))
+    gm_a, gm_b = GradManager().attach(a), GradManager().attach(b)
+    with gm_a | gm_b as group:
+        group.backward((a * a).sum())         # b is not used: no warning for gm_b
+    close(a.grad, [4.0])
+    assert b.grad is None and not gm_b.recording

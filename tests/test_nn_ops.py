@@ -513,3 +513,28 @@ def test_activations_match_torch():
              (F.leaky_relu(T(x), 0.1), tf.leaky_relu(tx, 0.1))]
     for ours, theirs in pairs:
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=2e-6, atol=2e-6)
+
+
+def _near_constant_rows(n):
+    """Rows whose spread is far below their mean: a constant row, one with 1e-4 noise."""
+    rows = np.full((2, n), 1.2345678, np.float32)
+    rows[1] += np.random.default_rng(0).standard_normal(n).astype(np.float32) * 1e-4
+    return rows
+
+
+def _np_normalized(x, axes):
+    x = x.astype(np.float64)
+    mean = x.mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=axes, keepdims=True) + 1e-5)
+
+
+@pytest.mark.parametrize("n", [64, 4800])
+def test_norms_of_near_constant_rows_keep_float32_accuracy(n):
+    """The mean's rounding is magnified by 1/std in the output: it must be the float32
+    rounding of the data, not of a long float32 sum (that was 30x larger at 4800 values)."""
+    rows = _near_constant_rows(n)
+    got = F.layer_norm(T(rows), (n,)).numpy()
+    np.testing.assert_allclose(got, _np_normalized(rows, -1), rtol=0, atol=3e-5)
+    channels = np.stack([rows, rows])[..., None]            # (2, 2, n, 1): rows as channels
+    got = F.batch_norm(T(channels), None, None, training=True).numpy()
+    np.testing.assert_allclose(got, _np_normalized(channels, (0, 2, 3)), rtol=0, atol=3e-5)

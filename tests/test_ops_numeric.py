@@ -799,3 +799,19 @@ def test_apply_error_does_not_leak(assert_no_leak):
             imp.apply(O.Elemwise("ADD"), x, 3)
 
     assert_no_leak(work, repeat=2)
+
+
+def test_sums_along_a_long_leading_axis_are_pairwise_accurate():
+    """numpy adds the slices along a non-last axis one after another (error growing with
+    the length: 8e-5 here); imperative sums such long axes pairwise, as it does a
+    broadcast operand's gradient."""
+    x = np.random.default_rng(0).standard_normal((4800, 5)).astype(np.float32)
+    exact = x.astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(imp.functional.sum(imp.Tensor(x), axis=0).numpy(), exact, rtol=0, atol=2e-5)
+    np.testing.assert_allclose(imp.functional.mean(imp.Tensor(x), axis=0, keepdims=True).numpy(),
+                               exact[None] / 4800, rtol=0, atol=2e-5 / 4800)
+    p = imp.Parameter(np.ones(5, np.float32))
+    gm = imp.autodiff.GradManager().attach([p])
+    with gm:
+        gm.backward((imp.functional.broadcast_to(p, x.shape) * imp.Tensor(x)).sum())
+    np.testing.assert_allclose(p.grad.numpy(), exact, rtol=0, atol=2e-5)

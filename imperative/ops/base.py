@@ -1,6 +1,8 @@
 """The base of every op: an immutable value with parameters, `infer` and `kernel`."""
 import functools
 
+import numpy as np
+
 from .._core import OpDef
 from ..dtype import dtype_name, is_quantize
 
@@ -60,6 +62,25 @@ def cached_op(cls, *params):
     return cls(*params)
 
 
+def writable_view(array, shape):
+    """`array` reshaped to `shape` for a kernel that writes its result through the new
+    shape. `ndarray.reshape` silently returns a copy when the layout does not allow a view
+    (a transposed or Fortran-ordered array), and writes into that copy would be lost: this
+    raises instead. Allocate buffers meant for it C-ordered (`np.empty(shape, dtype)`, not
+    `np.empty_like`, which keeps the input's layout)."""
+    view = array.reshape(shape)
+    if array.size and not np.may_share_memory(view, array):
+        raise ValueError(f"writable_view: a {array.shape} array with strides {array.strides} "
+                         f"cannot be viewed as {shape} without a copy")
+    return view
+
+
+def as_buffer(value):
+    """A numpy result as an array that later passes can write into with `out=`: ufuncs and
+    products of 0-d or 1-d operands return a numpy scalar, which no `out=` accepts."""
+    return value if type(value) is np.ndarray else np.asarray(value)
+
+
 def check_arity(op, inputs, n):
     if len(inputs) != n:
         raise ValueError(f"op {op!r} takes {n} input(s), got {len(inputs)}")
@@ -76,7 +97,8 @@ def normalize_axis(axis, ndim, op):
     """An int axis in [-ndim, ndim) as a non-negative int; IndexError otherwise."""
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+    # a 0-d tensor counts as one value along one axis, 0 or -1, as in PyTorch
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise IndexError(f"{op}: axis {axis} is out of range for a tensor with {ndim} dimension(s)")
     return axis % ndim if ndim else 0
 
@@ -87,6 +109,8 @@ def normalize_axes(axis, ndim, op):
         return tuple(range(ndim))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     out = tuple(sorted(normalize_axis(a, ndim, op) for a in axes))
+    if ndim == 0:
+        return ()               # a 0-d tensor's one axis (0 or -1) holds its one value
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis!r}")
     return out

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..dtype import downcast, dtype_promotion
 from . import native
-from .base import Op, check_arity, reject_quantized
+from .base import Op, as_buffer, check_arity, reject_quantized, writable_view
 
 _FLOAT16 = np.dtype(np.float16)
 _FLOAT32 = np.dtype(np.float32)
@@ -120,12 +120,12 @@ def _erf_series(x):
 
 def _erfc_nonneg(a):
     """erfc(a) for a >= 0, with relative accuracy deep into the tail."""
-    t = a * 0.5
+    t = as_buffer(a * 0.5)
     t += 1
     np.reciprocal(t, out=t)
     s = t * 2
     s -= 1
-    r = _horner(_ERFC, s)
+    r = as_buffer(_horner(_ERFC, s))
     r -= np.square(a)
     np.exp(r, out=r)
     r *= t
@@ -134,12 +134,13 @@ def _erfc_nonneg(a):
 
 def _erf(x):
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        out = np.asarray(_erf_series(x))
-        # the tail formula only where it is needed (|x| >= 1): usually a minority
-        flat, big = out.reshape(-1), np.flatnonzero(np.abs(x).reshape(-1) >= 1)
-        if big.size:
-            xb = x.reshape(-1)[big]
-            flat[big] = np.copysign(1 - _erfc_nonneg(np.abs(xb)), xb)
+        out = as_buffer(_erf_series(x))
+        # the tail formula only where it is needed (|x| >= 1): usually a minority. A mask
+        # of x's own shape, because x and out may be strided, where no flat view exists
+        big = np.abs(x) >= 1
+        if big.any():
+            xb = x[big]
+            out[big] = np.copysign(1 - _erfc_nonneg(np.abs(xb)), xb)
         return out
 
 
@@ -256,7 +257,7 @@ def _blockwise(fn, *arrays, out=None):
         return fn(*arrays)
     # (0-d inputs become one element: the passes write in place and need arrays)
     flats = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
-    result = None if out is None else out.reshape(-1)
+    result = None if out is None else writable_view(out, -1)
     for start in range(0, flats[0].size, _BLOCK):
         block = fn(*(f[start:start + _BLOCK] for f in flats))
         if result is None:
@@ -362,21 +363,21 @@ def _relu_grad(dy, y, out):
 
 def _sigmoid_grad(dy, y, out):
     # dy * y * (1 - y)
-    t = np.subtract(1, y, dtype=y.dtype)
+    t = as_buffer(np.subtract(1, y, dtype=y.dtype))
     t *= y
     return np.multiply(dy, t, out=out)
 
 
 def _tanh_grad(dy, y, out):
     # dy * (1 - y * y)
-    t = np.multiply(y, y)
+    t = as_buffer(np.multiply(y, y))
     np.subtract(1, t, out=t)
     return np.multiply(dy, t, out=out)
 
 
 def _gelu_grad_block(dy, x):
     # dy * (Phi(x) + x phi(x)); GELU's gradient needs its input, not its output
-    t = np.square(x)
+    t = as_buffer(np.square(x))
     t *= -0.5
     np.exp(t, out=t)
     t *= x

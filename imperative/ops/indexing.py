@@ -181,18 +181,26 @@ def _basic_dims(item, shape, axis):
 
 
 def _broadcast_index_shapes(shapes):
+    """The advanced indices' shapes broadcast; a mask's unknown count stays None."""
     known = [s for s in shapes if None not in s]
     try:
         out = np.broadcast_shapes(*known)
     except ValueError:
         raise IndexError("shape mismatch: indexing arrays could not be broadcast together "
                          "with shapes " + " ".join(map(str, known))) from None
-    return None if len(known) < len(shapes) else out
+    ndim = max(map(len, shapes))
+    out = [1] * (ndim - len(out)) + list(out)
+    for s in shapes:
+        for i, n in enumerate(s, ndim - len(s)):
+            if n is None:
+                out[i] = None
+    return tuple(out)
 
 
 def indexed_shape(items, operands, shape):
     """The shape of `x[index]` for an x of `shape`, by numpy's rules; None when a boolean
-    mask makes it depend on values. Raises IndexError as numpy does.
+    mask makes it depend on values: then the mask's count is None, the other dimensions
+    are known. Raises IndexError as numpy does.
 
     Advanced indices (arrays, masks, 0-d bools, and ints once any array is present) broadcast
     together; their dimensions replace the first of them when they are adjacent, and go to
@@ -217,25 +225,32 @@ def indexed_shape(items, operands, shape):
     if not advanced:
         return tuple(dims)
     joined = _broadcast_index_shapes(advanced)
-    if joined is None:
-        return None
     if not adjacent:
         place = 0
     return tuple(dims[:place]) + tuple(joined) + tuple(dims[place:])
 
 
+def _without_leading_ones(shape):
+    """A value's shape for assignment: leading 1s never matter when it broadcasts, and
+    numpy's boolean-mask assignment takes only 0-d or 1-d values."""
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
 def _check_value_shape(value_shape, target):
-    """numpy's assignment rule: the value broadcasts to the target (extra leading 1s allowed)."""
-    trimmed = tuple(value_shape)
-    while len(trimmed) > len(target) and trimmed[0] == 1:
-        trimmed = trimmed[1:]
-    try:
-        ok = np.broadcast_shapes(trimmed, target) == tuple(target)
-    except ValueError:
-        ok = False
+    """numpy's assignment rule: the value broadcasts to the target (extra leading 1s
+    allowed). A None in target (a mask's count, known only when the kernel runs) takes
+    any size there, for the kernel to check."""
+    trimmed = _without_leading_ones(value_shape)
+    ok = len(trimmed) <= len(target) and all(
+        v == 1 or t is None or v == t for v, t in zip(trimmed[::-1], target[::-1]))
     if not ok:
+        dims = ", ".join("N" if n is None else str(n) for n in target)
         raise ValueError(f"could not broadcast input array from shape {tuple(value_shape)} "
-                         f"into shape {tuple(target)}")
+                         f"into shape ({dims}{',' if len(target) == 1 else ''})"
+                         + (" (N: the number of True elements of the mask)" if None in target else ""))
 
 
 # --------------------------------------------------------------------------- ops
@@ -277,6 +292,8 @@ class IndexingMultiAxisVec(_IndexOp):
 
     def infer(self, inputs):
         x, shape = self._target_shape(inputs)
+        if None in shape:               # a mask's count: the shape depends on values
+            shape = None
         if shape is None and not self.value_dependent:
             raise TypeError(f"{self!r}: a boolean mask input makes the shape depend on values; "
                             "use MaskedIndexingMultiAxisVec")
@@ -308,15 +325,14 @@ class SetSubtensor(_IndexOp):
         if not D.same_dtype(value.dtype, x.dtype):
             raise TypeError(f"{self!r}: the value has dtype {D.dtype_name(value.dtype)}, the "
                             f"tensor {D.dtype_name(x.dtype)}; convert it first")
-        if target is not None:            # a mask's selection is checked by numpy in the kernel
-            _check_value_shape(value.shape, target)
+        _check_value_shape(value.shape, target)
         return ((x.shape, x.dtype),)
 
     def kernel(self, x, value, *indices, out=None):
         # `out` is some dying input of x's shape and dtype: it may be the value or an index
         # array, and only x's own buffer may be overwritten.
         result = out if out is x else x.copy()
-        result[self.index(indices)] = value
+        result[self.index(indices)] = value.reshape(_without_leading_ones(value.shape))
         return result
 
 

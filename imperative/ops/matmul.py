@@ -4,7 +4,7 @@ import numpy as np
 from ..dtype import downcast, dtype_promotion
 from . import native
 from .epilogue import applied
-from .base import Op, check_arity, reject_quantized
+from .base import Op, as_buffer, check_arity, reject_quantized
 
 
 def _matmul_shape(a, b, op):
@@ -74,7 +74,7 @@ class MatrixMul(Op):
         # a^T @ b is how a backward pass makes a weight gradient (dy^T @ x), which nothing
         # reads before the optimizer runs, after the rest of the backward pass
         out = native.matmul(a, b, epilogue, streaming=self.transpose_a)
-        return applied(epilogue, np.matmul(a, b)) if out is None else out
+        return applied(epilogue, as_buffer(np.matmul(a, b))) if out is None else out
 
 
 class BatchedMatrixMul(MatrixMul):

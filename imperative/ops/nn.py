@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from .. import dtype as D
 from . import native
 from .epilogue import applied
-from .base import Op, check_arity, normalize_axis, reject_quantized
+from .base import Op, check_arity, normalize_axis, reject_quantized, writable_view
 
 __all__ = ["Convolution", "ConvolutionBackwardData", "ConvolutionBackwardFilter", "Pooling", "Softmax", "LogSoftmax", "CrossEntropy",
            "BatchNormForward", "LayerNormForward", "Embedding", "LeakyRelu"]
@@ -223,7 +223,7 @@ class Convolution(Op):
                 part = _scratch(cols, (m, c, kh, kw, ho, wo))
                 np.copyto(part, win.transpose(0, 1, 4, 5, 2, 3))
                 np.matmul(weight, part.reshape(m, g, k, l),
-                          out=out[start:stop].reshape(m, g, o // g, l))
+                          out=writable_view(out[start:stop], (m, g, o // g, l)))
             return out
         # One (O/g, K) x (K, m*Ho*Wo) sgemm per group over a chunk of m images side by side
         # (im2col in (C, kh, kw, m, Ho, Wo) order: the copy moves rows of Wo contiguous
@@ -540,11 +540,11 @@ def along_axis(fn, x, axis):
     """`fn(x, out, axis)` into a fresh array. Along the last axis the rows are processed in
     blocks of about _BLOCK_BYTES, so that fn's several numpy passes (max, subtract, exp,
     sum, divide) run over cache-resident data instead of streaming the whole tensor."""
-    out = np.empty_like(x)
+    out = np.empty(x.shape, x.dtype)       # C-ordered, whatever x's layout: rows are views
     if axis not in (-1, x.ndim - 1) or x.ndim < 2:
         fn(x, out, axis)
         return out
-    rows, flat_out = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])
+    rows, flat_out = x.reshape(-1, x.shape[-1]), writable_view(out, (-1, x.shape[-1]))
     step = max(1, _BLOCK_BYTES // max(1, x.shape[-1] * x.itemsize))
     for start in range(0, rows.shape[0], step):
         fn(rows[start:start + step], flat_out[start:start + step], -1)

@@ -1,4 +1,6 @@
 """Shape ops. Most return views that share their input's storage (ALIASES_INPUT)."""
+import operator
+
 import numpy as np
 
 from .base import Op, check_arity, normalize_axis
@@ -6,14 +8,22 @@ from .base import Op, check_arity, normalize_axis
 _INT32 = np.dtype(np.int32)
 
 
-def _check_shape_arg(shape, what):
+def check_shape_arg(shape, what):
+    """`shape` (an int or a sequence of integers) as a tuple of ints. Entries go through
+    `operator.index`, so a float (`reshape(3.7, 2)`) raises TypeError instead of truncating."""
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
-        shape = tuple(int(s) for s in shape)
+        entries = list(shape)
     except TypeError:
         raise TypeError(f"{what}: shape must be an int or a sequence of ints, got {shape!r}") from None
-    return shape
+    for i, s in enumerate(entries):
+        try:
+            entries[i] = operator.index(s)
+        except TypeError:
+            raise TypeError(f"{what}: expected integers, got {s!r} ({type(s).__name__}) at "
+                            f"position {i} of {tuple(shape)!r}") from None
+    return tuple(entries)
 
 
 class Reshape(Op):
@@ -23,7 +33,7 @@ class Reshape(Op):
     ALIASES_INPUT = True
 
     def __init__(self, shape):
-        shape = _check_shape_arg(shape, "reshape")
+        shape = check_shape_arg(shape, "reshape")
         if sum(1 for s in shape if s == -1) > 1:
             raise ValueError(f"reshape: at most one -1 is allowed, got {shape}")
         if any(s < -1 for s in shape):
@@ -56,7 +66,7 @@ class Broadcast(Op):
     ALIASES_INPUT = True
 
     def __init__(self, shape):
-        self._set(shape=_check_shape_arg(shape, "broadcast_to"))
+        self._set(shape=check_shape_arg(shape, "broadcast_to"))
 
     def infer(self, inputs):
         check_arity(self, inputs, 1)
