@@ -1,0 +1,134 @@
+"""Fuzz the memory manager with thousands of random programs (the generator of
+tests/memory_programs.py, seeded): each program runs with everything off and then with
+random drops, swaps and deaths at a random async level, under DTR at a random budget
+(0.05-1.0 of its unmanaged peak) in most programs. Counts mismatches (a value read that is not
+bit-identical), peak-rule violations (DTR peak above max(budget, floor) + the largest op
+output), exceptions, handle leaks and crashes (programs run in child processes, so that a
+segfault costs one program); prints them and a JSON line.
+
+    python tools/fuzz_memory.py --programs 3000 --seed 0
+    python tools/fuzz_memory.py --programs 1 --seed 1234 --verbose   # one failing program again
+
+Program i uses seed S + i, so any failure it prints can be rerun alone.
+"""
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..")]
+
+import imperative as imp          # noqa: E402  (after the path set-up above)
+import memory_programs as mp      # noqa: E402
+
+
+def fuzz_one(seed, totals, verbose):
+    """Run program `seed` and add what happened to `totals` (a Counter)."""
+    chooser = mp.SeededChooser(seed)
+    program, setting = mp.draw_program(chooser), mp.draw_setting(chooser)
+    level = chooser.choice((0, 2))
+    totals["programs"] += 1
+    totals["ops"] += program.op_count
+    totals["dtr_programs"] += setting.dtr
+    before = mp.live_handles()
+    try:
+        with imp.option("async_level", level):
+            reference = mp.run_program(program)
+            managed = mp.run_program(program, setting, mp.budget_for(setting, reference))
+    except Exception:
+        totals["exceptions"] += 1
+        report(seed, level, setting, traceback.format_exc(limit=4))
+        return
+    for key in ("drops", "swaps", "refused_swaps"):
+        totals[key] += getattr(managed, key)
+    for key in ("evictions", "recomputes", "swap_outs", "swap_ins", "budget_overshoots"):
+        totals[key] += managed.stats[key]
+    found = mp.mismatches(reference.reads, managed.reads)
+    if found:
+        totals["mismatches"] += 1
+        report(seed, level, setting, "; ".join(found[:3]))
+    excess = mp.peak_rule_excess(program, managed) if setting.dtr else 0
+    if excess:
+        totals["peak_rule_violations"] += 1
+        report(seed, level, setting, f"peak {managed.peak} passes max(budget {managed.budget}, floor "
+                                     f"{managed.stats['peak_floor']}) + largest output "
+                                     f"{program.largest_output} by {excess}")
+    leaked = mp.leaked_handles(before)
+    if leaked:
+        totals["leaks"] += 1
+        report(seed, level, setting, f"{leaked} handle(s) leaked")
+    if verbose:
+        print(f"seed {seed}: async {level}, {setting}, {program.op_count} ops, peak {managed.peak} "
+              f"(reference {reference.peak}), {managed.stats}")
+
+
+def report(seed, level, setting, what):
+    print(f"FAIL seed {seed} (async {level}, {setting}): {what}", flush=True)
+
+
+KEYS = ("programs", "dtr_programs", "ops", "drops", "swaps", "refused_swaps", "evictions",
+        "recomputes", "swap_outs", "swap_ins", "budget_overshoots", "mismatches",
+        "peak_rule_violations", "exceptions", "leaks", "crashes")
+COUNTS = "COUNTS "
+
+
+def run_child(first, count, verbose):
+    """Fuzz seeds first..first+count-1 in this process, one COUNTS line per program."""
+    with mp.expected_warnings_ignored():
+        for seed in range(first, first + count):
+            totals = collections.Counter()
+            fuzz_one(seed, totals, verbose)
+            print(COUNTS + json.dumps({"seed": seed, **totals}), flush=True)
+        mp.usable()
+
+
+def run_isolated(first, count, verbose, totals):
+    """Run the seeds in child processes, so that a crash (a segfault in the runtime) costs
+    one program: it is counted and reported, and a new child goes on after it."""
+    seed, end = first, first + count
+    while seed < end:
+        child = subprocess.Popen([sys.executable, __file__, "--child", "--seed", str(seed),
+                                  "--programs", str(end - seed)] + (["--verbose"] if verbose else []),
+                                 stdout=subprocess.PIPE, text=True)
+        for line in child.stdout:
+            if line.startswith(COUNTS):
+                counts = json.loads(line[len(COUNTS):])
+                seed = counts.pop("seed") + 1
+                totals.update(counts)
+            else:
+                print(line, end="", flush=True)
+        if child.wait() != 0:                 # died inside program `seed`
+            totals.update(programs=1, crashes=1)
+            print(f"FAIL seed {seed}: the process died (exit status {child.returncode})", flush=True)
+            seed += 1
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--programs", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        run_child(args.seed, args.programs, args.verbose)
+        return 0
+    totals = collections.Counter()
+    start = time.perf_counter()
+    run_isolated(args.seed, args.programs, args.verbose, totals)
+    summary = {k: totals[k] for k in KEYS}
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    for k, v in summary.items():
+        print(f"{k:22s} {v}")
+    print(json.dumps(summary))
+    failures = sum(summary[k] for k in ("mismatches", "peak_rule_violations", "exceptions", "leaks", "crashes"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
