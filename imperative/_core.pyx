@@ -1448,12 +1448,13 @@ def drop_tensor(TensorBase t):
     _require(OPT_ENABLE_DROP, "enable_drop", "_drop")
     cdef TensorInfo info = t._info
     _channel.wait_produced(info)
+    _channel.sync_quietly()          # no queued op is reading it now (and deaths are settled)
     if info.producer is None:
         warnings.warn(f"cannot drop a tensor {info.shape} {info.dtype} that has no producer "
-                      "(made from data, an RNG op, or created before enable_drop was set): "
-                      "nothing was dropped", UserWarning, stacklevel=3)
+                      "(made from data, an RNG op, or created before enable_drop was set; or its "
+                      "recipe was let go when a value it reads was freed): nothing was dropped",
+                      UserWarning, stacklevel=3)
         return
-    _channel.sync_quietly()          # no queued op is reading it now
     if info.status == PRODUCED:
         _channel.mm.drop(info, "_drop()")
 

@@ -374,13 +374,16 @@ cdef class MemoryManager:
         return not _read_by_a_recipe(leaf)
 
     cdef Py_ssize_t evictable_frontier_bytes(self, list frontier):
-        """Bytes of the held records that are eviction candidates now. (Not those still to
-        be made: the output of the op that reads a dying leaf last had better take the
-        leaf's memory in place, as it does with recording off.)"""
+        """Bytes of the held records that could be evicted now: the candidates, and with
+        enable_drop any resident one with a recipe (`_drop()` takes any size). (Not those
+        still to be made: the output of the op that reads a dying leaf last had better
+        take the leaf's memory in place, as it does with recording off.)"""
         cdef TensorInfo info
+        cdef bint by_hand = self.ch._opts[OPT_ENABLE_DROP]
         cdef Py_ssize_t total = 0
         for info in frontier:
-            if _key(info) in self.candidates:
+            if _key(info) in self.candidates or (
+                    by_hand and info.status == PRODUCED and info.producer is not None):
                 total += info.size
         return total
 
@@ -546,6 +549,9 @@ cdef class MemoryManager:
                     self.swap_in(t)
                     stack.pop()
                 elif t.status == DROPPED:
+                    if t.producer is None:
+                        raise RuntimeError(f"cannot recompute a dropped tensor {t.shape} {t.dtype}: "
+                                           "its recipe is gone")
                     p = t.producer
                     pinned = held.setdefault(t, [])
                     missing = None
