@@ -458,13 +458,22 @@ cdef class MemoryManager:
 
     cdef void lengthen_chains(self, TensorInfo dead):
         """`dead` was dropped for good: whoever reads it would recompute it (and what it
-        needs) first. A resident reader whose path of dead records grows too long is cut."""
-        cdef TensorInfo out
-        for out in _consumer_outputs(dead):
-            out.dead_chain = max(out.dead_chain, dead.dead_chain + 1)
-            if (out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None
-                    and out.status != DROPPED and out.status != SWAPPED):
-                self.cut(out)
+        needs) first. The longer path reaches its readers, and through those that are dead
+        and dropped already (a temporary can die before its input does) the resident ones
+        beyond; a resident reader whose path of dead records grows too long is cut."""
+        cdef TensorInfo d, out
+        cdef list stack = [dead]
+        while stack:
+            d = stack.pop()
+            for out in _consumer_outputs(d):
+                if out.dead_chain > d.dead_chain:
+                    continue
+                out.dead_chain = d.dead_chain + 1
+                if out.status == DROPPED or out.status == SWAPPED:
+                    if not _alive(out):
+                        stack.append(out)
+                elif out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None:
+                    self.cut(out)
 
     cdef int swap_out(self, TensorInfo info, str reason) except -1:
         """Write the value, as laid out, to a file and free it; on any error nothing
