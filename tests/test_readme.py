@@ -2,9 +2,6 @@
 
 Each block runs in a fresh interpreter (it may change options, such as `imp.dtr.enable`, and
 write files, such as a profile) in a temporary folder, at the async level of the test.
-The blocks of docs/readme_examples.md (the README blocks proposed there) run too; a README
-block that differs from all of them is expected to fail until that file's blocks are pasted
-into README.md (xfail, not strict), after which the file can go.
 """
 import os
 import re
@@ -16,7 +13,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-PROPOSED = ROOT / "docs" / "readme_examples.md"
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
@@ -27,18 +23,7 @@ def python_blocks(path):
 
 
 def _cases():
-    proposed = {code for _, code in python_blocks(PROPOSED)} if PROPOSED.exists() else set()
-    cases = []
-    for path in (README, PROPOSED):
-        if not path.exists():
-            continue
-        for line, code in python_blocks(path):
-            marks = []
-            if path == README and proposed and code not in proposed:
-                marks.append(pytest.mark.xfail(reason="README block awaiting the version in "
-                                                      "docs/readme_examples.md", strict=False))
-            cases.append(pytest.param(code, id=f"{path.name}:{line}", marks=marks))
-    return cases
+    return [pytest.param(code, id=f"README.md:{line}") for line, code in python_blocks(README)]
 
 
 def test_readme_has_python_blocks():
