@@ -590,8 +590,6 @@ cdef class Channel:
             storage.refs -= 1
             if storage.refs == 0:
                 (<Device>storage.device).stats.allocated -= storage.nbytes
-            elif storage.refs == 1 and self.mm.shared_dead:
-                self.mm.release_shared(storage)
 
     # ---- dispatch
 
@@ -1005,6 +1003,9 @@ cdef class Channel:
                     info.pending_uses -= 1
                 for info in cmd.outputs:
                     info.pending_uses -= 1
+            # after the counts: a dying input must not look held by its own last reader to
+            # the memory manager deciding what may go
+            self._free_dels(cmd)
         elif cmd.kind == CMD_DEL:
             info = cmd.target
             info.pending_uses -= 1
@@ -1029,9 +1030,7 @@ cdef class Channel:
                 return
             if _read_by_a_recipe(info):
                 self.mm.forget(info)
-                if info.storage is None:           # its value went to an in-place output
-                    self.mm.release_leaf(info, True)
-                elif not self.mm.release_leaf(info, False):
+                if not self.mm.release_leaf(info):
                     return
         self._finish_delete(info)
 
@@ -1053,7 +1052,6 @@ cdef class Channel:
             if info.status == INVALID:
                 for out in cmd.outputs:
                     self._mark_invalid(out, info.error)
-                self._free_dels(cmd)
                 return 0
             if info.status == DROPPED or info.status == SWAPPED:
                 gone = True
@@ -1071,7 +1069,6 @@ cdef class Channel:
             for out in cmd.outputs:
                 self._mark_invalid(out, rec)
             self._errors.append(rec)
-        self._free_dels(cmd)
         return 0
 
     cdef int _run_managed(self, Command cmd) except -1:

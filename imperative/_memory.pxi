@@ -249,8 +249,6 @@ cdef class MemoryManager:
     # Leaves (no producer) whose tensors are gone but whose value an evicted tensor needs
     # to come back: {address: weak reference}; freed as soon as none does (sweep_kept)
     cdef public dict kept
-    # Dead values with a producer kept because others share their storage: {address: weak ref}
-    cdef public dict shared_dead
     cdef long long deaths_since_sweep
     cdef long long sweep_after        # deaths between sweeps: grows with a sweep's work
     cdef public long long clock   # logical: one tick per op run
@@ -268,7 +266,6 @@ cdef class MemoryManager:
         self.policy = DTREqPolicy()
         self.candidates = {}
         self.kept = {}
-        self.shared_dead = {}
         self.sweep_after = _MIN_SWEEP_INTERVAL
         self.swap = SwapSpace()
         if ch._opts[OPT_ENABLE_SWAP]:      # (IMPERATIVE_ENABLE_SWAP=1, read at import)
@@ -352,7 +349,7 @@ cdef class MemoryManager:
 
     # ---- leaves that recipes read
 
-    cdef bint release_leaf(self, TensorInfo leaf, bint value_gone) except -1:
+    cdef bint release_leaf(self, TensorInfo leaf) except -1:
         """`leaf` (a value without producer: data, an RNG result, a parameter's old value)
         has no tensor left, but recorded recipes read it. Its value is the only copy. It
         stays while an evicted tensor needs it to come back, or while the tensors whose
@@ -361,11 +358,10 @@ cdef class MemoryManager:
         which its output's recipe reads). Otherwise those tensors, all resident or about
         to be, stop being recomputable and the value can go (a parameter's old value after
         the update, which only the step's loss still reaches). True when no recipe needs
-        it any more. With `value_gone` (an in-place output took its memory) the readers
-        are cut whatever they are."""
+        it any more."""
         cdef list frontier = []
-        cdef bint needed = _needed_by_evicted(leaf, frontier)
-        if not value_gone and (needed or self.evictable_frontier_bytes(frontier) >= max(leaf.size, 1)):
+        if (_needed_by_evicted(leaf, frontier)
+                or self.evictable_frontier_bytes(frontier) >= max(leaf.size, 1)):
             self.kept[_key(leaf)] = _weakref.ref(leaf)
             return False
         for info in frontier:
@@ -390,12 +386,12 @@ cdef class MemoryManager:
     cdef bint may_overwrite_dying(self, TensorInfo info) except -1:
         """While producers are recorded, may an op write its output over this dying input?
         Yes when the input will be dropped and can be recomputed, or when no recorded
-        producer needs its value; not when it is a leaf an evicted tensor still needs
-        (its value is the only copy)."""
+        producer reads it; not when it is a leaf a recipe reads (its value may be the only
+        copy: whether it is decided when it dies, right after, in release_leaf)."""
         cdef Producer p = info.producer
         if p is not None:
             return (<OpDef>p.op).recomputable
-        return not _read_by_a_recipe(info) or self.release_leaf(info, False)
+        return not _read_by_a_recipe(info)
 
     cdef void note_death(self):
         """A record died: now and then, see whether a kept leaf is still needed."""
@@ -411,7 +407,7 @@ cdef class MemoryManager:
             leaf = ref()
             if leaf is None or _alive(leaf) or leaf.status == DELETED:
                 self.kept.pop(key, None)
-            elif self.release_leaf(leaf, False):
+            elif self.release_leaf(leaf):
                 self.ch._finish_delete(leaf)
         # amortised: a sweep that walks many records waits for proportionally more deaths
         self.sweep_after = max(_MIN_SWEEP_INTERVAL, 4 * len(self.kept))
@@ -430,31 +426,11 @@ cdef class MemoryManager:
     cdef int drop_dead(self, TensorInfo info, str reason) except -1:
         """Drop a value no tensor refers to (kept only as a recipe's input). It joins its
         evicted neighbourhood: recomputing a neighbour now costs this one too, and
-        h_DTR^eq must see that. A value whose storage other tensors share (a split's
-        piece, a reshape) would free nothing: it stays until it is the storage's last
-        holder (release_shared), so that recomputing a sibling's reader finds it there
-        instead of recomputing the whole base."""
-        if info.storage is not None and info.storage.refs > 1:
-            self.shared_dead[_key(info)] = _weakref.ref(info)
-            return 0
+        h_DTR^eq must see that."""
         self.drop(info, reason)
         self.policy.on_evict(info)
         self.lengthen_chains(info)
         return 0
-
-    cdef void release_shared(self, Storage storage):
-        """`storage` has one holder left: if it is a dead value kept only because the
-        storage was shared, drop it now."""
-        cdef TensorInfo info
-        for key, ref in list(self.shared_dead.items()):
-            info = ref()
-            if info is None or info.storage is None or _alive(info) or info.status != PRODUCED:
-                self.shared_dead.pop(key, None)
-            elif info.storage is storage:
-                self.shared_dead.pop(key, None)
-                if info.pins == 0:
-                    self.drop_dead(info, "deleted (its storage no longer shared)")
-                return
 
     cdef void lengthen_chains(self, TensorInfo dead):
         """`dead` was dropped for good: whoever reads it would recompute it (and what it
