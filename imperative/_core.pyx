@@ -1168,7 +1168,7 @@ cdef class Channel:
         """A dying input's storage can hold `out`: same shape and dtype, contiguous, owning
         its whole storage, and no view of it anywhere."""
         cdef Storage st = info.storage
-        if self._memory_on and not self.mm.may_overwrite_dying(info):
+        if self._memory_on and not _may_overwrite_dying(info):
             return False
         return (st is not None and st.refs == 1 and not st.exported
                 and info.dtype is out.dtype and info.shape == out.shape

@@ -214,18 +214,6 @@ POLICIES = {"dtr_eq": DTREqPolicy, "lru": LRUPolicy, "size": SizePolicy}
 _POOL_LIMIT = 64 << 20               # the worker's block cache without a budget (_pool.c)
 
 cdef object _overshoot_hook = None    # debugging: called as hook(allocated, needed, threshold)
-cdef object _cut_hook = None          # debugging: called with each record whose recipe is cut
-cdef object _evict_hook = None        # debugging: called as hook(victim, score, clock)
-
-
-def set_evict_hook(hook):
-    global _evict_hook
-    _evict_hook = hook
-
-
-def set_cut_hook(hook):
-    global _cut_hook
-    _cut_hook = hook
 
 
 def set_overshoot_hook(hook):
@@ -344,8 +332,6 @@ cdef class MemoryManager:
         self.forget(info)
         info.producer = None
         self.cuts += 1
-        if _cut_hook is not None:
-            _cut_hook(info)
 
     # ---- leaves that recipes read
 
@@ -382,16 +368,6 @@ cdef class MemoryManager:
                     by_hand and info.status == PRODUCED and info.producer is not None):
                 total += info.size
         return total
-
-    cdef bint may_overwrite_dying(self, TensorInfo info) except -1:
-        """While producers are recorded, may an op write its output over this dying input?
-        Yes when the input will be dropped and can be recomputed, or when no recorded
-        producer reads it; not when it is a leaf a recipe reads (its value may be the only
-        copy: whether it is decided when it dies, right after, in release_leaf)."""
-        cdef Producer p = info.producer
-        if p is not None:
-            return (<OpDef>p.op).recomputable
-        return not _read_by_a_recipe(info)
 
     cdef void note_death(self):
         """A record died: now and then, see whether a kept leaf is still needed."""
@@ -713,8 +689,6 @@ cdef class MemoryManager:
         """Drop the victim, or swap it out when reading it back is estimated cheaper than
         recomputing it (and its evicted neighbourhood)."""
         victim.device.stats.evictions += 1
-        if _evict_hook is not None:
-            _evict_hook(victim, self.policy.score(victim, self.clock), self.clock)
         if self.ch._opts[OPT_ENABLE_SWAP] and self.swap_is_cheaper(victim):
             try:
                 self.swap_out(victim, "evicted (swap cheaper than recompute)")
@@ -761,26 +735,18 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier) except -1:
     cdef TensorInfo r, out
     while stack:
         r = stack.pop()
-        if r.users is None:
-            continue
-        for pref in r.users:
-            p = pref()
-            if p is None:
+        for out in _consumer_outputs(r):
+            if _key(out) in seen:
                 continue
-            for oref in (<Producer>p).outputs:
-                o = oref()
-                if o is None or _key(o) in seen:
-                    continue
-                out = o
-                seen.add(_key(out))
-                if out.status == DROPPED or out.status == SWAPPED:
-                    if _alive(out):
-                        return True
-                    stack.append(out)
-                elif _alive(out):
-                    frontier.append(out)
-                elif out.producer is not None and out.status != DELETED and out.status != INVALID:
-                    stack.append(out)
+            seen.add(_key(out))
+            if out.status == DROPPED or out.status == SWAPPED:
+                if _alive(out):
+                    return True
+                stack.append(out)
+            elif _alive(out):
+                frontier.append(out)
+            elif out.producer is not None and out.status != DELETED and out.status != INVALID:
+                stack.append(out)
     return False
 
 
@@ -791,6 +757,17 @@ cdef bint _read_by_a_recipe(TensorInfo info):
             if ref() is not None:
                 return True
     return False
+
+
+cdef bint _may_overwrite_dying(TensorInfo info):
+    """While producers are recorded, may an op write its output over this dying input? Yes
+    when the input will be dropped and can be recomputed, or when no recorded producer
+    reads it; not when it is a leaf some recipe still reads (its value may be the only
+    copy: whether it stays is decided when it dies, right after, in release_leaf)."""
+    cdef Producer p = info.producer
+    if p is not None:
+        return (<OpDef>p.op).recomputable
+    return not _read_by_a_recipe(info)
 
 
 cdef void _remove_swap_file(TensorInfo info):
