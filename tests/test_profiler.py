@@ -321,6 +321,25 @@ def test_worker_scopes_strictly_enclose_their_ops(tmp_path, async_level):
     assert not {s1 for _, s1 in scopes} & {t1 for _, t1 in ops}
 
 
+def test_summary_needs_no_built_core(tmp_path):
+    """From a source tree without the compiled core, `python -m imperative.profiler` says
+    what to run (not Python's "circular import"), and the summary module runs as a script."""
+    _, trace = profile_with_work_after_the_steps(tmp_path)
+    tree = tmp_path / "tree"
+    shutil.copytree(os.path.join(REPO, "imperative"), tree / "imperative",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "*.cpp", "__pycache__"))
+    # -S: no site-packages, so neither an installed nor an editable imperative is found
+    r = subprocess.run([sys.executable, "-S", "-m", "imperative.profiler", "summary", trace],
+                       cwd=tree, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "compiled core is not built" in r.stderr and "pip install -e ." in r.stderr
+    assert "circular" not in r.stderr
+    r = subprocess.run([sys.executable, "-S", os.path.join("imperative", "profiler_summary.py"),
+                        "summary", trace, "--json"], cwd=tree, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert {row["op"]: row["count"] for row in json.loads(r.stdout)["ops"]} == {"MatrixMul": 6, "Elemwise.MUL": 3}
+
+
 # ---------------------------------------------------------------- the real Perfetto UI
 
 viewer_ready = os.path.exists(VIEWER) and os.path.exists(VIEWER_PYTHON) and shutil.which("chromium")
