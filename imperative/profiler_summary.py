@@ -11,6 +11,8 @@ op). This module reads only the JSON: it imports nothing from the package (and n
 that the package's modules shadow when it runs as a script), so without a built core
 `python imperative/profiler_summary.py summary TRACE.json` works too.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import re
@@ -37,7 +39,7 @@ def _itemsize(dtype_name):
     return max(int(bits.group(1)) // 8, 1) if bits else 1
 
 
-def output_bytes(described):
+def output_bytes(described: str) -> int:
     """Bytes of the values an op slice's "out" argument describes ("float32(2, 3), bool(4,)"
     -> 28): elements times item size. Unknown shapes ("(?)") count 0."""
     total = 0
@@ -125,7 +127,8 @@ def _in_steps(ts, steps, counted):
     return any(steps[n][0] <= ts < steps[n][0] + steps[n][1] for n in counted)
 
 
-def summarize(trace, group_by="op", sort="total", skip_steps=0, all_ops=False):
+def summarize(trace: dict, group_by: str = "op", sort: str = "total", skip_steps: int = 0,
+              all_ops: bool = False) -> dict:
     """The summary of a trace dict (see the module's doc); a JSON-ready dict."""
     if group_by not in GROUPINGS:
         raise ValueError(f"group_by must be one of {GROUPINGS}, got {group_by!r}")
@@ -223,7 +226,7 @@ def _print_table(s, limit):
         print(f"  ... {len(s['ops']) - limit} more rows (--top)")
 
 
-def print_summary(s, limit=20):
+def print_summary(s: dict, limit: int = 20) -> None:
     """The summary as text: steps, the table (the first `limit` rows), waits and memory."""
     _print_steps(s)
     print()
@@ -241,7 +244,7 @@ def print_summary(s, limit=20):
         print("memory manager work: none")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m imperative.profiler")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("summary", help="step times, the busiest ops, waits and the memory peak of a trace")
