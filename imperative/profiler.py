@@ -235,8 +235,9 @@ def build_chrome_trace(buffers, names, objects, options=None, start_ns=None):
     options = _check_options(options or {})
     all_records = [r for buf in buffers.values() for r in buf]
     origin = min([r[1] for r in all_records] + ([start_ns] if start_ns is not None else []), default=0)
+    start = origin if start_ns is None else start_ns
     marks = sorted(r[1] for r in all_records if _is_step_mark(r))
-    b = _TraceBuilder(origin, options, [origin if start_ns is None else start_ns] + marks if marks else [])
+    b = _TraceBuilder(origin, options, [start] + marks if marks else [])
     tids = _number_threads(names)
     b.events.append({"ph": "M", "pid": b.pid, "name": "process_name", "args": {"name": "imperative"}})
     for ident, tid in tids.items():
