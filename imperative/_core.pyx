@@ -131,6 +131,17 @@ cdef long long _validate_option(str name, object value) except? -1:
     return int(value)
 
 
+cdef object _decimal_int(str text):
+    """An environment value as an int: ASCII decimal digits with an optional sign (int()
+    alone would also take "1_0" or non-ASCII digits)."""
+    digits = text.strip()
+    if digits[:1] in ("+", "-"):
+        digits = digits[1:]
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError("expected a decimal integer")
+    return int(text)
+
+
 cdef dict _options_from_environment():
     values = dict(OPTION_DEFAULTS)
     for name in _OPTION_NAMES:
@@ -139,7 +150,7 @@ cdef dict _options_from_environment():
         if text is None:
             continue
         try:
-            values[name] = _validate_option(name, int(text.strip()))
+            values[name] = _validate_option(name, _decimal_int(text))
         except (TypeError, ValueError) as e:
             warnings.warn(f"ignoring environment variable {var}={text!r}: {e}; using the "
                           f"default {values[name]}", RuntimeWarning)
@@ -1682,7 +1693,11 @@ cdef TensorInfo _scalar_info(object value, object dtype, Device device):
     info.dtype = dtype
     info.device = device
     info.size = dtype.itemsize
-    info.value = np.array(value, dtype=dtype)
+    try:
+        info.value = np.array(value, dtype=dtype)
+    except OverflowError:      # numpy's words for a Python int past 64 bits name no operand
+        raise OverflowError(f"the scalar operand {value} does not fit {dtype}, the "
+                            f"tensor's dtype") from None
     info.status = PRODUCED
     return info
 

@@ -1,6 +1,10 @@
 """Errors at the edges (issue 13): bad shapes, oversized integers, garbage environment, a bad
 profile folder, Ctrl-C while waiting, exit with a long queue, close() from another thread."""
 import _thread
+import signal
+import subprocess
+import sys
+import re
 import threading
 import time
 
@@ -29,10 +33,64 @@ def test_integer_like_shapes_still_work():
     assert F.reshape(t, [1, 6]).shape == (1, 6)
 
 
+BIG = 2 ** 70
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda t: t.reshape(BIG, 2), ValueError, f"reshape: shape \\({BIG}, 2\\) has"),
+    (lambda t: F.reshape(t, (2, BIG)), ValueError, f"reshape: shape \\(2, {BIG}\\) has"),
+    (lambda t: t.broadcast_to((BIG, 2, 3)), ValueError, f"broadcast_to: shape \\({BIG}, 2, 3\\)"),
+    (lambda t: F.zeros((BIG,)), ValueError, f"full: shape \\({BIG},\\)"),
+    (lambda t: F.ones(BIG), ValueError, f"full: shape \\({BIG},\\)"),
+    (lambda t: F.full((2, BIG), 1.0), ValueError, f"full: shape \\(2, {BIG}\\)"),
+    (lambda t: F.full((2,), BIG), OverflowError, f"full: the fill value {BIG} does not fit int32"),
+    (lambda t: F.arange(BIG), ValueError, f"arange\\(0, {BIG}, 1\\): shape"),
+    (lambda t: F.arange(0, 10 ** 400), ValueError, "arange\\(0, 1000+, 1\\): too many elements"),
+    (lambda t: F.arange(0.0, 1e300, 1e-300), ValueError, "arange\\(0.0, 1e\\+300, 1e-300\\): too many"),
+    (lambda t: F.linspace(0, 1, BIG), ValueError, f"linspace: shape \\({BIG},\\)"),
+    (lambda t: imp.random.normal(size=(BIG,)), ValueError, f"normal: shape \\({BIG},\\)"),
+    (lambda t: imp.nn.Linear(BIG, 2), ValueError, f"uniform: shape \\(2, {BIG}\\)"),
+    (lambda t: t.sum(axis=BIG), IndexError, f"axis {BIG} is out of range"),
+    (lambda t: t[BIG], IndexError, f"index {BIG} is out of bounds"),
+    (lambda t: t[0, BIG], IndexError, f"index {BIG} is out of bounds"),
+    (lambda t: t[[0, BIG]], IndexError, f"index {BIG} is out of bounds"),
+    (lambda t: t.__setitem__(BIG, 1.0), IndexError, f"index {BIG} is out of bounds"),
+    (lambda t: imp.Tensor([1, BIG]), ValueError, f"integer data in \\[1, {BIG}\\] does not fit"),
+    (lambda t: imp.Tensor([1, 2]) + BIG, OverflowError, f"the scalar operand {BIG} does not fit"),
+])
+def test_oversized_integers_raise_naming_the_argument(call, error, message):
+    t = imp.Tensor(np.zeros((2, 3), np.float32))
+    with pytest.raises(error, match=message):       # not "too large to convert to C long"
+        call(t)
+
+
+def test_sizes_that_fit_still_work():
+    assert F.arange(0, 2 ** 31, 2 ** 30).tolist() == [0, 2 ** 30]
+    assert imp.Tensor(np.zeros((2, 3), np.float32))[2 ** 62:].shape == (0, 3)  # slices clip
+    assert (imp.Tensor([1, 2]) + (2 ** 31 - 3)).tolist() == [2 ** 31 - 2, 2 ** 31 - 1]
+
+
 def test_oversized_option_values_name_the_option():
     with pytest.raises(ValueError, match=r"option 'dtr_eviction_threshold' must be in \[0, \d+\], "
                                          r"got 1180591620717411303424"):
         imp.set_option("dtr_eviction_threshold", 2 ** 70)
+
+
+ENVIRONMENT_DEFAULTS = dict({f"IMPERATIVE_{name.upper()}": str(value)
+                             for name, value in imp._core.OPTION_DEFAULTS.items()},
+                            IMPERATIVE_NATIVE_KERNELS="auto")
+
+
+@pytest.mark.parametrize("garbage", ["99999999999999999999", "abc", "-1", "1.5", "1_0", "\u0661"])
+def test_garbage_in_every_environment_variable_warns_and_uses_the_defaults(garbage):
+    env = {var: garbage for var in ENVIRONMENT_DEFAULTS}
+    done = run_python("import imperative as imp; import imperative.ops.native as n; "
+                      "print(imp.options() == imp._core.OPTION_DEFAULTS, n._MODE)", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "auto"]
+    for var, default in ENVIRONMENT_DEFAULTS.items():
+        assert re.search(f"ignoring environment variable {var}=.*using the default {default}\\b",
+                         done.stderr), (var, done.stderr)
 
 
 def test_a_garbage_environment_value_never_breaks_the_import():
