@@ -114,25 +114,41 @@ def test_seed_flag_setters_are_aliases_of_the_options(alias, option):
         imp.set_option(option, before)
 
 
-def test_a_profile_folder_that_cannot_be_made_fails_before_the_work(tmp_path):
+def _unmakeable_folder(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    ran = []
-    with pytest.raises(OSError, match=r"Profiler: cannot create the profile folder '.*file/sub'"):
-        with imp.Profiler(path=str(blocker / "sub")):
-            ran.append(True)
-    assert ran == []
+    return str(blocker / "sub")
+
+
+def test_a_bad_profile_folder_never_replaces_the_users_exception(tmp_path):
+    path = _unmakeable_folder(tmp_path)
+    with pytest.raises(ValueError, match="mine") as info, \
+            pytest.warns(RuntimeWarning, match=f"cannot create the profile folder '{path}'"):
+        with imp.Profiler(path=path):            # warned at once: the body still runs
+            raise ValueError("mine")
+    assert any(f"cannot write the profile into '{path}'" in note
+               for note in info.value.__notes__)  # the lost profile is told with the error
     assert (imp.Tensor([1.0]) + 1).tolist() == [2.0]          # the runtime is still usable
+
+
+def test_a_bad_profile_folder_raises_naming_it_after_a_body_that_succeeded(tmp_path):
+    path = _unmakeable_folder(tmp_path)
+    ran = []
+    with pytest.raises(OSError, match=f"Profiler: cannot write the profile into '{path}'"), \
+            pytest.warns(RuntimeWarning, match="the profile will not be written"):
+        with imp.Profiler(path=path):
+            ran.append(True)
+    assert ran == [True]
 
 
 def test_a_failing_profile_write_never_replaces_the_users_exception(tmp_path):
     prof = imp.Profiler(path=str(tmp_path / "p"))
-    with pytest.raises(KeyError, match="the user's own"), \
-            pytest.warns(RuntimeWarning, match="cannot write the profile into"):
+    with pytest.raises(KeyError, match="the user's own") as info:
         with prof:
             (tmp_path / "p").rmdir()
             (tmp_path / "p").write_text("the folder became a file")
             raise KeyError("the user's own")
+    assert "cannot write the profile into" in info.value.__notes__[-1]
     with pytest.raises(OSError, match="cannot write the profile into"):
         with imp.Profiler(path=str(tmp_path / "q")):
             (tmp_path / "q").rmdir()
