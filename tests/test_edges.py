@@ -176,6 +176,45 @@ def test_ctrl_c_during_sync_interrupts_the_wait_not_the_queue():
     np.testing.assert_allclose(results[-1].numpy(), (a @ a).numpy())
 
 
+SIGINT_DURING_A_WAIT = """
+import sys, time
+import numpy as np
+import imperative as imp
+imp.config_async_level(2)
+a = imp.Tensor(np.random.default_rng(0).standard_normal((1024, 1024)))
+start = time.perf_counter()
+(a @ a).numpy()
+one = time.perf_counter() - start
+results = [a @ a for _ in range(200)]
+print(one, flush=True)
+try:
+    imp.sync() if sys.argv[1] == "sync" else results[-1].numpy()
+    print("finished", time.time(), flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.time(), imp._core._channel_stats()["queued"], flush=True)
+"""
+
+
+@pytest.mark.parametrize("wait", ["sync", "numpy"])
+def test_a_real_sigint_during_a_wait_raises_within_a_kernel_and_a_poll(wait):
+    child = subprocess.Popen([sys.executable, "-c", SIGINT_DURING_A_WAIT, wait],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        one_product = float(child.stdout.readline())
+        time.sleep(0.3)                                 # the main thread is waiting now
+        sent = time.time()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    what, at, *left = out.split()
+    assert what == "interrupted", err
+    assert int(left[0]) > 100, "the interrupt came only after most of the queue had run"
+    # the kernel running when the signal came ends, then the 50 ms poll notices (margin for
+    # a loaded machine)
+    assert float(at) - sent < one_product + 0.1 + 0.5
+
+
 EXIT_WITH_A_LONG_QUEUE = """
 import time
 import numpy as np
