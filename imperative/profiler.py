@@ -96,8 +96,13 @@ class Profiler:
         self.files = []
 
     def __enter__(self):
-        # A folder that cannot be written fails here, before the work to be profiled runs.
-        self._check_folder()
+        # A folder that cannot be made is reported now, before the work to be profiled,
+        # and raised on exit: raising here would hide the body's own exception (if it has
+        # one), and the body is what the user ran.
+        problem = self._folder_problem()
+        if problem is not None:
+            warnings.warn(f"{problem}; the profile will not be written", RuntimeWarning,
+                          stacklevel=2)
         start_profile(self.options)
         self._steps = 0
         return self
@@ -111,17 +116,19 @@ class Profiler:
             error = OSError(f"Profiler: cannot write the profile into {self.path!r}: {e}")
             if exc is None:
                 raise error from e
-            # the body's own exception is the one the user must see: the profile is lost
-            warnings.warn(str(error), RuntimeWarning, stacklevel=2)
+            # the body's own exception is the one the user must see; it says the profile is lost
+            exc.add_note(str(error))
         return False
 
-    def _check_folder(self):
+    def _folder_problem(self):
+        """Why the profile folder cannot be made or written, or None."""
         try:
             os.makedirs(self.path, exist_ok=True)
         except OSError as e:
-            raise OSError(f"Profiler: cannot create the profile folder {self.path!r}: {e}") from e
+            return f"Profiler: cannot create the profile folder {self.path!r}: {e}"
         if not os.access(self.path, os.W_OK | os.X_OK):
-            raise PermissionError(f"Profiler: the profile folder {self.path!r} is not writable")
+            return f"Profiler: the profile folder {self.path!r} is not writable"
+        return None
 
     def step(self):
         """Mark the end of a training step in the trace. Step 1 runs from the start of the
