@@ -1,4 +1,9 @@
-"""Build the Cython interpreter core; everything else is in pyproject.toml."""
+"""Build the Cython interpreter core; everything else is in pyproject.toml.
+
+`IMPERATIVE_NO_NATIVE=1 python setup.py build_ext --inplace --force` builds the kernels
+without their x86-64 code, as on other CPUs (numpy then runs the products), so that the
+portable build can be tested on x86-64 too (--force: the sources did not change)."""
+import os
 import shutil
 import subprocess
 
@@ -20,6 +25,17 @@ class StrippedBuildExt(build_ext):
             return
         subprocess.run([strip, "--strip-unneeded", self.get_ext_fullpath(ext.name)], check=False)
 
+
+def _no_native():
+    value = os.environ.get("IMPERATIVE_NO_NATIVE", "").strip().lower()
+    if value not in ("", "0", "1"):
+        raise SystemExit(f"IMPERATIVE_NO_NATIVE={value!r}: expected 1 (portable kernels) or 0")
+    return value == "1"
+
+
+# the kernels' x86-64 code, or only their portable branch (see _sgemm.h)
+KERNEL_MACROS = [("IMP_NO_NATIVE", "1")] if _no_native() else []
+
 extensions = [
     Extension(
         "imperative._core",
@@ -36,7 +52,7 @@ extensions = [
         ["imperative/_kernels.pyx", "imperative/_sgemm.c", "imperative/_pool.c"],
         depends=["imperative/_sgemm.h", "imperative/_pool.h"],
         include_dirs=[numpy.get_include(), "imperative"],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] + KERNEL_MACROS,
         extra_compile_args=["-O3"],
     ),
 ]

@@ -114,6 +114,7 @@ cdef class Command:
     cdef public object scope           # ScopeNode the op was issued under
     cdef public object site_code       # code object that issued the op (for error messages)
     cdef public int site_line          # instruction offset in site_code
+    cdef public object blame           # OpSite of the forward op a backward op is for, or None
     cdef public TensorInfo target      # CMD_DEL
     cdef public Command epilogue       # [W] the next command, run in this one's kernel
     cdef public bint prefused          # [W] its result is already in its input's buffer

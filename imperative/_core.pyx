@@ -131,6 +131,17 @@ cdef long long _validate_option(str name, object value) except? -1:
     return int(value)
 
 
+cdef object _decimal_int(str text):
+    """An environment value as an int: ASCII decimal digits with an optional sign (int()
+    alone would also take "1_0" or non-ASCII digits)."""
+    digits = text.strip()
+    if digits[:1] in ("+", "-"):
+        digits = digits[1:]
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError("expected a decimal integer")
+    return int(text)
+
+
 cdef dict _options_from_environment():
     values = dict(OPTION_DEFAULTS)
     for name in _OPTION_NAMES:
@@ -139,7 +150,7 @@ cdef dict _options_from_environment():
         if text is None:
             continue
         try:
-            values[name] = _validate_option(name, int(text.strip()))
+            values[name] = _validate_option(name, _decimal_int(text))
         except (TypeError, ValueError) as e:
             warnings.warn(f"ignoring environment variable {var}={text!r}: {e}; using the "
                           f"default {values[name]}", RuntimeWarning)
@@ -650,6 +661,7 @@ cdef class Channel:
         cmd.outputs = outputs
         cmd.fast = fast
         cmd.scope = _current_scope
+        cmd.blame = _blame
         if self._memory_on and op.recomputable:
             self.mm.record(op, inputs, outputs)
         for i in range(len(outputs)):
@@ -1383,18 +1395,20 @@ cdef Storage _shared_storage(object array, list inputs):
     return None
 
 
-cdef void _capture_site(Command cmd):
-    """Remember where the user's code issued the op: the first frame outside this package
-    (its code object and instruction offset; the line is looked up only for a message)."""
+cdef inline object _user_code(int* lasti):
+    """The code object of the first frame outside this package (where the user's code
+    issued an op), with its instruction offset in `*lasti`; the line is looked up only for
+    a message. None when no such frame is near."""
     cdef PyFrameObject* frame = PyEval_GetFrame()
     cdef PyFrameObject* back
     cdef PyCodeObject* code
+    cdef object found = None
     cdef int depth = 0
     while frame != NULL and depth < 16:
         code = PyFrame_GetCode(frame)
         if not PyUnicode_Tailmatch((<object>code).co_filename, _PACKAGE_DIR, 0, 1 << 30, -1):
-            cmd.site_code = <object>code
-            cmd.site_line = PyFrame_GetLasti(frame)
+            found = <object>code
+            lasti[0] = PyFrame_GetLasti(frame)
             Py_DECREF(<PyObject*>code)
             break
         Py_DECREF(<PyObject*>code)
@@ -1405,21 +1419,75 @@ cdef void _capture_site(Command cmd):
         depth += 1
     if depth:
         Py_XDECREF(<PyObject*>frame)
+    return found
 
 
-cdef str _site_of(Command cmd):
-    if cmd.site_code is None:
+cdef inline void _capture_site(Command cmd):
+    cdef int lasti = 0
+    cmd.site_code = _user_code(&lasti)
+    cmd.site_line = lasti
+
+
+cdef str _where(object code, int lasti):
+    """`file:line` of an instruction offset in a code object."""
+    if code is None:
         return "<unknown>"
-    line = PyCode_Addr2Line(<PyCodeObject*>cmd.site_code, cmd.site_line)
-    return f"{cmd.site_code.co_filename}:{line}"
+    return f"{code.co_filename}:{PyCode_Addr2Line(<PyCodeObject*>code, lasti)}"
+
+
+cdef str _op_path(object scope, object op):
+    """`block.linear.MatrixMul:0`: the scope path the op's first output is named by
+    (imperative.scope imports this module, so it is found when needed)."""
+    try:
+        return sys.modules["imperative.scope"].op_path(scope, op)
+    except Exception:               # a message must never fail the worker
+        return repr(op)
+
+
+@cython.final
+cdef class OpSite:
+    """Where an op was issued (its scope and file:line), captured at dispatch for a message
+    about it later: an op of a backward rule that fails names the forward op it
+    differentiates by this (`set_blame`)."""
+    cdef readonly object op, scope, code
+    cdef readonly int lasti
+
+    def __str__(self):
+        return f"{_op_path(self.scope, self.op)} issued at {_where(self.code, self.lasti)}"
+
+    def __repr__(self):
+        return f"<OpSite {self}>"
+
+
+def op_site(op):
+    """The OpSite of `op` being dispatched now (call it from the gradient hook)."""
+    cdef OpSite site = OpSite.__new__(OpSite)
+    site.op = op
+    site.scope = _current_scope
+    site.code = _user_code(&site.lasti)
+    return site
+
+
+cdef object _blame = None   # the OpSite a backward rule differentiates, while it dispatches
+
+
+def set_blame(site):
+    """Ops dispatched from now on are blamed on `site` (an OpSite, or None) in their error
+    messages; returns the previous one, to restore."""
+    global _blame
+    previous, _blame = _blame, site
+    return previous
 
 
 cdef str _describe_failure(Command cmd, exc):
     cdef TensorInfo info
     inputs = ", ".join(f"{info.shape} {info.dtype}" for info in cmd.inputs)
-    site = _site_of(cmd)
-    return (f"op {cmd.op!r} failed on the worker: {type(exc).__name__}: {exc} "
-            f"(inputs: [{inputs}]; issued at {site})")
+    text = (f"op {cmd.op!r} ({_op_path(cmd.scope, cmd.op)}) failed on the worker: "
+            f"{type(exc).__name__}: {exc} (inputs: [{inputs}]; issued at "
+            f"{_where(cmd.site_code, cmd.site_line)}")
+    if cmd.blame is not None:
+        text += f"; in the backward of {cmd.blame}"
+    return text + ")"
 
 
 include "_memory.pxi"
@@ -1682,7 +1750,11 @@ cdef TensorInfo _scalar_info(object value, object dtype, Device device):
     info.dtype = dtype
     info.device = device
     info.size = dtype.itemsize
-    info.value = np.array(value, dtype=dtype)
+    try:
+        info.value = np.array(value, dtype=dtype)
+    except OverflowError:      # numpy's words for a Python int past 64 bits name no operand
+        raise OverflowError(f"the scalar operand {value} does not fit {dtype}, the "
+                            f"tensor's dtype") from None
     info.status = PRODUCED
     return info
 

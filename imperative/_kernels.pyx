@@ -7,6 +7,7 @@ import numpy as np
 
 cdef extern from "_sgemm.h" nogil:
     int imp_sgemm_supported()
+    int IMP_X86_NATIVE
     int IMP_EPILOGUE_NONE, IMP_EPILOGUE_RELU, IMP_EPILOGUE_RELU_GRAD
     int IMP_SGEMM_ACCUMULATE, IMP_SGEMM_STREAM
     int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
@@ -20,16 +21,20 @@ cdef extern from "_sgemm.h" nogil:
                              float *gw, float *gb)
 
 _SUPPORTED = bool(imp_sgemm_supported())
+# False off x86-64, or in a build made with IMPERATIVE_NO_NATIVE=1 (setup.py): then the
+# products never run here (numpy does them) and the other loops are portable C
+NATIVE_BUILD = bool(IMP_X86_NATIVE)
 
 
 def supported():
-    """True when this CPU runs the native kernels (AVX-512F and FMA)."""
+    """True when this CPU runs the native kernels (AVX-512F and FMA) and they were built."""
     return _SUPPORTED
 
 
 def _require_avx512(fn):
     if not _SUPPORTED:
-        raise RuntimeError(f"native {fn} needs a CPU with AVX-512F and FMA")
+        why = "a CPU with AVX-512F and FMA" if NATIVE_BUILD else "an x86-64 build (this one has none)"
+        raise RuntimeError(f"native {fn} needs {why}")
 
 
 cdef long _stride(arr, int axis) except? -1:
@@ -195,10 +200,11 @@ def pool_stats():
 cdef extern from *:
     """
     #include <math.h>
+    #include "_sgemm.h"     /* IMP_X86_NATIVE */
     /* dy * (y > 0), as numpy computes it (NaN * 0 stays NaN); gcc will not vectorize the
      * compare-and-select by itself ("control flow in loop"). Four vectors a step: one at a
      * time ran 10-15% slower on a cold y. */
-    #if defined(__x86_64__)
+    #if IMP_X86_NATIVE
     #include <immintrin.h>
     __attribute__((target("avx512f")))
     static inline __m512 relu_grad16(const float *dy, const float *y)
@@ -258,7 +264,7 @@ cdef extern from *:
     static void imp_axpy(long n, const float *x, float alpha, const float *y, float *out)
     {
         long i = 0;
-    #if defined(__x86_64__)
+    #if IMP_X86_NATIVE
         if (__builtin_cpu_supports("avx512f")) i = imp_axpy_avx512(n, x, alpha, y, out);
     #endif
         for (; i < n; i++) out[i] = x[i] + alpha * y[i];

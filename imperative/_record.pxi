@@ -21,8 +21,8 @@ cdef extern from "pythread.h":
 # referred to by their index in `_objects`. (Records that held TensorInfos or ops stayed
 # tracked and made a 200k-op profile 3-5x slower through GC passes.)
 cdef enum:
-    _EV_DISPATCH = 0    # (kind, t0, t1, id, op, in_descs, out_descs, device, allocated, swapped)
-    _EV_HOST_OP = 1     # (kind, t0, t1, op, in_descs, out_descs, device, allocated, swapped)
+    _EV_DISPATCH = 0    # (kind, t0, t1, id, op, in_descs, out_descs, scope, device, allocated, swapped)
+    _EV_HOST_OP = 1     # (kind, t0, t1, op, in_descs, out_descs, scope, device, allocated, swapped)
     _EV_EXEC = 2        # (kind, t0, t1, id, op, in_descs, out_descs, scope, device, allocated, swapped)
     _EV_WAIT = 3        # (kind, t0, t1, what)
     _EV_SCOPE_PUSH = 4  # (kind, t, scope)
@@ -102,18 +102,15 @@ cdef class RecordBuffer:
                 outs = tuple(objs[j:j + 2 * n_out])
                 j += 2 * n_out
                 i += 10
-                if kind == _EV_DISPATCH:
-                    out.append((kind, t0, t1, cid, op, ins, outs, device, alloc, swapped))
-                else:
-                    out.append((kind, t0, t1, cid, op, ins, outs, scope, device, alloc, swapped))
+                out.append((kind, t0, t1, cid, op, ins, outs, scope, device, alloc, swapped))
             elif kind == _EV_HOST_OP:
-                t0, t1, op, alloc, swapped, n_in = [self.nums[i + k] for k in range(1, 7)]
+                t0, t1, op, scope, alloc, swapped, n_in = [self.nums[i + k] for k in range(1, 8)]
                 device = objs[j]
                 ins = tuple(objs[j + 1:j + 1 + 2 * n_in])
                 outs = tuple(objs[j + 1 + 2 * n_in:j + 3 + 2 * n_in])
                 j += 3 + 2 * n_in
-                i += 7
-                out.append((kind, t0, t1, op, ins, outs, device, alloc, swapped))
+                i += 8
+                out.append((kind, t0, t1, op, ins, outs, scope, device, alloc, swapped))
             elif kind == _EV_WAIT:
                 out.append((kind, self.nums[i + 1], self.nums[i + 2], objs[j]))
                 i += 3
@@ -179,6 +176,7 @@ cdef void _record_host_op(long long t0, OpDef op, TensorInfo a, TensorInfo b, Te
     buf.num(t0)
     buf.num(_now_ns())
     buf.num(_index_of(op))
+    buf.num(_index_of(_current_scope))
     buf.num(dev.stats.allocated)
     buf.num(dev.stats.swapped)
     buf.num(1 if b is None else 2)

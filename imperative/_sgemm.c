@@ -16,7 +16,7 @@
  */
 #include "_sgemm.h"
 
-#if !defined(__x86_64__)
+#if !IMP_X86_NATIVE
 /* Other CPUs: nothing native; the callers check imp_sgemm_supported() and use numpy. */
 int imp_sgemm_supported(void) { return 0; }
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
@@ -563,4 +563,4 @@ int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O,
     return 0;
 }
 
-#endif /* __x86_64__ */
+#endif /* IMP_X86_NATIVE */

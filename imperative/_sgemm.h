@@ -2,6 +2,16 @@
 #ifndef IMPERATIVE_SGEMM_H
 #define IMPERATIVE_SGEMM_H
 
+/* IMP_X86_NATIVE: the x86-64 code (AVX-512 intrinsics and target attributes) is compiled.
+ * Elsewhere, or in a build with IMP_NO_NATIVE defined (setup.py does that for
+ * IMPERATIVE_NO_NATIVE=1, so that the portable branch is built and tested on x86-64 too),
+ * the products report themselves unsupported and numpy runs them. */
+#if defined(__x86_64__) && !defined(IMP_NO_NATIVE)
+#define IMP_X86_NATIVE 1
+#else
+#define IMP_X86_NATIVE 0
+#endif
+
 /* 1 when this CPU runs the kernels (AVX-512F with FMA), else 0. */
 int imp_sgemm_supported(void);
 

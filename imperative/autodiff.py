@@ -59,7 +59,8 @@ def _on_op(op, inputs, outputs):
                 rule = grad_rules.get_rule(op)
                 if rule is None:
                     return
-            key._record(op, rule, inputs, outputs)
+                site = _core.op_site(op)      # for errors of its backward (set_blame)
+            key._record(op, rule, inputs, outputs, site)
 
 
 def _set_recorders(keys):
@@ -78,12 +79,13 @@ def _set_recorders(keys):
 class _Node:
     """One recorded op: what its rule needs, and the records it links."""
 
-    __slots__ = ("seq", "op", "rule", "inputs", "outputs", "ctx")
+    __slots__ = ("seq", "op", "rule", "inputs", "outputs", "ctx", "site")
 
-    def __init__(self, seq, op, rule, inputs, outputs):
+    def __init__(self, seq, op, rule, inputs, outputs, site):
         self.seq = seq
         self.op = op
         self.rule = rule
+        self.site = site          # _core.OpSite: the op's scope and file:line
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
         keep_in = set(rule.save_inputs(op))
@@ -171,8 +173,8 @@ class GradKey:
                 return True
         return False
 
-    def _record(self, op, rule, inputs, outputs):
-        node = _Node(next(self._seq), op, rule, inputs, outputs)
+    def _record(self, op, rule, inputs, outputs, site):
+        node = _Node(next(self._seq), op, rule, inputs, outputs, site)
         for info in outputs:
             if _is_float(info):
                 self._producer[info] = node
@@ -211,7 +213,7 @@ class GradKey:
         producer = self._producer
         # only tracked inputs (those that depend on an attached record) get their gradient used
         needs = tuple(info in producer for info in node.inputs)
-        in_grads = node.rule.backward(node.op, node.context(needs), out_grads)
+        in_grads = _blamed(node.site, node.rule.backward, node.op, node.context(needs), out_grads)
         if in_grads is None or len(in_grads) != len(node.inputs):
             raise RuntimeError(f"the backward rule of {node.op!r} returned "
                                f"{in_grads!r}; expected one gradient per input "
@@ -223,6 +225,22 @@ class GradKey:
                 raise RuntimeError(f"the backward rule of {node.op!r} returned a gradient of "
                                    f"shape {grad.shape} for an input of shape {info.shape}")
             _accumulate(grads, info, grad)
+
+
+def _blamed(site, rule, *args):
+    """rule(*args) with the ops it dispatches blamed on the forward op at `site`: their
+    errors, now or later on the worker, name that op and its file:line besides the line of
+    the backward call."""
+    previous = _core.set_blame(site)
+    try:
+        return rule(*args)
+    except Exception as e:
+        note = f"in the backward of {site}"
+        if not any(note in n for n in getattr(e, "__notes__", ())):   # level 0 said it
+            e.add_note(note)
+        raise
+    finally:
+        _core.set_blame(previous)
 
 
 def _accumulate(grads, info, grad):

@@ -22,7 +22,7 @@ from ._core import TensorBase, as_device
 from .device import get_device
 from .ops.base import cached_op, normalize_axes, normalize_axis
 from .ops.nn import float_dtype
-from .ops.shape import check_shape_arg
+from .ops.shape import check_int_tuple, check_shape_arg
 from ._types import AxisLike, DeviceLike, DTypeLike, PairLike, ShapeLike, TensorLike
 from .tensor import Tensor
 from .torch_hints import keyword_hints
@@ -258,7 +258,7 @@ def reshape(x: TensorLike, shape: ShapeLike) -> Tensor:
 def transpose(x: TensorLike, axes: Sequence[int] | None = None) -> Tensor:
     """Permute the axes (reverse them when axes is None), numpy.transpose."""
     x = _as_tensor(x)
-    axes = tuple(range(x.ndim))[::-1] if axes is None else check_shape_arg(axes, "transpose")
+    axes = tuple(range(x.ndim))[::-1] if axes is None else check_int_tuple(axes, "transpose")
     return _apply1(cached_op(O.Dimshuffle, axes), x)
 
 

@@ -8,17 +8,18 @@
     python -m imperative.profiler summary profile/<pid>.chrome_timeline.json [--json]
 
 The core records compact tuples per thread while a profile runs (imperative/_record.pxi);
-everything here happens at dump time.
+everything here happens at dump time. The summary lives in imperative/profiler_summary.py,
+which reads only the JSON.
 """
-import argparse
+import bisect
 import functools
 import json
 import os
 import sys
 import warnings
-from collections import defaultdict
 
 from . import _core
+from .profiler_summary import main, summarize
 from .scope import op_name
 
 __all__ = ["Profiler", "start_profile", "stop_profile", "summarize", "main"]
@@ -29,6 +30,13 @@ WORKER_THREAD = "imperative-worker"
 # A memory counter sample is written when the value moved by at least this much (or by 1%),
 # so that a loop of tiny ops does not write a sample per op; the first and last always count.
 COUNTER_MIN_STEP = 64 * 1024
+STEPS_TRACK = "steps"             # the track of the ProfilerStep#N slices
+STEP_KEY = "step"                 # in args: a step mark's number, the step an op was issued in
+# A worker scope opens this much before its first op and closes this much after its last
+# (per level): with equal times, Perfetto may nest the scope under the op, and the op's
+# flow arrow then lands on the scope. Timestamps have nanosecond resolution; 10 ns
+# survive a reader's rounding of microseconds to nanoseconds.
+HAIR_NS = 10
 
 
 def _check_options(options):
@@ -41,29 +49,32 @@ def _check_options(options):
 
 
 _active_options = None
+_start_ns = None                  # when the running profile started: step 1 begins there
 
 
 def start_profile(options=None):
     """Start recording. `options`: {"record_shapes": bool, "record_memory": bool}."""
-    global _active_options
+    global _active_options, _start_ns
     opts = _check_options(dict(options or {}))
+    start = _core.now_ns()
     _core.start_recording()
-    _active_options = opts
+    _active_options, _start_ns = opts, start
 
 
 def stop_profile():
     """Stop recording; returns `dump(basename, format="chrome_timeline.json")`, which writes
     `<basename>.<format>` and returns its path."""
-    global _active_options
+    global _active_options, _start_ns
     buffers, names, objects = _core.stop_recording()
     opts, _active_options = _active_options, None
+    start, _start_ns = _start_ns, None
 
     def dump(basename, format="chrome_timeline.json"):
         if format not in FORMATS:
             raise ValueError(f"unknown profile format {format!r}; supported: {FORMATS}")
         path = f"{basename}.{format}"
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        trace = build_chrome_trace(buffers, names, objects, opts)
+        trace = build_chrome_trace(buffers, names, objects, opts, start)
         with open(path, "w") as f:
             json.dump(trace, f, separators=(",", ":"))
         return path
@@ -85,8 +96,13 @@ class Profiler:
         self.files = []
 
     def __enter__(self):
-        # A folder that cannot be written fails here, before the work to be profiled runs.
-        self._check_folder()
+        # A folder that cannot be made is reported now, before the work to be profiled,
+        # and raised on exit: raising here would hide the body's own exception (if it has
+        # one), and the body is what the user ran.
+        problem = self._folder_problem()
+        if problem is not None:
+            warnings.warn(f"{problem}; the profile will not be written", RuntimeWarning,
+                          stacklevel=2)
         start_profile(self.options)
         self._steps = 0
         return self
@@ -100,22 +116,26 @@ class Profiler:
             error = OSError(f"Profiler: cannot write the profile into {self.path!r}: {e}")
             if exc is None:
                 raise error from e
-            # the body's own exception is the one the user must see: the profile is lost
-            warnings.warn(str(error), RuntimeWarning, stacklevel=2)
+            # the body's own exception is the one the user must see; it says the profile is lost
+            exc.add_note(str(error))
         return False
 
-    def _check_folder(self):
+    def _folder_problem(self):
+        """Why the profile folder cannot be made or written, or None."""
         try:
             os.makedirs(self.path, exist_ok=True)
         except OSError as e:
-            raise OSError(f"Profiler: cannot create the profile folder {self.path!r}: {e}") from e
+            return f"Profiler: cannot create the profile folder {self.path!r}: {e}"
         if not os.access(self.path, os.W_OK | os.X_OK):
-            raise PermissionError(f"Profiler: the profile folder {self.path!r} is not writable")
+            return f"Profiler: the profile folder {self.path!r} is not writable"
+        return None
 
     def step(self):
-        """Mark the end of a training step in the trace."""
+        """Mark the end of a training step in the trace. Step 1 runs from the start of the
+        profile to the first call, step N from call N-1 to call N; each becomes a
+        `ProfilerStep#N` slice, and `summary` counts only the work issued inside steps."""
         self._steps += 1
-        _core.record_instant(f"step {self._steps}", {"step": self._steps})
+        _core.record_instant(f"step {self._steps}", {STEP_KEY: self._steps})
 
     def __call__(self, func):
         @functools.wraps(func)
@@ -153,13 +173,16 @@ def _op_args(op, inputs, outputs, with_shapes):
 
 
 class _TraceBuilder:
-    def __init__(self, origin, options):
+    def __init__(self, origin, options, step_bounds):
         self.origin = origin
         self.options = options
         self.pid = os.getpid()
         self.events = []
         self.flow_ids = {}          # command's profile id -> flow id
+        self.issued = {}            # command's profile id -> when its dispatch began
         self.counters = {}          # device -> last (allocated, swapped) written
+        # [start of step 1, end of step 1, end of step 2, ...]; empty without step marks
+        self.step_bounds = step_bounds
 
     def slice(self, tid, name, t0, t1, cat, args=None):
         ev = {"ph": "X", "pid": self.pid, "tid": tid, "ts": _us(t0, self.origin),
@@ -167,6 +190,25 @@ class _TraceBuilder:
         if args:
             ev["args"] = args
         self.events.append(ev)
+
+    def step_of(self, t):
+        """The step (1-based) that work issued at `t` belongs to; None outside the steps."""
+        if t is None:
+            return None
+        i = bisect.bisect_right(self.step_bounds, t)
+        return i if 0 < i < len(self.step_bounds) else None
+
+    def op_slice(self, tid, op, t0, t1, ins, outs, scope, issued_at):
+        """An op's execution. Its args name what the summary groups and filters by: the
+        scope it was issued in and the step it was issued in (by issue time, not by
+        execution time: the worker may run a step's ops after the caller marked its end)."""
+        args = _op_args(op, ins, outs, self.options["record_shapes"])
+        if scope is not None:
+            args["scope"] = scope.path
+        step = self.step_of(issued_at)
+        if step is not None:
+            args[STEP_KEY] = step
+        self.slice(tid, op_name(op), t0, t1, "op", args)
 
     def flow(self, phase, cmd_id, tid, t):
         ev = {"ph": phase, "id": self.flow_ids[cmd_id], "pid": self.pid, "tid": tid,
@@ -189,28 +231,49 @@ class _TraceBuilder:
                             "args": {"allocated": allocated, "swapped": swapped}})
 
 
-def build_chrome_trace(buffers, names, objects, options=None):
+def _is_step_mark(record):
+    return record[0] == _core.EV_INSTANT and isinstance(record[3], dict) and STEP_KEY in record[3]
+
+
+def build_chrome_trace(buffers, names, objects, options=None, start_ns=None):
     """Records → {"traceEvents": [...], "displayTimeUnit": "ms"}. `objects`: the ops and
-    scope nodes that records name by index."""
+    scope nodes that records name by index; `start_ns`: when the profile started (step 1
+    begins there; default: at the first record)."""
     options = _check_options(options or {})
     all_records = [r for buf in buffers.values() for r in buf]
-    origin = min((r[1] for r in all_records), default=0)
-    b = _TraceBuilder(origin, options)
+    origin = min([r[1] for r in all_records] + ([start_ns] if start_ns is not None else []), default=0)
+    start = origin if start_ns is None else start_ns
+    marks = sorted(r[1] for r in all_records if _is_step_mark(r))
+    b = _TraceBuilder(origin, options, [start] + marks if marks else [])
     tids = _number_threads(names)
     b.events.append({"ph": "M", "pid": b.pid, "name": "process_name", "args": {"name": "imperative"}})
     for ident, tid in tids.items():
-        b.events.append({"ph": "M", "pid": b.pid, "tid": tid, "name": "thread_name",
-                         "args": {"name": names.get(ident, str(ident))}})
+        _name_track(b, tid, names.get(ident, str(ident)))
     executed = {r[3] for r in all_records if r[0] == _core.EV_EXEC}
-    dispatched = {r[3] for r in all_records if r[0] == _core.EV_DISPATCH}
+    b.issued = {r[3]: r[1] for r in all_records if r[0] == _core.EV_DISPATCH}
     # a flow needs both ends: ops issued before the profile started have no dispatch slice
-    for cmd_id in sorted(executed & dispatched):
+    for cmd_id in sorted(executed & b.issued.keys()):
         b.flow_ids[cmd_id] = len(b.flow_ids) + 1
     last_t = max((r[2] if r[0] in (0, 1, 2, 3, 7) else r[1] for r in all_records), default=origin)
     for ident, records in buffers.items():
         _thread_events(b, tids[ident], records, objects, executed, last_t)
+    _step_slices(b, len(tids) + 1)
     return {"traceEvents": b.events, "displayTimeUnit": "ms",
             "otherData": {"generator": "imperative.profiler"}}
+
+
+def _name_track(b, tid, name):
+    b.events.append({"ph": "M", "pid": b.pid, "tid": tid, "name": "thread_name", "args": {"name": name}})
+
+
+def _step_slices(b, tid):
+    """A ProfilerStep#N slice per step, on a track of their own: on the caller's track a
+    scope left open across a `step()` call would overlap a step without nesting in it."""
+    if not b.step_bounds:
+        return
+    _name_track(b, tid, STEPS_TRACK)
+    for n in range(1, len(b.step_bounds)):
+        b.slice(tid, f"ProfilerStep#{n}", b.step_bounds[n - 1], b.step_bounds[n], "step", {STEP_KEY: n})
 
 
 def _number_threads(names):
@@ -220,36 +283,32 @@ def _number_threads(names):
 
 
 def _thread_events(b, tid, records, objects, executed, last_t):
-    shapes = b.options["record_shapes"]
+    node = lambda index: objects[index] if index >= 0 else None    # noqa: E731 (-1: the root)
     open_scopes = []                 # (node, t0) pushed on this thread
-    worker_scopes = []               # (node, t0, t_last_end) derived from executed commands
+    worker_scopes = _WorkerScopes(b, tid)
     for r in records:
         kind = r[0]
         if kind == _core.EV_DISPATCH:
-            _, t0, t1, cmd_id, op, ins, outs, device, allocated, swapped = r
+            _, t0, t1, cmd_id, op, ins, outs, scope, device, allocated, swapped = r
             op = objects[op]
             if cmd_id in executed:
                 b.slice(tid, op_name(op), t0, t1, "dispatch")
                 if cmd_id in b.flow_ids:
                     b.flow("s", cmd_id, tid, t0)
             else:   # ran inline on this thread: the dispatch slice is the execution
-                b.slice(tid, op_name(op), t0, t1, "op", _op_args(op, ins, outs, shapes))
+                b.op_slice(tid, op, t0, t1, ins, outs, node(scope), t0)
                 b.counter(t1, device, allocated, swapped)
         elif kind == _core.EV_HOST_OP:
-            _, t0, t1, op, ins, outs, device, allocated, swapped = r
-            op = objects[op]
-            b.slice(tid, op_name(op), t0, t1, "op", _op_args(op, ins, outs, shapes))
+            _, t0, t1, op, ins, outs, scope, device, allocated, swapped = r
+            b.op_slice(tid, objects[op], t0, t1, ins, outs, node(scope), t0)
             b.counter(t1, device, allocated, swapped)
         elif kind == _core.EV_EXEC:
             _, t0, t1, cmd_id, op, ins, outs, scope, device, allocated, swapped = r
-            op, scope = objects[op], (objects[scope] if scope >= 0 else None)
-            _follow_scopes(b, tid, worker_scopes, scope, t0)
-            b.slice(tid, op_name(op), t0, t1, "op", _op_args(op, ins, outs, shapes))
+            worker_scopes.op(node(scope), t0, t1)
+            b.op_slice(tid, objects[op], t0, t1, ins, outs, node(scope), b.issued.get(cmd_id))
             if cmd_id in b.flow_ids:
                 b.flow("f", cmd_id, tid, t0)
             b.counter(t1, device, allocated, swapped)
-            if worker_scopes:
-                worker_scopes[-1] = worker_scopes[-1][:2] + (t1,)
         elif kind == _core.EV_WAIT:
             _, t0, t1, what = r
             b.slice(tid, f"wait {what}", t0, t1, "wait")
@@ -257,8 +316,8 @@ def _thread_events(b, tid, records, objects, executed, last_t):
             open_scopes.append((objects[r[2]], r[1]))
         elif kind == _core.EV_SCOPE_POP:
             if open_scopes and open_scopes[-1][0] is objects[r[2]]:
-                node, t0 = open_scopes.pop()
-                b.slice(tid, node.label, t0, r[1], "scope", {"path": node.path})
+                scope_node, t0 = open_scopes.pop()
+                b.slice(tid, scope_node.label, t0, r[1], "scope", {"path": scope_node.path})
         elif kind == _core.EV_INSTANT:
             ev = {"ph": "i", "s": "t", "pid": b.pid, "tid": tid, "ts": _us(r[1], b.origin),
                   "name": r[2], "cat": "mark"}
@@ -268,11 +327,12 @@ def _thread_events(b, tid, records, objects, executed, last_t):
         elif kind == _core.EV_MEMORY:
             _, t0, t1, action, desc, reason = r
             b.slice(tid, f"{action} {_desc(*desc)}", t0, t1, "memory", {"reason": reason})
+            worker_scopes.other(t0, t1)
     end = records[-1][2] if records and records[-1][0] in (0, 1, 2, 3, 7) else last_t
     while open_scopes:               # scopes still open when the profile stopped
-        node, t0 = open_scopes.pop()
-        b.slice(tid, node.label, t0, max(end, last_t), "scope", {"path": node.path})
-    _follow_scopes(b, tid, worker_scopes, None, None)
+        scope_node, t0 = open_scopes.pop()
+        b.slice(tid, scope_node.label, t0, max(end, last_t), "scope", {"path": scope_node.path})
+    worker_scopes.finish()
 
 
 def _chain(node):
@@ -283,87 +343,61 @@ def _chain(node):
     return out[::-1]
 
 
-def _follow_scopes(b, tid, stack, node, t0):
+class _WorkerScopes:
     """Scope slices on the worker: the scopes of consecutive commands, properly nested.
-    Each open entry is (node, start, end of its last command)."""
-    target = _chain(node)
-    keep = 0
-    while keep < len(stack) and keep < len(target) and stack[keep][0] is target[keep]:
-        keep += 1
-    while len(stack) > keep:
-        n, start, end = stack.pop()
-        b.slice(tid, n.label, start, end, "scope", {"path": n.path})
-        if stack:     # the parent lasts at least as long as its child
-            stack[-1] = stack[-1][:2] + (max(stack[-1][2], end),)
-    for n in target[keep:]:
-        stack.append((n, t0, t0))
 
+    A scope opens HAIR_NS per level before its first op and closes HAIR_NS per level after
+    its last op (and after its children), so that it strictly encloses them: with equal
+    times Perfetto may nest the scope under the op, and the op's flow arrow then lands on
+    the scope. The hair never reaches the slices before or after on the track (drops,
+    recomputations); where the gap is that narrow, it shrinks."""
 
-# ------------------------------------------------------------------ summary
+    def __init__(self, b, tid):
+        self.b, self.tid = b, tid
+        self.stack = []              # [node, start, end of its last op or child]
+        self.last_op_end = None
+        self.others = []             # (t0, t1) of other slices since the last op
 
+    def other(self, t0, t1):
+        """A slice on the track that is not an op (a drop, a recomputation)."""
+        self.others.append((t0, t1))
 
-def summarize(trace):
-    """Busiest ops, waiting time, memory peak and memory-manager work of a trace dict."""
-    ops = defaultdict(lambda: [0, 0.0])
-    wait_us = 0.0
-    memory_work = defaultdict(lambda: [0, 0.0])
-    peak = {}
-    busy_us = 0.0
-    for ev in trace["traceEvents"]:
-        ph, cat = ev.get("ph"), ev.get("cat")
-        if ph == "X" and cat == "op":
-            entry = ops[ev["name"]]
-            entry[0] += 1
-            entry[1] += ev["dur"]
-            busy_us += ev["dur"]
-        elif ph == "X" and cat == "wait":
-            wait_us += ev["dur"]
-        elif ph == "X" and cat == "memory":
-            entry = memory_work[ev["name"].split(" ", 1)[0]]
-            entry[0] += 1
-            entry[1] += ev["dur"]
-        elif ph == "C" and ev.get("name", "").startswith("memory"):
-            device = ev["name"].split(" ", 1)[1] if " " in ev["name"] else "?"
-            peak[device] = max(peak.get(device, 0), ev["args"].get("allocated", 0))
-    rows = sorted(({"op": name, "count": c, "total_us": round(t, 3), "mean_us": round(t / c, 3),
-                    "share": round(t / busy_us, 4) if busy_us else 0.0}
-                   for name, (c, t) in ops.items()), key=lambda r: -r["total_us"])
-    return {"ops": rows, "op_time_us": round(busy_us, 3), "wait_us": round(wait_us, 3),
-            "peak_allocated_bytes": peak,
-            "memory_work": {k: {"count": c, "total_us": round(t, 3)} for k, (c, t) in memory_work.items()}}
+    def op(self, node, t0, t1):
+        """The next op, [t0, t1], issued in scope `node`."""
+        prev = self.last_op_end
+        # closing scopes may reach the first slice after the previous op; opening ones the
+        # last slice before this op; when nothing lies between, they share the gap
+        ceiling = min([s for s, e in self.others if prev is None or s >= prev] + [t0])
+        floor = max([e for s, e in self.others if e <= t0] + ([prev] if prev is not None else []),
+                    default=None)
+        if floor is not None and ceiling > floor:
+            ceiling = floor = (floor + ceiling) // 2
+        target = _chain(node)
+        keep = 0
+        while keep < len(self.stack) and keep < len(target) and self.stack[keep][0] is target[keep]:
+            keep += 1
+        self._close(keep, ceiling)
+        new = target[keep:]
+        for i, n in enumerate(new):      # the outermost opens first
+            start = t0 - (len(new) - i) * HAIR_NS
+            self.stack.append([n, start if floor is None else max(start, floor), t1])
+        for entry in self.stack:
+            entry[2] = t1
+        self.last_op_end, self.others = t1, []
 
+    def finish(self):
+        starts = [s for s, e in self.others if self.last_op_end is None or s >= self.last_op_end]
+        self._close(0, min(starts, default=None))
 
-def _print_summary(s, limit):
-    print(f"{'op':<32}{'count':>9}{'total ms':>12}{'mean us':>11}{'share':>8}")
-    for r in s["ops"][:limit]:
-        print(f"{r['op']:<32}{r['count']:>9}{r['total_us'] / 1e3:>12.3f}{r['mean_us']:>11.3f}"
-              f"{r['share'] * 100:>7.1f}%")
-    print(f"op time {s['op_time_us'] / 1e3:.3f} ms; waiting {s['wait_us'] / 1e3:.3f} ms")
-    for device, peak in s["peak_allocated_bytes"].items():
-        print(f"memory peak on {device}: {peak / 2**20:.2f} MiB")
-    if s["memory_work"]:
-        for action, v in s["memory_work"].items():
-            print(f"{action}: {v['count']} in {v['total_us'] / 1e3:.3f} ms")
-    else:
-        print("memory manager work: none")
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m imperative.profiler")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("summary", help="the busiest ops, waits and the memory peak of a trace")
-    p.add_argument("file")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--top", type=int, default=20)
-    args = parser.parse_args(argv)
-    with open(args.file) as f:
-        summary = summarize(json.load(f))
-    if args.json:
-        json.dump(summary, sys.stdout, indent=2)
-        print()
-    else:
-        _print_summary(summary, args.top)
-    return 0
+    def _close(self, keep, ceiling):
+        while len(self.stack) > keep:
+            n, start, end = self.stack.pop()
+            end += HAIR_NS
+            if ceiling is not None:
+                end = min(end, ceiling)
+            self.b.slice(self.tid, n.label, start, end, "scope", {"path": n.path})
+            if self.stack:           # the parent closes after its child
+                self.stack[-1][2] = max(self.stack[-1][2], end)
 
 
 if __name__ == "__main__":

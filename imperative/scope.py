@@ -4,7 +4,7 @@ from contextlib import contextmanager
 
 from . import _core
 
-__all__ = ["push_scope", "pop_scope", "scope", "current_scope_path", "auto_name"]
+__all__ = ["push_scope", "pop_scope", "scope", "current_scope_path", "auto_name", "op_path"]
 
 
 class ScopeNode:
@@ -87,9 +87,13 @@ def op_name(op):
     return name if isinstance(name, str) else type(op).__name__
 
 
+def op_path(node, op, index=0):
+    """`block.linear.MatrixMul:0`: the name of output `index` of `op` issued under scope
+    `node` (None: the root; op None: `Tensor`, data without an op)."""
+    leaf = f"{op_name(op) if op is not None else 'Tensor'}:{index}"
+    return f"{node.path}.{leaf}" if node is not None else leaf
+
+
 def auto_name(record):
     """`scope.path.OpName:index` for a tensor record (`Tensor` for data without an op)."""
-    node = record.scope
-    base = op_name(record.op) if record.op is not None else "Tensor"
-    leaf = f"{base}:{record.out_index}"
-    return f"{node.path}.{leaf}" if node is not None else leaf
+    return op_path(record.scope, record.op, record.out_index)

@@ -12,7 +12,7 @@ from . import _core
 from . import dtype as D
 from . import ops as O
 from .ops import cached_op
-from .ops.shape import check_shape_arg
+from .ops.shape import check_int_tuple, check_shape_arg
 from .scope import auto_name
 from .torch_hints import (TENSOR_ATTRIBUTE_HINTS, PyTorchFlag, add_pytorch_names, keyword_error,
                           keyword_hints, tensor_attribute_error)
@@ -36,28 +36,38 @@ def as_tensor_data(data, dtype):
     arr = np.array(data, copy=True)
     if D.is_quantize(arr.dtype):
         return arr, arr.dtype
+    if arr.dtype.kind == "O" and arr.size and all(_is_int(v) for v in arr.flat):
+        _check_int32_range(min(arr.flat), max(arr.flat))    # ints past 64 bits
     dt = D.downcast(arr.dtype)
     if dt != arr.dtype or arr.dtype.metadata is not None:
         if dt.kind == "i" and arr.dtype.kind in "iu" and arr.size:
-            lo, hi = arr.min(), arr.max()
-            if lo < _INT32_MIN or hi > _INT32_MAX:
-                raise ValueError(f"integer data in [{lo}, {hi}] does not fit int32, the widest "
-                                 "integer dtype imperative supports")
+            _check_int32_range(arr.min(), arr.max())
         arr = arr.astype(dt)
     return arr, dt
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int32_range(lo, hi):
+    if lo < _INT32_MIN or hi > _INT32_MAX:
+        raise ValueError(f"integer data in [{lo}, {hi}] does not fit int32, the widest "
+                         "integer dtype imperative supports")
 
 
 def _axis_arg(axis):
     return tuple(axis) if isinstance(axis, list) else axis
 
 
-def _shape_args(args, what):
-    """`reshape(2, 3)`, `reshape((2, 3))` or `reshape(shape_tensor)` → a tuple of ints."""
+def _shape_args(args, what, check=check_shape_arg):
+    """`reshape(2, 3)`, `reshape((2, 3))` or `reshape(shape_tensor)` → a tuple of ints
+    (`check`: check_int_tuple for axes, which are not sizes)."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return check_shape_arg(args[0], what)
+        return check(args[0], what)
     if len(args) == 1 and isinstance(args[0], TensorBase):
-        return check_shape_arg(args[0].numpy().tolist(), what)
-    return check_shape_arg(args, what)
+        return check(args[0].numpy().tolist(), what)
+    return check(args, what)
 
 
 class Tensor(TensorBase):
@@ -248,7 +258,7 @@ class Tensor(TensorBase):
 
     def transpose(self, *axes: ShapeLike) -> Tensor:
         """Axes permuted: `transpose(1, 0, 2)`; no axes reverses them (as `.T`)."""
-        axes = _shape_args(axes, "transpose") or tuple(range(self.ndim))[::-1]
+        axes = _shape_args(axes, "transpose", check_int_tuple) or tuple(range(self.ndim))[::-1]
         return _core.apply(cached_op(O.Dimshuffle, tuple(axes)), self)[0]
 
     @property

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import imperative as imp
-from imperative import profiler
+from imperative import profiler, profiler_summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VIEWER = os.path.join(os.path.dirname(REPO), "shared", "tools", "trace_viewer", "perfetto_headless.py")
@@ -187,6 +187,159 @@ def test_summary_command_prints_busiest_ops_and_the_memory_peak(tmp_path):
     assert text.returncode == 0 and "MatrixMul" in text.stdout and "memory peak" in text.stdout
 
 
+# ---------------------------------------------------------------- steps and the summary
+
+
+def profile_with_work_after_the_steps(tmp_path, steps=3):
+    """Steps of scoped work (two matmul shapes, a one-op scope), then a matmul after the
+    last step() that the summary leaves out."""
+    x = imp.Tensor(np.ones(BIG, np.float32))
+    w = imp.Tensor(np.ones((128, 64), np.float32))
+    with imp.Profiler(path=str(tmp_path)) as prof:
+        for _ in range(steps):
+            with imp.scope("model"):
+                with imp.scope("square"):
+                    y = x @ x                   # one op: its worker scope ends with it
+                with imp.scope("narrow"):
+                    z = (y @ w) * 2
+            prof.step()
+        z.numpy()
+        (x @ w).numpy()                         # after the last step
+    with open(prof.files[0]) as f:
+        return json.load(f), prof.files[0]
+
+
+def op_slices(trace):
+    return [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "op"]
+
+
+def test_steps_are_slices_and_ops_know_the_step_they_were_issued_in(tmp_path):
+    trace, _ = profile_with_work_after_the_steps(tmp_path)
+    _, slices = tracks(trace)
+    steps = sorted(slices["steps"], key=lambda e: e["ts"])
+    assert [e["name"] for e in steps] == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    for before, after in zip(steps, steps[1:]):     # each step starts where the last ended
+        assert after["ts"] == pytest.approx(before["ts"] + before["dur"], abs=0.002)
+    # by issue time: the worker may run a step's ops after the caller marked its end
+    per_step = defaultdict(list)
+    for e in op_slices(trace):
+        per_step[e["args"].get("step")].append(e["name"])
+    assert {k: sorted(v) for k, v in per_step.items()} == {
+        **{n: ["Elemwise.MUL", "MatrixMul", "MatrixMul"] for n in (1, 2, 3)}, None: ["MatrixMul"]}
+    scopes = {e["args"]["scope"] for e in op_slices(trace) if "scope" in e["args"]}
+    assert {re.sub(r"\[\d+\]", "", p) for p in scopes} == {"model.square", "model.narrow"}
+
+
+def test_summary_counts_only_the_steps_and_times_each(tmp_path):
+    trace, _ = profile_with_work_after_the_steps(tmp_path)
+    s = profiler.summarize(trace)
+    assert {r["op"]: r["count"] for r in s["ops"]} == {"MatrixMul": 6, "Elemwise.MUL": 3}
+    assert s["uncounted_op_time_us"] > 0 and "steps 1-3" in s["counted"]
+    step_slices = {e["args"]["step"]: e["dur"] for e in trace["traceEvents"] if e.get("cat") == "step"}
+    assert [st["step"] for st in s["steps"]] == [1, 2, 3]
+    assert [st["ms"] for st in s["steps"]] == [round(step_slices[n] / 1e3, 3) for n in (1, 2, 3)]
+    assert sum(st["op_ms"] for st in s["steps"]) == pytest.approx(s["op_time_us"] / 1e3, abs=0.01)
+    times = sorted(st["ms"] for st in s["steps"])
+    assert s["step_ms"] == {"median": times[1], "min": times[0], "max": times[2]}
+    everything = profiler.summarize(trace, all_ops=True)
+    assert {r["op"]: r["count"] for r in everything["ops"]} == {"MatrixMul": 7, "Elemwise.MUL": 3}
+    warm = profiler.summarize(trace, skip_steps=1)
+    assert {r["op"]: r["count"] for r in warm["ops"]} == {"MatrixMul": 4, "Elemwise.MUL": 2}
+    assert warm["step_ms"]["min"] >= s["step_ms"]["min"] and len(warm["steps"]) == 3
+
+
+def test_summary_groups_by_input_shapes_and_by_scope(tmp_path):
+    trace, _ = profile_with_work_after_the_steps(tmp_path)
+    by_shape = {(r["op"], r["input_shapes"]): r["count"]
+                for r in profiler.summarize(trace, group_by="shape")["ops"]}
+    assert by_shape == {("MatrixMul", "float32(128, 128), float32(128, 128)"): 3,
+                        ("MatrixMul", "float32(128, 128), float32(128, 64)"): 3,
+                        ("Elemwise.MUL", "float32(128, 64), float32()"): 3}
+    # a scope's total holds its children's ops, its self time only its own; the versions
+    # of a scope entered once per step (model, model[1], ...) are one row
+    rows = {r["scope"]: r for r in profiler.summarize(trace, group_by="scope")["ops"]}
+    assert set(rows) == {"model", "model.square", "model.narrow"}
+    assert (rows["model"]["count"], rows["model.square"]["count"], rows["model.narrow"]["count"]) == (9, 3, 6)
+    assert rows["model"]["self_us"] == 0
+    assert rows["model"]["total_us"] == pytest.approx(
+        rows["model.square"]["total_us"] + rows["model.narrow"]["total_us"], abs=0.01)
+    assert rows["model.narrow"]["self_us"] == rows["model.narrow"]["total_us"]
+
+
+def test_summary_memory_per_op_and_the_sort_orders(tmp_path):
+    assert profiler_summary.output_bytes("float32(2, 3), bool(4,), float16(?), int64()") == 24 + 4 + 8
+    trace, _ = profile_with_work_after_the_steps(tmp_path)
+    s = profiler.summarize(trace, sort="memory")
+    out = {r["op"]: r["out_bytes"] for r in s["ops"]}
+    assert out == {"MatrixMul": 3 * (128 * 128 + 128 * 64) * 4, "Elemwise.MUL": 3 * 128 * 64 * 4}
+    for key, field in (("memory", "out_bytes"), ("count", "count"), ("total", "total_us"),
+                       ("self", "self_us"), ("mean", "mean_us")):
+        values = [r[field] for r in profiler.summarize(trace, group_by="shape", sort=key)["ops"]]
+        assert values == sorted(values, reverse=True), key
+    with pytest.raises(ValueError, match="sort"):
+        profiler.summarize(trace, sort="name")
+
+
+def test_summary_command_options(tmp_path):
+    _, path = profile_with_work_after_the_steps(tmp_path)
+    run = lambda *args: subprocess.run(     # noqa: E731
+        [sys.executable, "-m", "imperative.profiler", "summary", path, *args],
+        capture_output=True, text=True, timeout=60)
+    r = run("--group-by", "shape", "--sort", "memory", "--top", "1")
+    assert r.returncode == 0, r.stderr
+    table = r.stdout.split("grouped by shape, sorted by memory:\n")[1].splitlines()
+    assert "input shapes" in table[0] and "out MiB" in table[0]
+    assert table[1].startswith("MatrixMul") and table[1].endswith("float32(128, 128), float32(128, 128)")
+    assert table[2].startswith("  ... 2 more rows")
+    assert re.search(r"steps: 3; step time median [\d.]+ ms", r.stdout)
+    assert "not counted" in r.stdout and "--all" in r.stdout
+    r = run("--group-by", "scope", "--skip-steps", "1", "--all", "--json")
+    s = json.loads(r.stdout)
+    assert s["group_by"] == "scope" and s["counted"] == "all ops" and s["uncounted_op_time_us"] == 0
+    bad = subprocess.run([sys.executable, "-m", "imperative.profiler", "summary", str(tmp_path / "none.json")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "cannot read the trace" in bad.stderr
+
+
+def test_worker_scopes_strictly_enclose_their_ops(tmp_path, async_level):
+    """With equal times Perfetto may nest a scope under its op, and the op's flow arrow
+    then lands on the scope: a worker scope opens before its first op and closes after
+    its last, also when it holds one op (model.square)."""
+    if async_level == 0:
+        pytest.skip("no worker at async level 0")
+    trace, _ = profile_with_work_after_the_steps(tmp_path)
+    _, slices = tracks(trace)
+    worker = slices["imperative-worker"]
+    ns = lambda e: (round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))    # noqa: E731
+    ops = [ns(e) for e in worker if e["cat"] == "op"]
+    scopes = [ns(e) for e in worker if e["cat"] == "scope"]
+    assert len(scopes) == 9
+    for s0, s1 in scopes:
+        inside = [(t0, t1) for t0, t1 in ops if s0 <= t0 and t1 <= s1]
+        assert inside and all(s0 < t0 and t1 < s1 for t0, t1 in inside)
+    assert not {s0 for s0, _ in scopes} & {t0 for t0, _ in ops}
+    assert not {s1 for _, s1 in scopes} & {t1 for _, t1 in ops}
+
+
+def test_summary_needs_no_built_core(tmp_path):
+    """From a source tree without the compiled core, `python -m imperative.profiler` says
+    what to run (not Python's "circular import"), and the summary module runs as a script."""
+    _, trace = profile_with_work_after_the_steps(tmp_path)
+    tree = tmp_path / "tree"
+    shutil.copytree(os.path.join(REPO, "imperative"), tree / "imperative",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "*.cpp", "__pycache__"))
+    # -S: no site-packages, so neither an installed nor an editable imperative is found
+    r = subprocess.run([sys.executable, "-S", "-m", "imperative.profiler", "summary", trace],
+                       cwd=tree, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "compiled core is not built" in r.stderr and "pip install -e ." in r.stderr
+    assert "circular" not in r.stderr
+    r = subprocess.run([sys.executable, "-S", os.path.join("imperative", "profiler_summary.py"),
+                        "summary", trace, "--json"], cwd=tree, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert {row["op"]: row["count"] for row in json.loads(r.stdout)["ops"]} == {"MatrixMul": 6, "Elemwise.MUL": 3}
+
+
 # ---------------------------------------------------------------- the real Perfetto UI
 
 viewer_ready = os.path.exists(VIEWER) and os.path.exists(VIEWER_PYTHON) and shutil.which("chromium")
@@ -220,3 +373,5 @@ def test_trace_loads_in_perfetto_with_the_slices_the_run_made(tmp_path, async_le
             expected[(names[e["tid"]], e["name"])] += 1
     assert got == dict(expected)
     assert len(q["flows"]) == sum(1 for e in trace["traceEvents"] if e["ph"] == "s")
+    # each arrow joins a dispatch to its op's execution, never to a scope around it
+    assert all(row["from_slice"] == row["to_slice"] for row in q["flows"])

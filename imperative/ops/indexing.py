@@ -26,7 +26,7 @@ import numpy as np
 from .. import _core
 from .. import dtype as D
 from .base import Op, cached_op, check_arity
-from .shape import Subtensor
+from .shape import Subtensor, check_index_range
 
 __all__ = ["IndexingMultiAxisVec", "MaskedIndexingMultiAxisVec", "SetSubtensor",
            "IndexingSetMultiAxisVec"]
@@ -359,6 +359,10 @@ def _as_index_array(obj):
         raise IndexError(_NOT_AN_INDEX) from None
     if arr.size == 0 and not isinstance(obj, np.ndarray):
         arr = arr.astype(np.intp)            # numpy reads `[]` as an empty integer index
+    if arr.dtype.kind == "O":                # Python ints past 64 bits
+        for item in arr.flat:
+            if isinstance(item, int) and not isinstance(item, bool):
+                check_index_range(item)
     if arr.dtype.kind not in "iub":
         raise IndexError(_NOT_AN_INDEX if arr.ndim == 0 or arr.dtype.kind in "OUSV" else
                          "arrays used as indices must be of integer (or boolean) type")

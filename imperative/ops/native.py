@@ -11,6 +11,7 @@ out) or `1`/`always` (whatever the BLAS thread count; the tests use it).
 import ctypes
 import glob
 import os
+import warnings
 
 import numpy as np
 
@@ -45,9 +46,18 @@ def _openblas_thread_getter():
     return None
 
 
+_MODES = {"0": "never", "never": "never", "1": "always", "always": "always", "auto": "auto"}
+
+
 def _mode_from_env():
-    value = os.environ.get("IMPERATIVE_NATIVE_KERNELS", "auto").strip().lower()
-    return {"0": "never", "never": "never", "1": "always", "always": "always"}.get(value, "auto")
+    text = os.environ.get("IMPERATIVE_NATIVE_KERNELS", "auto")
+    mode = _MODES.get(text.strip().lower())
+    if mode is None:      # a typo must not pass silently for a choice ("alway" is "auto")
+        warnings.warn(f"ignoring environment variable IMPERATIVE_NATIVE_KERNELS={text!r}: "
+                      f"expected one of {', '.join(_MODES)}; using the default auto",
+                      RuntimeWarning)
+        mode = "auto"
+    return mode
 
 
 _SUPPORTED = _kernels is not None and _kernels.supported()

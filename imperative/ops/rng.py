@@ -13,6 +13,7 @@ import numpy as np
 from .. import _core
 from .. import dtype as D
 from .base import Op, check_arity
+from .shape import check_size
 
 __all__ = ["GaussianRNG", "UniformRNG", "RandIntRNG", "PermutationRNG", "ShuffleRNG",
            "DropoutMaskRNG"]
@@ -33,6 +34,7 @@ def _shape(size, what):
         raise TypeError(f"{what}: size must be None, an int or a tuple of ints, got {size!r}") from None
     if any(s < 0 for s in shape):
         raise ValueError(f"{what}: negative dimensions are not allowed, got size {shape}")
+    check_size(shape, what)
     return shape
 
 

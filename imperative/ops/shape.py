@@ -9,6 +9,14 @@ _INT32 = np.dtype(np.int32)
 
 
 def check_shape_arg(shape, what):
+    """`shape` (an int or a sequence of integers) as a tuple of ints (see check_int_tuple),
+    with no more elements than an array can hold."""
+    entries = check_int_tuple(shape, what)
+    check_size(entries, what)
+    return entries
+
+
+def check_int_tuple(shape, what):
     """`shape` (an int or a sequence of integers) as a tuple of ints. Entries go through
     `operator.index`, so a float (`reshape(3.7, 2)`) raises TypeError instead of truncating."""
     if isinstance(shape, (int, np.integer)):
@@ -24,6 +32,23 @@ def check_shape_arg(shape, what):
             raise TypeError(f"{what}: expected integers, got {s!r} ({type(s).__name__}) at "
                             f"position {i} of {tuple(shape)!r}") from None
     return tuple(entries)
+
+
+# numpy's limit (an array's bytes fit a signed 64-bit size); checked here, naming the
+# argument, because past it the core's C arithmetic would only say "too large to convert"
+MAX_ELEMENTS = 2 ** 63 - 1
+
+
+def check_size(shape, what):
+    """ValueError naming `what` when the dimensions of `shape` (ints; -1 and other negative
+    entries are skipped, their own checks reject them) multiply past MAX_ELEMENTS."""
+    size = 1
+    for s in shape:
+        if s > 0:
+            size *= s
+    if size > MAX_ELEMENTS:
+        raise ValueError(f"{what}: shape {tuple(shape)} has {size} elements, more than an "
+                         f"array can hold (2**63 - 1)")
 
 
 class Reshape(Op):
@@ -178,13 +203,20 @@ class FastpathCopy(Identity):
     """Shares the input's value; no kernel work."""
 
 
+def check_index_range(index):
+    """`index` (an int) when it fits 64 bits; past that numpy would say it is no integer."""
+    if not -MAX_ELEMENTS - 1 <= index <= MAX_ELEMENTS:
+        raise IndexError(f"index {index} is out of bounds (indices are 64-bit)")
+    return index
+
+
 def _normalize_index_item(item):
     if isinstance(item, slice):
         return ("slice", item.start, item.stop, item.step)
     if item is None or item is Ellipsis:
         return item
     if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
-        return int(item)
+        return check_index_range(int(item))
     raise IndexError(f"only integers, slices, '...' and None are basic indices, got {type(item).__name__}")
 
 

@@ -8,6 +8,7 @@ import numpy as np
 from .. import dtype as D
 from .._core import as_device, get_default_device
 from .base import Op, check_arity, normalize_axis, reject_quantized
+from .shape import check_shape_arg, check_size
 
 __all__ = ["Concat", "Split", "Where", "Clip", "Fill", "Arange", "Linspace"]
 
@@ -190,12 +191,7 @@ def _check_number(value, what):
 
 
 def _creation_shape(shape, what):
-    if isinstance(shape, numbers.Integral):
-        shape = (shape,)
-    try:
-        shape = tuple(int(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"{what}: shape must be an int or a sequence of ints, got {shape!r}") from None
+    shape = check_shape_arg(shape, what)
     if any(s < 0 for s in shape):
         raise ValueError(f"{what}: negative dimension in shape {shape}")
     return shape
@@ -225,7 +221,11 @@ class Fill(_Creation):
     def __init__(self, shape, value, dtype=None, device=None):
         value = _check_number(value, "fill value")
         dt = _creation_dtype(dtype, value)
-        np.full((), value, dtype=dt)    # a value the dtype cannot hold raises here, not later
+        try:                            # a value the dtype cannot hold raises here, not later
+            np.full((), value, dtype=dt)
+        except OverflowError:
+            raise OverflowError(f"full: the fill value {value} does not fit "
+                                f"{D.dtype_name(dt)}") from None
         self._set(shape=_creation_shape(shape, "full"), value=value, dtype=dt,
                   device=_device_name(device))
 
@@ -241,14 +241,28 @@ class Arange(_Creation):
 
     def __init__(self, start, stop, step=1, dtype=None, device=None):
         start, stop, step = (_check_number(v, "arange argument") for v in (start, stop, step))
+        what = f"arange({start}, {stop}, {step})"
         if step == 0:
-            raise ValueError("arange: step must not be zero")
+            raise ValueError(f"{what}: step must not be zero")
+        if not all(isinstance(v, int) or math.isfinite(v) for v in (start, stop, step)):
+            raise ValueError(f"{what}: start, stop and step must be finite")
+        check_size(self._length(start, stop, step, what), what)
         self._set(start=start, stop=stop, step=step,
                   dtype=_creation_dtype(dtype, start, stop, step), device=_device_name(device))
 
+    @staticmethod
+    def _length(start, stop, step, what="arange"):
+        """numpy's length rule: ceil((stop - start) / step), at least 0."""
+        try:
+            span = (stop - start) / step
+        except OverflowError:          # ints whose quotient is past a float's range
+            span = math.inf
+        if math.isinf(span):
+            raise ValueError(f"{what}: too many elements for an array")
+        return (max(0, math.ceil(span)),)
+
     def _shape(self):
-        # numpy's length rule: ceil((stop - start) / step), at least 0
-        return (max(0, math.ceil((self.stop - self.start) / self.step)),)
+        return self._length(self.start, self.stop, self.step)
 
     def kernel(self):
         # computed in numpy's default precision, then cast, so values equal numpy's
@@ -265,6 +279,7 @@ class Linspace(_Creation):
         start, stop = (_check_number(v, "linspace argument") for v in (start, stop))
         if not isinstance(num, numbers.Integral) or isinstance(num, bool) or num < 0:
             raise ValueError(f"linspace: num must be a non-negative int, got {num!r}")
+        check_size((num,), "linspace")
         self._set(start=start, stop=stop, num=int(num), endpoint=bool(endpoint),
                   dtype=_FLOAT32 if dtype is None else _creation_dtype(dtype),
                   device=_device_name(device))

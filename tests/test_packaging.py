@@ -1,0 +1,34 @@
+"""Packaging (issue 13, item 7): the sdist carries the license and says which it is."""
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory):
+    """(member names without the top folder, PKG-INFO text) of a fresh sdist (~5 s)."""
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    [archive] = out.iterdir()
+    with tarfile.open(archive) as tar:
+        names = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
+        top = tar.getmembers()[0].name.split("/", 1)[0]
+        pkg_info = tar.extractfile(f"{top}/PKG-INFO").read().decode()
+    return names, pkg_info
+
+
+def test_the_sdist_carries_the_license_and_names_it(sdist):
+    names, pkg_info = sdist
+    assert "LICENSE" in names
+    assert "License-Expression: Apache-2.0" in pkg_info
+    with open(os.path.join(ROOT, "LICENSE")) as f:
+        text = f.read()
+    assert text.startswith("Copyright 2026 The imperative authors")
+    assert "Apache License\n                           Version 2.0, January 2004" in text
