@@ -324,9 +324,11 @@ AVX2 static inline void transpose8(__m256 r[8])
 /* the convolution's tile: 4 channels x 24 positions, 12 accumulators */
 #define CONV_MR 4
 #define CONV_V 3
-/* the weight gradient's tile: 2 channels x 6 taps, 12 accumulators */
-#define GW_O 2
-#define GW_T 6
+/* the weight gradient's tile: 3 channels x 4 taps, 12 accumulators, 3 vectors of dy and one
+ * of x: the 16 registers exactly (1.5x faster than 2 x 6 on a 64-channel layer; 4 x 3
+ * measured the same) */
+#define GW_O 3
+#define GW_T 4
 #include "_sgemm_kernels.h"
 
 /* ---- the choice, once per process */
