@@ -421,3 +421,88 @@ def test_block_cache_allocator_malloc_calloc_realloc_free_in_a_thread():
     _kernels.pool_set_limit(0)                            # trims everything
     assert _kernels.pool_stats()["cached"] == 0
     _kernels.pool_set_limit(64 << 20)
+
+
+# ---- the instruction set (AVX-512 or AVX2), chosen once per process
+
+def _cpu_flags():
+    """The x86 feature flags of this CPU from /proc/cpuinfo, or None where there is none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def test_native_isa_is_the_widest_this_cpu_runs():
+    """An AVX2-only CPU (AMD before Zen 4, Intel desktop parts) runs the AVX2 kernels rather
+    than leaving the products to numpy."""
+    flags = _cpu_flags()
+    if flags is None or not _kernels.NATIVE_BUILD:
+        pytest.skip("needs /proc/cpuinfo and an x86-64 build")
+    want = ("avx512" if {"avx512f", "fma"} <= flags else
+            "avx2" if {"avx2", "fma"} <= flags else None)
+    assert _kernels.isa() == want
+    assert _kernels.supported() == (want is not None)
+
+
+_ISA_SCRIPT = """
+import sys, warnings
+import numpy as np
+warnings.simplefilter("error")
+try:
+    from imperative import _kernels
+except RuntimeWarning as w:
+    print("WARN", w); sys.exit(0)
+rng = np.random.default_rng(0)
+a = rng.standard_normal((70, 900)).astype(np.float32)
+b = rng.standard_normal((900, 50)).astype(np.float32)
+x = rng.standard_normal((2, 5, 12, 13)).astype(np.float32)
+w = rng.standard_normal((9, 5, 3, 3)).astype(np.float32)
+y = _kernels.conv2d_s1(x, w, (1, 1), (1, 1))
+gw = _kernels.conv2d_s1_grad_weight(x, y, (3, 3), (1, 1), (1, 1))
+np.savez(sys.argv[1], isa=str(_kernels.isa()), ab=_kernels.sgemm(a, b, np.empty((70, 50), np.float32)),
+         y=y, gw=gw)
+"""
+
+
+def _run_with_isa(tmp_path, value, name):
+    import os
+    import subprocess
+    import sys
+    out = tmp_path / f"{name}.npz"
+    env = dict(os.environ, IMPERATIVE_NATIVE_ISA=value)
+    done = subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(out)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, (dict(np.load(out)) if out.exists() else None)
+
+
+@needs_native
+def test_native_isa_environment_variable(tmp_path):
+    """IMPERATIVE_NATIVE_ISA=avx2 runs the AVX2 kernels (on an AVX-512 CPU too); a garbage
+    value, or a set this CPU lacks, warns at import and keeps the default."""
+    _, forced = _run_with_isa(tmp_path, "avx2", "forced")
+    assert str(forced["isa"]) == "avx2"
+    text, _ = _run_with_isa(tmp_path, "avx3", "garbage")
+    assert "IMPERATIVE_NATIVE_ISA='avx3'" in text and "auto" in text
+    if _kernels.isa() != "avx512":
+        text, _ = _run_with_isa(tmp_path, "avx512", "missing")
+        assert "does not run it; using avx2" in text
+
+
+@pytest.mark.skipif(native._kernels is None or native._kernels.isa() != "avx512",
+                    reason="needs an AVX-512 CPU to compare the two instruction sets")
+def test_avx2_and_avx512_kernels_agree(tmp_path):
+    """The sgemm and the convolution sum each value along k in the same order with either
+    instruction set, so they give the same bits; the weight gradient sums positions in 16
+    or 8 lanes first and differs by rounding."""
+    _, wide = _run_with_isa(tmp_path, "avx512", "wide")
+    _, narrow = _run_with_isa(tmp_path, "avx2", "narrow")
+    assert (str(wide["isa"]), str(narrow["isa"])) == ("avx512", "avx2")
+    assert np.array_equal(wide["ab"], narrow["ab"])
+    assert np.array_equal(wide["y"], narrow["y"])
+    assert _rel_err(narrow["gw"], wide["gw"].astype(np.float64)) < 1e-5
