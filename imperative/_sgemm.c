@@ -198,6 +198,7 @@ AVX512 static void transpose16(__m512 r[16])
  * positions, 24 accumulators; measured best of 4x96, 6x64, 8x48, 14x32 and 16x16 */
 #define CONV_MR 8
 #define CONV_V 3
+#define CONV_PREFETCH 0 /* not measured on AVX-512 (see the AVX2 one) */
 /* the weight gradient's tile: 4 channels x 6 taps, 24 accumulators */
 #define GW_O 4
 #define GW_T 6
@@ -226,6 +227,7 @@ AVX512 static void transpose16(__m512 r[16])
 #undef MC
 #undef CONV_MR
 #undef CONV_V
+#undef CONV_PREFETCH
 #undef GW_O
 #undef GW_T
 
@@ -324,6 +326,7 @@ AVX2 static inline void transpose8(__m256 r[8])
 /* the convolution's tile: 4 channels x 24 positions, 12 accumulators */
 #define CONV_MR 4
 #define CONV_V 3
+#define CONV_PREFETCH 6 /* two rows of a 3x3 kernel ahead */
 /* the weight gradient's tile: 3 channels x 4 taps, 12 accumulators, 3 vectors of dy and one
  * of x: the 16 registers exactly (1.5x faster than 2 x 6 on a 64-channel layer; 4 x 3
  * measured the same) */

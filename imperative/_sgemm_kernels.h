@@ -14,6 +14,7 @@
  *   MR, NV, KC, NC, MC  sgemm: an MR x NR tile of C (NR = NV vectors), packed blocks of A
  *                       (MC x KC) and B (KC x NC)
  *   CONV_MR, CONV_V     the convolution's tile: CONV_MR channels x CONV_V vectors
+ *   CONV_PREFETCH       how many taps ahead the convolution prefetches its input (0: none)
  *   GW_O, GW_T          the weight gradient's tile: GW_O channels x GW_T taps
  *
  * The order in which a product sums its terms does not depend on the tile: each value of C
@@ -105,15 +106,33 @@ TARGET static void FN(kernel_packed)(long kc, const float *restrict a, const flo
     }
 }
 
-/* B read in place: step k reads base[off[k] .. off[k] + CONV_NR). */
+/* B read in place: step k reads base[off[k] .. off[k] + CONV_NR). With CONV_PREFETCH > 0,
+ * step k first prefetches the lines of tap k + CONV_PREFETCH (off holds that many entries
+ * past kc): the taps of one kernel row share their lines, but each new row (c, i) is a jump
+ * the hardware prefetchers do not follow, and its L1 misses held the AVX2 kernel back (a
+ * 64-channel 32x32 layer ran about 10% faster with them, on Zen 3). */
+#if CONV_PREFETCH
+TARGET static inline const float *FN(prefetch_tap)(const float *p)
+{
+    _mm_prefetch((const char *)p, _MM_HINT_T0);
+    _mm_prefetch((const char *)(p + CONV_NR - 1), _MM_HINT_T0);
+    return p;
+}
+#define CONV_B(k) (FN(prefetch_tap)(base + off[(k) + CONV_PREFETCH]), base + off[k])
+#else
+#define CONV_B(k) (base + off[k])
+#endif
+
 TARGET static void FN(kernel_indirect)(long kc, const float *restrict a, const float *base,
                                        const long *restrict off, float *c, long ldc, int m)
 {
     const store_mode *st = &plain_store;
     const float *y = NULL;
     const int n = CONV_NR;
-    MICRO_KERNEL(CONV_MR, CONV_MR, CONV_V, base + off[k]);
+    MICRO_KERNEL(CONV_MR, CONV_MR, CONV_V, CONV_B(k));
 }
+
+#undef CONV_B
 
 #undef MICRO_KERNEL
 
@@ -265,12 +284,14 @@ static int FN(conv2d_s1)(long N, long C, long H, long W, const float *x, long O,
     /* the last tile's extra lanes read up to CONV_NR floats past the image's padded extent */
     size_t xp_bytes = (image + q_total + CONV_NR) * sizeof(float);
     size_t tmp_bytes = O * q_total * sizeof(float), pa_bytes = round_up(O, CONV_MR) * K * sizeof(float);
-    char *block = get_scratch(xp_bytes + tmp_bytes + pa_bytes + K * sizeof(long) + 4 * 64);
+    char *block = get_scratch(xp_bytes + tmp_bytes + pa_bytes + (K + CONV_PREFETCH) * sizeof(long)
+                              + 4 * 64);
     char *cursor = block;
     if (!block) return -1;
     float *xp = carve(&cursor, xp_bytes), *tmp = carve(&cursor, tmp_bytes), *pa = carve(&cursor, pa_bytes);
-    long *off = carve(&cursor, K * sizeof(long));
+    long *off = carve(&cursor, (K + CONV_PREFETCH) * sizeof(long));
     tap_offsets(C, kh, kw, hp * wp, wp, dh, dw, off);
+    for (long k = K; k < K + CONV_PREFETCH; k++) off[k] = 0; /* prefetched past the last tap */
     FN(pack_a)(O, K, w, K, 1, CONV_MR, pa);
     memset(xp, 0, xp_bytes);
     for (long n = 0; n < N; n++) {
