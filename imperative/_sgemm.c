@@ -7,7 +7,9 @@
  * pays for two copies of a 9x-inflated input before any arithmetic. The layout follows the
  * BLIS papers (Van Zee & van de Geijn): operands are packed into panels the micro-kernel
  * streams through; the convolution instead gives the micro-kernel a table of offsets into the
- * padded image (an "indirect" GEMM), so its input is never copied per kernel tap.
+ * padded image (an "indirect" GEMM), so its input is never copied per kernel tap. (On an
+ * AVX2-only Zen 3, OpenBLAS's sgemm ran a training step's shapes as fast as this one; there
+ * the gain is the convolution, 1.5x faster than im2col + OpenBLAS, and the fused epilogues.)
  *
  * The micro-kernel keeps an MR x NR tile of C in registers. Each step of k loads the NR
  * values of B (NV vectors) and broadcasts MR values of A. On their way into C the sums may go
