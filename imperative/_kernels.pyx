@@ -7,7 +7,11 @@ import numpy as np
 
 cdef extern from "_sgemm.h" nogil:
     int imp_sgemm_supported()
+    int imp_native_cpu_isa()
+    int imp_native_isa()
+    int imp_native_select_isa(int isa)
     int IMP_X86_NATIVE
+    int IMP_ISA_NONE, IMP_ISA_AVX2, IMP_ISA_AVX512
     int IMP_EPILOGUE_NONE, IMP_EPILOGUE_RELU, IMP_EPILOGUE_RELU_GRAD
     int IMP_SGEMM_ACCUMULATE, IMP_SGEMM_STREAM
     int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
@@ -20,6 +24,34 @@ cdef extern from "_sgemm.h" nogil:
                              long kw, const float *dy, long ph, long pw, long dh, long dw,
                              float *gw, float *gb)
 
+_ISA_NAMES = {IMP_ISA_NONE: None, IMP_ISA_AVX2: "avx2", IMP_ISA_AVX512: "avx512"}
+_ISA_CODES = {"avx2": IMP_ISA_AVX2, "avx512": IMP_ISA_AVX512}
+
+
+def _select_isa_from_env():
+    """IMPERATIVE_NATIVE_ISA=avx2 runs the AVX2 kernels on an AVX-512 CPU (to test them
+    there, or to get an AVX2 machine's weight-gradient sums); `auto` (the default) or
+    `avx512`: the widest this CPU runs. A garbage value, or a set the CPU lacks, warns and
+    keeps the default. Read once, at import: a process never switches kernels."""
+    import os
+    import warnings
+    text = os.environ.get("IMPERATIVE_NATIVE_ISA", "auto")
+    want = text.strip().lower()
+    if want in ("", "auto"):
+        return
+    best = imp_native_cpu_isa()
+    if want not in _ISA_CODES:
+        warnings.warn(f"ignoring environment variable IMPERATIVE_NATIVE_ISA={text!r}: expected "
+                      f"auto, avx2 or avx512; using the default auto", RuntimeWarning)
+    elif _ISA_CODES[want] > best:
+        warnings.warn(f"ignoring environment variable IMPERATIVE_NATIVE_ISA={text!r}: this "
+                      f"{'build' if not IMP_X86_NATIVE else 'CPU'} does not run it; using "
+                      f"{_ISA_NAMES[best] or 'numpy'}", RuntimeWarning)
+    else:
+        imp_native_select_isa(_ISA_CODES[want])
+
+
+_select_isa_from_env()
 _SUPPORTED = bool(imp_sgemm_supported())
 # False off x86-64, or in a build made with IMPERATIVE_NO_NATIVE=1 (setup.py): then the
 # products never run here (numpy does them) and the other loops are portable C
@@ -27,13 +59,21 @@ NATIVE_BUILD = bool(IMP_X86_NATIVE)
 
 
 def supported():
-    """True when this CPU runs the native kernels (AVX-512F and FMA) and they were built."""
+    """True when this CPU runs the native kernels (AVX-512F, or AVX2, with FMA) and they
+    were built."""
     return _SUPPORTED
 
 
-def _require_avx512(fn):
+def isa():
+    """The instruction set the native products run with in this process: "avx512", "avx2",
+    or None (numpy runs them). Chosen once, at import (see IMPERATIVE_NATIVE_ISA)."""
+    return _ISA_NAMES[imp_native_isa()]
+
+
+def _require_native(fn):
     if not _SUPPORTED:
-        why = "a CPU with AVX-512F and FMA" if NATIVE_BUILD else "an x86-64 build (this one has none)"
+        why = ("a CPU with AVX2 (or AVX-512F) and FMA" if NATIVE_BUILD
+               else "an x86-64 build (this one has none)")
         raise RuntimeError(f"native {fn} needs {why}")
 
 
@@ -59,7 +99,7 @@ def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None, bint streamin
     value v becomes max(v, 0)) or "relu_grad" (v * (y > 0), y an array shaped as out with unit
     column stride), applied as numpy would on the way into out. streaming: out is read only
     much later (a weight gradient), so a large one-pass product may bypass the caches."""
-    _require_avx512("sgemm")
+    _require_native("sgemm")
     for name, arr in (("a", a), ("b", b), ("out", out)):
         if arr.dtype != np.float32 or arr.ndim != 2:
             raise TypeError(f"native sgemm: {name} must be a 2-D float32 array, got "
@@ -97,7 +137,7 @@ def conv2d_s1(x, w, padding, dilation, bias=None, epilogue=None, y=None):
     """Stride-1, one-group convolution of C-contiguous float32 x (N, C, H, W) by w
     (O, C, kh, kw): a new (N, O, Ho, Wo) array; plus bias (O,) per channel when given, then
     the epilogue ("relu", or "relu_grad" with y shaped as the output), as for sgemm."""
-    _require_avx512("conv2d")
+    _require_native("conv2d")
     x = np.ascontiguousarray(x, dtype=np.float32)
     w = np.ascontiguousarray(w, dtype=np.float32)
     cdef long n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3]
@@ -136,7 +176,7 @@ def conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation, bint with_bias=Fa
     """The weight gradient (O, C, kh, kw) of `conv2d_s1(x, w, padding, dilation)` given its
     output gradient dy (N, O, Ho, Wo): a new float32 array; with_bias: (weight gradient,
     bias gradient (O,)), the second summed from dy as the kernel reads it."""
-    _require_avx512("conv2d")
+    _require_native("conv2d")
     x = np.ascontiguousarray(x, dtype=np.float32)
     dy = np.ascontiguousarray(dy, dtype=np.float32)
     cdef long n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3]
@@ -214,7 +254,7 @@ cdef extern from *:
     }
 
     __attribute__((target("avx512f")))
-    static void imp_relu_grad(long n, const float *dy, const float *y, float *out)
+    static long imp_relu_grad_avx512(long n, const float *dy, const float *y, float *out)
     {
         long i = 0;
         for (; i + 64 <= n; i += 64) {
@@ -225,9 +265,46 @@ cdef extern from *:
             _mm512_storeu_ps(out + i + 32, r2);
             _mm512_storeu_ps(out + i + 48, r3);
         }
+        return i;
+    }
+
+    __attribute__((target("avx2")))
+    static inline __m256 relu_grad8(const float *dy, const float *y)
+    {
+        __m256 pos = _mm256_cmp_ps(_mm256_loadu_ps(y), _mm256_setzero_ps(), _CMP_GT_OQ);
+        return _mm256_mul_ps(_mm256_loadu_ps(dy), _mm256_and_ps(pos, _mm256_set1_ps(1.f)));
+    }
+
+    __attribute__((target("avx2")))
+    static long imp_relu_grad_avx2(long n, const float *dy, const float *y, float *out)
+    {
+        long i = 0;
+        for (; i + 32 <= n; i += 32) {
+            __m256 r0 = relu_grad8(dy + i, y + i), r1 = relu_grad8(dy + i + 8, y + i + 8);
+            __m256 r2 = relu_grad8(dy + i + 16, y + i + 16), r3 = relu_grad8(dy + i + 24, y + i + 24);
+            _mm256_storeu_ps(out + i, r0);
+            _mm256_storeu_ps(out + i + 8, r1);
+            _mm256_storeu_ps(out + i + 16, r2);
+            _mm256_storeu_ps(out + i + 24, r3);
+        }
+        return i;
+    }
+    #endif
+
+    /* dy * (y > 0) (exact: the same bits on every path), with the products' instruction
+     * set (imp_native_isa) */
+    static void imp_relu_grad(long n, const float *dy, const float *y, float *out)
+    {
+        long i = 0;
+    #if IMP_X86_NATIVE
+        int isa = imp_native_isa();
+        if (isa == IMP_ISA_AVX512) i = imp_relu_grad_avx512(n, dy, y, out);
+        else if (isa == IMP_ISA_AVX2) i = imp_relu_grad_avx2(n, dy, y, out);
+    #endif
         for (; i < n; i++) out[i] = dy[i] * (float)(y[i] > 0.f);
     }
 
+    #if IMP_X86_NATIVE
     /* x + alpha * y rounded as numpy does it: a product, then a sum (no fused multiply-add) */
     __attribute__((target("avx512f"), optimize("fp-contract=off")))
     static inline __m512 axpy16(const float *x, __m512 alpha, const float *y)
@@ -250,22 +327,42 @@ cdef extern from *:
         }
         return i;
     }
-    #else
-    static void imp_relu_grad(long n, const float *dy, const float *y, float *out)
+
+    __attribute__((target("avx2"), optimize("fp-contract=off")))
+    static inline __m256 axpy8(const float *x, __m256 alpha, const float *y)
     {
-        for (long i = 0; i < n; i++) out[i] = dy[i] * (float)(y[i] > 0.f);
+        return _mm256_add_ps(_mm256_loadu_ps(x), _mm256_mul_ps(alpha, _mm256_loadu_ps(y)));
+    }
+
+    __attribute__((target("avx2"), optimize("fp-contract=off")))
+    static long imp_axpy_avx2(long n, const float *x, float alpha, const float *y, float *out)
+    {
+        const __m256 a = _mm256_set1_ps(alpha);
+        long i = 0;
+        for (; i + 32 <= n; i += 32) {
+            __m256 r0 = axpy8(x + i, a, y + i), r1 = axpy8(x + i + 8, a, y + i + 8);
+            __m256 r2 = axpy8(x + i + 16, a, y + i + 16), r3 = axpy8(x + i + 24, a, y + i + 24);
+            _mm256_storeu_ps(out + i, r0);
+            _mm256_storeu_ps(out + i + 8, r1);
+            _mm256_storeu_ps(out + i + 16, r2);
+            _mm256_storeu_ps(out + i + 24, r3);
+        }
+        return i;
     }
     #endif
 
     /* out = x + alpha * y in one pass; out may be x or y (numpy's blocked two-pass
-     * version ran 1.7x slower on cold parameters). With AVX-512, four vectors a step: the
-     * plain loop, vectorized only for gcc's baseline and checked for overlap (out is x),
-     * ran 15% slower on cold parameters than PyTorch's add_. */
+     * version ran 1.7x slower on cold parameters). With AVX-512 (or AVX2), four vectors a
+     * step: the plain loop, vectorized only for gcc's baseline and checked for overlap (out
+     * is x), ran 15% slower on cold parameters than PyTorch's add_. The same bits on every
+     * path: a product, then a sum. */
     static void imp_axpy(long n, const float *x, float alpha, const float *y, float *out)
     {
         long i = 0;
     #if IMP_X86_NATIVE
-        if (__builtin_cpu_supports("avx512f")) i = imp_axpy_avx512(n, x, alpha, y, out);
+        int isa = imp_native_isa();
+        if (isa == IMP_ISA_AVX512) i = imp_axpy_avx512(n, x, alpha, y, out);
+        else if (isa == IMP_ISA_AVX2) i = imp_axpy_avx2(n, x, alpha, y, out);
     #endif
         for (; i < n; i++) out[i] = x[i] + alpha * y[i];
     }
@@ -397,7 +494,7 @@ def _check_same_size(fn, out, **inputs):
 def relu_grad(dy, y, out):
     """out = dy where y > 0 else 0, in one pass (numpy needs a mask and a mixed-type
     multiply): C-contiguous float32 arrays of one size; `out` may be dy."""
-    _require_avx512("relu_grad")
+    _require_native("relu_grad")
     _check_same_size("relu_grad", out, dy=dy, y=y)
     cdef size_t pd = dy.ctypes.data, py = y.ctypes.data, po = out.ctypes.data
     cdef long n = dy.size

@@ -2,7 +2,7 @@
 #ifndef IMPERATIVE_SGEMM_H
 #define IMPERATIVE_SGEMM_H
 
-/* IMP_X86_NATIVE: the x86-64 code (AVX-512 intrinsics and target attributes) is compiled.
+/* IMP_X86_NATIVE: the x86-64 code (AVX-512 and AVX2 intrinsics, target attributes) is compiled.
  * Elsewhere, or in a build with IMP_NO_NATIVE defined (setup.py does that for
  * IMPERATIVE_NO_NATIVE=1, so that the portable branch is built and tested on x86-64 too),
  * the products report themselves unsupported and numpy runs them. */
@@ -12,7 +12,21 @@
 #define IMP_X86_NATIVE 0
 #endif
 
-/* 1 when this CPU runs the kernels (AVX-512F with FMA), else 0. */
+/* The instruction sets the products are compiled for: each is chosen at run time. */
+#define IMP_ISA_NONE 0   /* none: the callers use numpy */
+#define IMP_ISA_AVX2 1   /* AVX2 with FMA */
+#define IMP_ISA_AVX512 2 /* AVX-512F with FMA */
+
+/* The widest of them this CPU (and this build) runs. */
+int imp_native_cpu_isa(void);
+/* The one the products use: imp_native_cpu_isa() unless imp_native_select_isa chose
+ * another; fixed once the first product ran, so that a process's results are reproducible. */
+int imp_native_isa(void);
+/* Use `isa` (at most imp_native_cpu_isa(); a wider one is capped) from now on; returns the
+ * one in use. Meant for the module's import, before any product runs. */
+int imp_native_select_isa(int isa);
+
+/* 1 when this CPU runs the kernels (imp_native_isa() is not IMP_ISA_NONE), else 0. */
 int imp_sgemm_supported(void);
 
 /* What a product applies to each value on its way into c (numpy's rounding and NaNs):

@@ -1,6 +1,8 @@
 """The native float32 kernels (imperative._kernels): the sgemm and the direct convolution
 and its weight gradient, against float64 numpy on the same inputs, and the ops that use
-them against their numpy paths. Skipped where the CPU lacks AVX-512."""
+them against their numpy paths, on the instruction set this CPU runs (AVX-512 or AVX2; see
+also test_native_isa_choice). Skipped where the CPU has neither (or the build has no x86-64
+code)."""
 import numpy as np
 import pytest
 
@@ -8,9 +10,9 @@ from imperative.ops import native
 from imperative.ops.matmul import MatrixMul
 from imperative.ops.nn import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
 
-# the sgemm, the convolutions and ReLU's gradient need AVX-512; the other native loops and
-# the block cache are plain C and run on any CPU
-needs_avx512 = pytest.mark.skipif(not native._SUPPORTED, reason="CPU without AVX-512F/FMA")
+# the sgemm, the convolutions and ReLU's gradient need AVX2 or AVX-512 (with FMA); the other
+# native loops and the block cache are plain C and run on any CPU
+needs_native = pytest.mark.skipif(not native._SUPPORTED, reason="CPU without AVX2/AVX-512F and FMA")
 
 _kernels = native._kernels
 
@@ -29,13 +31,15 @@ def _rel_err(got, want):
     return np.abs(got - want).max() / max(1.0, np.abs(want).max())
 
 
-# edge sizes around the micro-tile (14 x 32), the shorter tiles of a last partial panel
-# (rows mod 14 of 1-2, 3-4, 5-8, 9-13) and the packed block sizes (KC 384, NC 192)
-SHAPES = [(1, 1, 1), (13, 31, 7), (14, 32, 16), (15, 33, 17), (19, 40, 50), (45, 20, 33),
+# edge sizes around the micro-tile (AVX-512 14 x 32, AVX2 6 x 16), the shorter tiles of a
+# last partial panel (rows mod 14 of 1-2, 3-4, 5-8, 9-13; rows mod 6 of 1-2, 3-4, 5) and the
+# packed block sizes (KC 384, NC 192)
+SHAPES = [(1, 1, 1), (6, 16, 8), (11, 23, 15), (13, 31, 7), (14, 32, 16), (15, 33, 17),
+          (19, 40, 50), (45, 20, 33),
           (100, 37, 77), (64, 385, 641), (29, 700, 1300), (256, 1024, 96)]
 
 
-@needs_avx512
+@needs_native
 @pytest.mark.parametrize("m,k,n", SHAPES)
 @pytest.mark.parametrize("layout_a,layout_b", [("c", "c"), ("t", "c"), ("c", "t"), ("slice", "t")])
 def test_sgemm_matches_float64(m, k, n, layout_a, layout_b):
@@ -60,7 +64,7 @@ def _aligned_empty(shape, offset_floats):
     return raw[start:start + size].reshape(shape)
 
 
-@needs_avx512
+@needs_native
 @pytest.mark.parametrize("n,row,offset", [(1024, 1024, 0), (1030, 1040, 0), (1024, 1024, 1)])
 def test_sgemm_large_one_pass_product(n, row, offset):
     """A weight-gradient-sized product (>= 2^20 outputs, depth <= one block): into a 64-byte
@@ -74,7 +78,7 @@ def test_sgemm_large_one_pass_product(n, row, offset):
     assert _rel_err(out, a.astype(np.float64) @ b.astype(np.float64)) < 1e-5
 
 
-@needs_avx512
+@needs_native
 @pytest.mark.parametrize("m,k,n", [(19, 40, 50), (256, 1024, 96), (1030, 64, 1024), (5, 0, 7)])
 def test_sgemm_epilogues_match_numpy_on_the_plain_product(m, k, n):
     """relu and relu_grad applied on the way out equal numpy's maximum and the native relu
@@ -105,7 +109,7 @@ def test_sgemm_epilogues_match_numpy_on_the_plain_product(m, k, n):
         _kernels.sgemm(a, b, got, epilogue="gelu")
 
 
-@needs_avx512
+@needs_native
 def test_sgemm_empty_depth_zeroes_or_keeps():
     a, b = np.ones((3, 0), np.float32), np.ones((0, 4), np.float32)
     out = np.full((3, 4), 7.0, np.float32)
@@ -115,7 +119,7 @@ def test_sgemm_empty_depth_zeroes_or_keeps():
     assert (out == 0).all()
 
 
-@needs_avx512
+@needs_native
 def test_sgemm_rejects_bad_operands():
     a = np.ones((3, 4), np.float32)
     with pytest.raises(TypeError, match="float32"):
@@ -151,7 +155,7 @@ CONVS = [  # (n, c, h, w, o, kh, kw, padding, dilation)
 ]
 
 
-@needs_avx512
+@needs_native
 @pytest.mark.parametrize("n,c,h,w,o,kh,kw,padding,dilation", CONVS)
 def test_conv2d_and_weight_gradient_match_float64(n, c, h, w, o, kh, kw, padding, dilation):
     rng = np.random.default_rng(n + c + h + o)
@@ -172,7 +176,7 @@ def test_conv2d_and_weight_gradient_match_float64(n, c, h, w, o, kh, kw, padding
     assert gw.shape == wt.shape and _rel_err(gw, want_gw) < 1e-5
 
 
-@needs_avx512
+@needs_native
 @pytest.mark.parametrize("n,c,h,w,o,kh,kw,padding,dilation", CONVS[:3] + CONVS[-1:])
 def test_conv2d_bias_and_epilogues_match_numpy_on_the_plain_output(n, c, h, w, o, kh, kw,
                                                                     padding, dilation):
@@ -196,7 +200,7 @@ def test_conv2d_bias_and_epilogues_match_numpy_on_the_plain_output(n, c, h, w, o
         _kernels.conv2d_s1(x, wt, padding, dilation, bias[:-1])
 
 
-@needs_avx512
+@needs_native
 def test_conv2d_rejects_mismatched_shapes():
     x = np.ones((1, 3, 5, 5), np.float32)
     with pytest.raises(ValueError, match="do not match"):
@@ -217,7 +221,7 @@ def _run_both(monkeypatch, fn):
 
 @pytest.mark.parametrize("stride,padding,dilation,groups", [
     (1, 1, 1, 1), (1, 0, 2, 1), (2, 1, 1, 1), (1, 1, 1, 2)])
-@needs_avx512
+@needs_native
 def test_conv_ops_native_and_numpy_paths_agree(monkeypatch, stride, padding, dilation, groups):
     rng = np.random.default_rng(stride + 3 * padding + 5 * dilation + 7 * groups)
     x = rng.standard_normal((8, 8, 20, 18)).astype(np.float32)
@@ -242,7 +246,7 @@ def test_conv_ops_native_and_numpy_paths_agree(monkeypatch, stride, padding, dil
     assert gb_on.shape == gb_off.shape == (16,) and gb_on.dtype == np.float32
 
 
-@needs_avx512
+@needs_native
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True)])
 def test_matrix_mul_native_and_numpy_paths_agree(monkeypatch, ta, tb):
     rng = np.random.default_rng(1)
@@ -253,7 +257,7 @@ def test_matrix_mul_native_and_numpy_paths_agree(monkeypatch, ta, tb):
     assert on.shape == off.shape == (130, 70) and _rel_err(on, off) < 1e-5
 
 
-@needs_avx512
+@needs_native
 def test_auto_mode_follows_the_blas_thread_count(monkeypatch):
     monkeypatch.setattr(native, "_MODE", "auto")
     monkeypatch.setattr(native, "_blas_threads", lambda: 1)
@@ -267,7 +271,7 @@ def test_auto_mode_follows_the_blas_thread_count(monkeypatch):
     assert not native.active()
 
 
-@needs_avx512
+@needs_native
 def test_relu_grad_matches_numpy_bit_for_bit(monkeypatch):
     rng = np.random.default_rng(3)
     dy = rng.standard_normal(1000 + 7).astype(np.float32)
@@ -321,7 +325,7 @@ def _one_step_grads(seed):
     return float(loss), [p.grad.numpy().copy() for p in params]
 
 
-@needs_avx512
+@needs_native
 def test_training_gradients_agree_between_native_and_numpy_paths(monkeypatch):
     (loss_on, grads_on), (loss_off, grads_off) = _run_both(monkeypatch, lambda: _one_step_grads(5))
     assert abs(loss_on - loss_off) < 1e-5 * max(1.0, abs(loss_off))
@@ -417,3 +421,88 @@ def test_block_cache_allocator_malloc_calloc_realloc_free_in_a_thread():
     _kernels.pool_set_limit(0)                            # trims everything
     assert _kernels.pool_stats()["cached"] == 0
     _kernels.pool_set_limit(64 << 20)
+
+
+# ---- the instruction set (AVX-512 or AVX2), chosen once per process
+
+def _cpu_flags():
+    """The x86 feature flags of this CPU from /proc/cpuinfo, or None where there is none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def test_native_isa_is_the_widest_this_cpu_runs():
+    """An AVX2-only CPU (AMD before Zen 4, Intel desktop parts) runs the AVX2 kernels rather
+    than leaving the products to numpy."""
+    flags = _cpu_flags()
+    if flags is None or not _kernels.NATIVE_BUILD:
+        pytest.skip("needs /proc/cpuinfo and an x86-64 build")
+    want = ("avx512" if {"avx512f", "fma"} <= flags else
+            "avx2" if {"avx2", "fma"} <= flags else None)
+    assert _kernels.isa() == want
+    assert _kernels.supported() == (want is not None)
+
+
+_ISA_SCRIPT = """
+import sys, warnings
+import numpy as np
+warnings.simplefilter("error")
+try:
+    from imperative import _kernels
+except RuntimeWarning as w:
+    print("WARN", w); sys.exit(0)
+rng = np.random.default_rng(0)
+a = rng.standard_normal((70, 900)).astype(np.float32)
+b = rng.standard_normal((900, 50)).astype(np.float32)
+x = rng.standard_normal((2, 5, 12, 13)).astype(np.float32)
+w = rng.standard_normal((9, 5, 3, 3)).astype(np.float32)
+y = _kernels.conv2d_s1(x, w, (1, 1), (1, 1))
+gw = _kernels.conv2d_s1_grad_weight(x, y, (3, 3), (1, 1), (1, 1))
+np.savez(sys.argv[1], isa=str(_kernels.isa()), ab=_kernels.sgemm(a, b, np.empty((70, 50), np.float32)),
+         y=y, gw=gw)
+"""
+
+
+def _run_with_isa(tmp_path, value, name):
+    import os
+    import subprocess
+    import sys
+    out = tmp_path / f"{name}.npz"
+    env = dict(os.environ, IMPERATIVE_NATIVE_ISA=value)
+    done = subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(out)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, (dict(np.load(out)) if out.exists() else None)
+
+
+@needs_native
+def test_native_isa_environment_variable(tmp_path):
+    """IMPERATIVE_NATIVE_ISA=avx2 runs the AVX2 kernels (on an AVX-512 CPU too); a garbage
+    value, or a set this CPU lacks, warns at import and keeps the default."""
+    _, forced = _run_with_isa(tmp_path, "avx2", "forced")
+    assert str(forced["isa"]) == "avx2"
+    text, _ = _run_with_isa(tmp_path, "avx3", "garbage")
+    assert "IMPERATIVE_NATIVE_ISA='avx3'" in text and "auto" in text
+    if _kernels.isa() != "avx512":
+        text, _ = _run_with_isa(tmp_path, "avx512", "missing")
+        assert "does not run it; using avx2" in text
+
+
+@pytest.mark.skipif(native._kernels is None or native._kernels.isa() != "avx512",
+                    reason="needs an AVX-512 CPU to compare the two instruction sets")
+def test_avx2_and_avx512_kernels_agree(tmp_path):
+    """The sgemm and the convolution sum each value along k in the same order with either
+    instruction set, so they give the same bits; the weight gradient sums positions in 16
+    or 8 lanes first and differs by rounding."""
+    _, wide = _run_with_isa(tmp_path, "avx512", "wide")
+    _, narrow = _run_with_isa(tmp_path, "avx2", "narrow")
+    assert (str(wide["isa"]), str(narrow["isa"])) == ("avx512", "avx2")
+    assert np.array_equal(wide["ab"], narrow["ab"])
+    assert np.array_equal(wide["y"], narrow["y"])
+    assert _rel_err(narrow["gw"], wide["gw"].astype(np.float64)) < 1e-5

@@ -32,3 +32,11 @@ def test_the_sdist_carries_the_license_and_names_it(sdist):
         text = f.read()
     assert text.startswith("Copyright 2026 The imperative authors")
     assert "Apache License\n                           Version 2.0, January 2004" in text
+
+
+def test_the_sdist_carries_the_kernel_sources_and_headers(sdist):
+    """A build from the sdist compiles _sgemm.c, which includes _sgemm_kernels.h once per
+    instruction set: a header missing from MANIFEST.in breaks only that build."""
+    names, _ = sdist
+    assert {"imperative/_sgemm.c", "imperative/_sgemm.h", "imperative/_sgemm_kernels.h",
+            "imperative/_pool.c", "imperative/_pool.h"} <= names

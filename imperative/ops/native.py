@@ -1,9 +1,10 @@
 """When to run float32 products on the native kernels (`imperative._kernels`) instead of
 numpy's BLAS.
 
-The native sgemm and direct convolution are single-threaded AVX-512 code. With one BLAS
-thread they beat numpy's OpenBLAS on a training step's shapes (measured by
-`tools/bench_train.py`); with more BLAS threads OpenBLAS uses them and the native kernels
+The native sgemm and direct convolution are single-threaded AVX-512 or AVX2 code (with
+FMA, chosen once per process, see `_kernels.isa()`; a CPU with neither leaves them to
+numpy). With one BLAS thread they beat numpy's OpenBLAS on a training step's shapes
+(measured by `tools/bench_train.py`); with more BLAS threads OpenBLAS uses them and the native kernels
 would leave cores idle, so they are used only while numpy's BLAS runs one thread.
 `IMPERATIVE_NATIVE_KERNELS` overrides the choice: `0`/`never` (to compare, or to rule them
 out) or `1`/`always` (whatever the BLAS thread count; the tests use it).
@@ -23,8 +24,9 @@ except ImportError:         # an old build without the extension: numpy does eve
 _FLOAT32 = np.dtype(np.float32)
 # below ~64^3 multiply-adds numpy's call overhead is smaller than packing panels
 _MIN_MACS = 1 << 18
-# a product with fewer columns fills under half of the kernel's 32-wide tile (a classifier
-# head's 10 outputs: 0.19 ms native against numpy's 0.11 ms)
+# a product with fewer columns fills under half of the AVX-512 kernel's 32-wide tile (a
+# classifier head's 10 outputs: 0.19 ms native against numpy's 0.11 ms); the AVX2 tile is
+# 16 wide
 _MIN_COLUMNS = 16
 
 
@@ -104,7 +106,7 @@ def _in_stores(epilogue):
 
 def _loops_on():
     """The memory-bound native loops run unless the extension is missing or turned off
-    (ReLU's gradient also needs AVX-512)."""
+    (ReLU's gradient also needs AVX2 or AVX-512)."""
     return _kernels is not None and _MODE != "never"
 
 
