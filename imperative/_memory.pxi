@@ -247,8 +247,6 @@ cdef class MemoryManager:
     cdef public long long cuts          # records whose recipe was let go (release_leaf, chains)
     cdef public long long peak_floor    # the most memory that could not be evicted when the
                                         # budget was reached (pinned, leaves, unrecomputable)
-    cdef long long working_floor    # the highest floor seen under `floor_threshold`
-    cdef long long floor_threshold
     cdef long long pool_sized_for   # the budget the worker's block cache was last sized for
 
     def __cinit__(self, Channel ch):
@@ -635,20 +633,12 @@ cdef class MemoryManager:
         self.size_pool(threshold)
         if threshold == 0:
             return 0
-        # Below the floor, the highest floor seen under this threshold is the working one:
-        # evicting under what the run already had to hold cannot lower its peak, it only
-        # makes the next ops recompute what was just evicted (a storm, op after op).
-        if threshold != self.floor_threshold:
-            self.floor_threshold, self.working_floor = threshold, 0
-        threshold = max(threshold, self.working_floor)
         if device.stats.allocated + needed <= threshold:
             return 0
         t0 = _now_ns()
         floor = device.stats.allocated - self.evictable_bytes(device)
         if floor > self.peak_floor:
             self.peak_floor = floor
-        if floor > self.working_floor:
-            self.working_floor = floor
         while device.stats.allocated + needed > threshold:
             victim = self.choose(device)
             if victim is None:
