@@ -155,7 +155,16 @@ def test_a_failing_profile_write_never_replaces_the_users_exception(tmp_path):
             (tmp_path / "q").write_text("the folder became a file")
 
 
-def test_ctrl_c_during_sync_interrupts_the_wait_not_the_queue():
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own Ctrl-C handler for the test: a process started in the background by a
+    non-interactive shell inherits SIGINT ignored, and then nothing raises KeyboardInterrupt."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_ctrl_c_during_sync_interrupts_the_wait_not_the_queue(python_sigint_handler):
     a = imp.Tensor(np.random.default_rng(0).standard_normal((768, 768)))
     with imp.option("async_level", 2):
         start = time.perf_counter()
@@ -177,7 +186,8 @@ def test_ctrl_c_during_sync_interrupts_the_wait_not_the_queue():
 
 
 SIGINT_DURING_A_WAIT = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)   # even if started with SIGINT ignored
 import numpy as np
 import imperative as imp
 imp.config_async_level(2)
