@@ -241,70 +241,16 @@ cdef extern from *:
     """
     #include <math.h>
     #include "_sgemm.h"     /* IMP_X86_NATIVE */
-    /* dy * (y > 0), as numpy computes it (NaN * 0 stays NaN); gcc will not vectorize the
-     * compare-and-select by itself ("control flow in loop"). Four vectors a step: one at a
-     * time ran 10-15% slower on a cold y. */
-    #if IMP_X86_NATIVE
-    #include <immintrin.h>
-    __attribute__((target("avx512f")))
-    static inline __m512 relu_grad16(const float *dy, const float *y)
-    {
-        __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y), _mm512_setzero_ps(), _CMP_GT_OQ);
-        return _mm512_mul_ps(_mm512_loadu_ps(dy), _mm512_maskz_mov_ps(pos, _mm512_set1_ps(1.f)));
-    }
-
-    __attribute__((target("avx512f")))
-    static long imp_relu_grad_avx512(long n, const float *dy, const float *y, float *out)
-    {
-        long i = 0;
-        for (; i + 64 <= n; i += 64) {
-            __m512 r0 = relu_grad16(dy + i, y + i), r1 = relu_grad16(dy + i + 16, y + i + 16);
-            __m512 r2 = relu_grad16(dy + i + 32, y + i + 32), r3 = relu_grad16(dy + i + 48, y + i + 48);
-            _mm512_storeu_ps(out + i, r0);
-            _mm512_storeu_ps(out + i + 16, r1);
-            _mm512_storeu_ps(out + i + 32, r2);
-            _mm512_storeu_ps(out + i + 48, r3);
-        }
-        return i;
-    }
-
-    __attribute__((target("avx2")))
-    static inline __m256 relu_grad8(const float *dy, const float *y)
-    {
-        __m256 pos = _mm256_cmp_ps(_mm256_loadu_ps(y), _mm256_setzero_ps(), _CMP_GT_OQ);
-        return _mm256_mul_ps(_mm256_loadu_ps(dy), _mm256_and_ps(pos, _mm256_set1_ps(1.f)));
-    }
-
-    __attribute__((target("avx2")))
-    static long imp_relu_grad_avx2(long n, const float *dy, const float *y, float *out)
-    {
-        long i = 0;
-        for (; i + 32 <= n; i += 32) {
-            __m256 r0 = relu_grad8(dy + i, y + i), r1 = relu_grad8(dy + i + 8, y + i + 8);
-            __m256 r2 = relu_grad8(dy + i + 16, y + i + 16), r3 = relu_grad8(dy + i + 24, y + i + 24);
-            _mm256_storeu_ps(out + i, r0);
-            _mm256_storeu_ps(out + i + 8, r1);
-            _mm256_storeu_ps(out + i + 16, r2);
-            _mm256_storeu_ps(out + i + 24, r3);
-        }
-        return i;
-    }
-    #endif
-
     /* dy * (y > 0) (exact: the same bits on every path), with the products' instruction
      * set (imp_native_isa) */
     static void imp_relu_grad(long n, const float *dy, const float *y, float *out)
     {
-        long i = 0;
-    #if IMP_X86_NATIVE
-        int isa = imp_native_isa();
-        if (isa == IMP_ISA_AVX512) i = imp_relu_grad_avx512(n, dy, y, out);
-        else if (isa == IMP_ISA_AVX2) i = imp_relu_grad_avx2(n, dy, y, out);
-    #endif
+        long i = imp_relu_grad_vectors(n, dy, y, out);   /* gcc will not vectorize this loop */
         for (; i < n; i++) out[i] = dy[i] * (float)(y[i] > 0.f);
     }
 
     #if IMP_X86_NATIVE
+    #include <immintrin.h>
     /* x + alpha * y rounded as numpy does it: a product, then a sum (no fused multiply-add) */
     __attribute__((target("avx512f"), optimize("fp-contract=off")))
     static inline __m512 axpy16(const float *x, __m512 alpha, const float *y)

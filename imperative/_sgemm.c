@@ -37,6 +37,7 @@ int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long k
                   const float *bias, int epilogue, const float *ey) { return -1; }
 int imp_conv2d_s1_grad_w(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
                          const float *dy, long ph, long pw, long dh, long dw, float *gw, float *gb) { return -1; }
+long imp_relu_grad_vectors(long n, const float *dy, const float *y, float *out) { return 0; }
 #else
 
 #include <immintrin.h>
@@ -369,6 +370,15 @@ int imp_native_select_isa(int isa)
 }
 
 int imp_sgemm_supported(void) { return imp_native_isa() != IMP_ISA_NONE; }
+
+long imp_relu_grad_vectors(long n, const float *dy, const float *y, float *out)
+{
+    switch (imp_native_isa()) {
+    case IMP_ISA_AVX512: return relu_grad_stream_avx512(n, dy, y, out);
+    case IMP_ISA_AVX2: return relu_grad_stream_avx2(n, dy, y, out);
+    default: return 0;
+    }
+}
 
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
               long rsb, long csb, float *c, long ldc, int flags, int epilogue,

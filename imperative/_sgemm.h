@@ -28,6 +28,9 @@ int imp_native_select_isa(int isa);
 
 /* 1 when this CPU runs the kernels (imp_native_isa() is not IMP_ISA_NONE), else 0. */
 int imp_sgemm_supported(void);
+/* dy * (y > 0) with the chosen instruction set over a prefix of the n floats; returns its
+ * length (0 without native kernels): the caller does the rest. */
+long imp_relu_grad_vectors(long n, const float *dy, const float *y, float *out);
 
 /* What a product applies to each value on its way into c (numpy's rounding and NaNs):
  * max(c, 0) (ReLU), or c * (y > 0) with y[M, N] of row stride ldy (ReLU's gradient). */

@@ -430,3 +430,22 @@ static int FN(conv2d_s1_grad_w)(long N, long C, long H, long W, const float *x, 
 
 #undef NR
 #undef CONV_NR
+
+/* dy * (y > 0) (ReLU's gradient, numpy's bits) over the first n - n % (4 VW) floats, four
+ * vectors a step (one at a time ran 10-15% slower on a cold y); returns how many it did
+ * (the caller finishes the rest) */
+TARGET static long FN(relu_grad_stream)(long n, const float *dy, const float *y, float *out)
+{
+    long i = 0;
+    for (; i + 4 * VW <= n; i += 4 * VW) {
+        vec r0 = vrelu_grad(vload(dy + i), vload(y + i));
+        vec r1 = vrelu_grad(vload(dy + i + VW), vload(y + i + VW));
+        vec r2 = vrelu_grad(vload(dy + i + 2 * VW), vload(y + i + 2 * VW));
+        vec r3 = vrelu_grad(vload(dy + i + 3 * VW), vload(y + i + 3 * VW));
+        vstore(out + i, r0);
+        vstore(out + i + VW, r1);
+        vstore(out + i + 2 * VW, r2);
+        vstore(out + i + 3 * VW, r3);
+    }
+    return i;
+}
