@@ -581,8 +581,10 @@ cdef class MemoryManager:
         projection that each time step's slice is cut from (dropping it after each step
         recomputes it once per step). Otherwise it goes at once: keeping every such value
         recomputed 1.1-2.3x more on the zoo at 0.5 P (it takes the room of values sure to
-        be read)."""
-        return self.evictable(dead, dead.device) and _needed_by_evicted(dead, [])
+        be read). Only a candidate stays: one below evictee_minimum_size could never be
+        evicted again and would stay for as long as the recipes that read it."""
+        return (_key(dead) in self.candidates and self.evictable(dead, dead.device)
+                and _needed_by_evicted(dead, []))
 
     cdef int recompute(self, Producer p, TensorInfo wanted) except -1:
         """Run `p` again for `wanted`. Its other dropped outputs come back only when some
