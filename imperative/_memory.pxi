@@ -493,12 +493,18 @@ cdef class MemoryManager:
 
     cdef int restore(self, TensorInfo target) except -1:
         """Bring `target` back: swap it in, or recompute it, first bringing back (one at a
-        time, iteratively) the inputs of its producer that are gone too. While a tensor
-        waits for its inputs, those already back are pinned: making room for the next
-        one must not evict them (the DTR paper's locking), and nothing else is pinned, so
-        the pinned set is one path of the recomputation, not the whole history."""
+        time, iteratively) the inputs of its producer that are gone too. A tensor waiting
+        for its inputs does not pin those it has: in a DenseNet every concatenation reads
+        all earlier features, and pinning them on each level of a deep recomputation made
+        the floor the whole block (29 MiB of 81 at 0.3 P), so that every op overshot. What
+        was just brought back is safe enough without pins: `choose` takes a value nobody
+        has read yet only when nothing else is left. Only when an input it waited for is
+        evicted again before its turn does the tensor pin what it has (the DTR paper's
+        locking), so that the recomputation always ends. Recompute itself pins an op's
+        inputs while it runs."""
         cdef list stack = [target]
         cdef dict held = {}              # tensor on the stack -> its inputs pinned for it
+        cdef dict asked = {}             # tensor on the stack -> inputs it waited for
         cdef TensorInfo t, i
         cdef Producer p
         try:
@@ -518,26 +524,20 @@ cdef class MemoryManager:
                         raise RuntimeError(f"cannot recompute a dropped tensor {t.shape} {t.dtype}: "
                                            "its recipe is gone")
                     p = t.producer
-                    pinned = held.setdefault(t, [])
-                    missing = None
-                    for i in p.inputs:
-                        if i.status == PRODUCED:
-                            if not _contains(pinned, i):
-                                i.pins += 1
-                                pinned.append(i)
-                        elif i.status == DROPPED or i.status == SWAPPED:
-                            missing = i if missing is None else missing
-                        else:
-                            raise RuntimeError(
-                                f"cannot recompute a dropped tensor {t.shape} {t.dtype}: an "
-                                f"input of its producer {p.op!r} is {Status(i.status).name}")
+                    missing = _first_missing_input(p, t)
                     if missing is not None:
+                        waited = asked.setdefault(t, [])
+                        if t in held or _contains(waited, missing):
+                            self.pin_resident_inputs(p, held.setdefault(t, []))
+                        waited.append(missing)
                         stack.append(missing)
                         continue
                     self.recompute(p, t)
                     stack.pop()
-                    for i in held.pop(t):
+                    asked.pop(t, None)
+                    for i in held.pop(t, ()):
                         i.pins -= 1
+                    for i in p.inputs:
                         if (not _alive(i) and i.pins == 0 and i.status == PRODUCED
                                 and i.producer is not None and not _read_on_the_stack(i, stack)
                                 and not self.worth_keeping(i)):
@@ -551,6 +551,13 @@ cdef class MemoryManager:
                 for i in pinned:
                     i.pins -= 1
         return 0
+
+    cdef void pin_resident_inputs(self, Producer p, list pinned):
+        cdef TensorInfo i
+        for i in p.inputs:
+            if i.status == PRODUCED and not _contains(pinned, i):
+                i.pins += 1
+                pinned.append(i)
 
     cdef bint revive(self, TensorInfo info) except -1:
         """Take a dropped value back from where it still lies, when views of the same
@@ -776,6 +783,18 @@ cdef void _add_user(TensorInfo info, object producer_ref):
     if len(users) >= info.users_prune_at:
         users[:] = [r for r in users if r() is not None]
         info.users_prune_at = max(_MIN_USERS_PRUNE, 2 * len(users))
+
+
+cdef TensorInfo _first_missing_input(Producer p, TensorInfo t):
+    """The first input of `p` that is dropped or swapped out (None when all are resident)."""
+    cdef TensorInfo i
+    for i in p.inputs:
+        if i.status == DROPPED or i.status == SWAPPED:
+            return i
+        if i.status != PRODUCED:
+            raise RuntimeError(f"cannot recompute a dropped tensor {t.shape} {t.dtype}: an "
+                               f"input of its producer {p.op!r} is {Status(i.status).name}")
+    return None
 
 
 cdef bint _read_on_the_stack(TensorInfo info, list stack):
