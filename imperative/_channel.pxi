@@ -38,7 +38,7 @@ cdef class MemoryManager
 
 @cython.final
 cdef class Channel:
-    cdef long long _opts[12]
+    cdef long long _opts[N_OPTIONS]
     cdef MemoryManager mm            # drop, swap, DTR (imperative/_memory.pxi)
     cdef bint _memory_on             # any of enable_drop/swap, record_computing_path, DTR
     # handle table [C]
