@@ -127,6 +127,8 @@ cdef class OpDef:
     cdef readonly bint aliases_input   # outputs may be views of inputs (share their Storage)
     cdef readonly bint value_dependent # output shape known only after it runs
     cdef readonly bint epilogue_capable # kernel(..., epilogue=) can do the next op's work
+    cdef public object epilogue_kind   # the epilogue (backend/epilogue.py) that does this
+                                       #     op's work on a product it reads, or None
     cdef public object ufunc           # numpy ufunc for the elementwise fast path, or None
     cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
     cdef dict _infer_cache             # input descriptions -> infer's result

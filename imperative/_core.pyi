@@ -120,6 +120,7 @@ class OpDef:
     aliases_input: bool
     value_dependent: bool
     epilogue_capable: bool
+    epilogue_kind: str | None
     ufunc: np.ufunc | None
     def infer(self, inputs: tuple[TensorInfo, ...]) -> tuple[tuple[Any, ...], ...]: ...
     def kernel(self, *arrays: np.ndarray[Any, np.dtype[Any]]) -> Any: ...

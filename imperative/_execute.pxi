@@ -4,20 +4,12 @@
 # managed run, epilogue planning, and failures as ErrorRecords. Each function takes the
 # Channel as `self` (see imperative/_channel.pxi).
 
-cdef object _epilogue_module = None
-
-cdef object _epilogues():
-    """imperative.ops.epilogue, imported on first use (the ops import this module)."""
-    global _epilogue_module
-    if _epilogue_module is None:
-        from .ops import epilogue
-        _epilogue_module = epilogue
-    return _epilogue_module
+from .backend.epilogue import Epilogue     # imports nothing of the package
 
 
 cdef void _plan_epilogue(Channel self, Command cmd, Command nxt):
-    """Let `cmd` (a product) do `nxt`'s work in its kernel (ops/epilogue.py) when `nxt`
-    is ReLU or ReLU's gradient of cmd's one output, that output dies at `nxt` (nothing
+    """Let `cmd` (a product) do `nxt`'s work in its kernel (backend/epilogue.py) when `nxt`
+    has an epilogue kind (ReLU, ReLU's gradient: the op says so) and reads cmd's one output, that output dies at `nxt` (nothing
     else can read it), and `nxt` can take over its buffer. Not under the memory manager,
     whose recomputation and eviction see each op's own output."""
     if self._memory_on or nxt.kind != CMD_APPLY or nxt.dels is None:
@@ -25,7 +17,7 @@ cdef void _plan_epilogue(Channel self, Command cmd, Command nxt):
     if len(cmd.outputs) != 1 or len(nxt.outputs) != 1 or not nxt.inputs:
         return
     cdef TensorInfo product = cmd.outputs[0], out = nxt.outputs[0]
-    if nxt.inputs[0] is not product or _epilogues().kind_after(nxt.op) is None:
+    if nxt.inputs[0] is not product or (<OpDef>nxt.op).epilogue_kind is None:
         return
     if out.dtype is not product.dtype or out.shape != product.shape:
         return
@@ -48,7 +40,7 @@ cdef object _epilogue_of(Channel self, Command cmd):
             nxt.prefused = False
             return None
         arrays.append(_unpacked_value(info))
-    return _epilogues().Epilogue(nxt.op, *arrays)
+    return Epilogue(nxt.op, *arrays)
 
 
 cdef int _execute(Channel self, Command cmd) except -1:

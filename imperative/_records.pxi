@@ -69,7 +69,9 @@ cdef class Command:
 
 cdef class OpDef:
     """Subclasses (see imperative.ops) set the class attributes RECOMPUTABLE,
-    INPLACE_CAPABLE, ALIASES_INPUT, VALUE_DEPENDENT and implement `infer` and `kernel`."""
+    INPLACE_CAPABLE, ALIASES_INPUT, VALUE_DEPENDENT, EPILOGUE_CAPABLE and EPILOGUE_KIND (or
+    the instance's `epilogue_kind`, where it depends on a parameter) and implement `infer`
+    and `kernel`."""
 
     def __cinit__(self, *args, **kwargs):
         cls = type(self)
@@ -78,6 +80,7 @@ cdef class OpDef:
         self.aliases_input = getattr(cls, "ALIASES_INPUT", False)
         self.value_dependent = getattr(cls, "VALUE_DEPENDENT", False)
         self.epilogue_capable = getattr(cls, "EPILOGUE_CAPABLE", False)
+        self.epilogue_kind = getattr(cls, "EPILOGUE_KIND", None)
         self.ufunc = None
         self._same_dtype_out = {}
         self._infer_cache = {}

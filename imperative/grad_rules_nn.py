@@ -53,7 +53,7 @@ def _conv_backward(op, ctx, dy):
     elif want_bias:
         gb = dy.sum(axis=(0, 2, 3))
     # the input's gradient last: next to the op that consumes it (a ReLU's gradient), which
-    # its kernel can then do on the way out (ops/epilogue.py)
+    # its kernel can then do on the way out (backend/epilogue.py)
     if _wants(ctx, 0):
         gx = _data_grad(params, dy, w.astype(dy.dtype), ctx.in_shapes[0][2:])
     grads = (gx, gw, gb)[:len(ctx.in_shapes)]

@@ -12,9 +12,12 @@ class Op(OpDef):
     with a readable repr. Subclasses list their parameter names in `_fields` and call
     `self._set(name=value, ...)` from `__init__`.
 
-    Flags the memory manager reads (class attributes): RECOMPUTABLE (False for RNG ops),
+    Flags the interpreter reads (class attributes): RECOMPUTABLE (False for RNG ops),
     INPLACE_CAPABLE, ALIASES_INPUT (outputs may be views of inputs), VALUE_DEPENDENT
-    (output shape known only after the kernel runs).
+    (output shape known only after the kernel runs), EPILOGUE_CAPABLE (`kernel(...,
+    epilogue=)` can do the next op's work) and EPILOGUE_KIND (the epilogue that does this
+    op's work; an instance sets `epilogue_kind` where it depends on a parameter, as
+    Elemwise("RELU") does). See imperative/backend/epilogue.py.
     """
 
     _fields = ()

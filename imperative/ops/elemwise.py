@@ -4,7 +4,8 @@ import math
 import numpy as np
 
 from ..dtype import downcast, dtype_promotion
-from . import native
+from ..backend import native
+from ..backend.epilogue import RELU, RELU_GRAD
 from .base import Op, as_buffer, check_arity, reject_quantized, writable_view
 
 _FLOAT16 = np.dtype(np.float16)
@@ -288,6 +289,8 @@ class Elemwise(Op):
         self._set(mode=mode, _fn=fn, _nin=nin, _kind=kind, _dtypes={})
         if _has_exact_fast_path(fn, kind):
             self._set(ufunc=fn)   # the core's fast path: equal shapes and dtypes
+        if mode == "RELU":        # a product before it may do its work (backend/epilogue.py)
+            self._set(epilogue_kind=RELU)
 
     @property
     def name(self):
@@ -409,6 +412,8 @@ class ActivationGrad(Op):
             raise ValueError(f"unknown ActivationGrad mode {mode!r}; valid modes: "
                              f"{', '.join(_ACTIVATION_GRADS)}")
         self._set(mode=mode.upper())
+        if self.mode == "RELU":   # a product before it may do its work (backend/epilogue.py)
+            self._set(epilogue_kind=RELU_GRAD)
 
     @property
     def name(self):

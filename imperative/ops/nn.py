@@ -12,8 +12,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import dtype as D
-from . import native
-from .epilogue import applied
+from ..backend import native
+from ..backend.epilogue import finish
 from .base import Op, check_arity, normalize_axis, reject_quantized, writable_view
 
 __all__ = ["Convolution", "ConvolutionBackwardData", "ConvolutionBackwardFilter", "Pooling", "Softmax", "LogSoftmax", "CrossEntropy",
@@ -148,7 +148,7 @@ class Convolution(Op):
     bias (O,); output (N, O, Ho, Wo). Ints or pairs for stride, padding, dilation."""
 
     _fields = ("stride", "padding", "dilation", "groups")
-    # the worker may hand kernel() a following ReLU or ReLU gradient (ops/epilogue.py)
+    # the worker may hand kernel() a following ReLU or ReLU gradient (backend/epilogue.py)
     EPILOGUE_CAPABLE = True
 
     def __init__(self, stride=1, padding=0, dilation=1, groups=1):
@@ -189,7 +189,7 @@ class Convolution(Op):
             ("height", "width"), (h, w), (kh, kw), self.stride, self.padding, self.dilation))
 
     def kernel(self, x, w, b=None, epilogue=None):
-        """`epilogue` (an ops.epilogue.Epilogue): the output with it applied, in the native
+        """`epilogue` (a backend.epilogue.Epilogue): the output with it applied, in the native
         kernel's last copy of the output where it can be, else by the follower's kernel."""
         out_dtype = float_dtype(a.dtype for a in (x, w, b) if a is not None)
         compute = _compute_dtype(out_dtype)
@@ -246,7 +246,7 @@ class Convolution(Op):
         out = out.reshape(n, o, ho, wo)
         if b is not None:
             out += b.astype(compute).reshape(1, o, 1, 1)
-        return applied(epilogue, out.astype(out_dtype, copy=False))
+        return finish(out.astype(out_dtype, copy=False), epilogue)
 
 
 class _ConvolutionGrad(Op):
@@ -326,7 +326,7 @@ class ConvolutionBackwardData(_ConvolutionGrad):
             conv = Convolution(1, (dh * (kh - 1) - ph, dw * (kw - 1) - pw), (dh, dw), g)
             if compute != out_dtype:
                 # the epilogue belongs to the output's dtype
-                return applied(epilogue, conv.kernel(dy, flipped).astype(out_dtype))
+                return finish(conv.kernel(dy, flipped).astype(out_dtype), epilogue)
             return conv.kernel(dy, flipped, epilogue=epilogue)
         # per chunk of m images: cols (g, K, m*Ho*Wo) = weight^T @ dy, as one sgemm per group
         # over the images side by side, then one strided add per kernel tap into a padded
@@ -355,7 +355,7 @@ class ConvolutionBackwardData(_ConvolutionGrad):
                     target[:, :, r0:r0 + (ho - 1) * sh + 1:sh, c0:c0 + (wo - 1) * sw + 1:sw] \
                         += cols[:, i, j]
             np.copyto(gx[start:stop], target[:, :, ph:ph + h, pw:pw + wd].transpose(1, 0, 2, 3))
-        return applied(epilogue, gx.astype(out_dtype, copy=False))
+        return finish(gx.astype(out_dtype, copy=False), epilogue)
 
 
 class ConvolutionBackwardFilter(_ConvolutionGrad):
