@@ -342,6 +342,17 @@ class IndexingSetMultiAxisVec(SetSubtensor):
     _ALLOWS_ADVANCED = True
 
 
+class IndexingIncrMultiAxisVec(IndexingSetMultiAxisVec):
+    # (not in __all__: the scatter-add behind the gradients of gathers, autodiff/rules_indexing.py)
+    """The value of `x` after `x[index] += value`, repeated indices accumulating
+    (numpy.add.at): inputs (x, value, *index_arrays), the value of x's dtype."""
+
+    def kernel(self, x, value, *indices, out=None):
+        result = out if out is x else x.copy()
+        np.add.at(result, self.index(indices), value)
+        return result
+
+
 @functools.lru_cache(maxsize=1024)
 def _subtensor(items):
     """Basic indexing is a view: shape.Subtensor, interned by our hashable items."""
