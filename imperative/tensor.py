@@ -314,10 +314,21 @@ class Tensor(TensorBase):
         return _core.apply(cached_op(O.Argmin, axis, bool(keepdims)), self)[0]
 
     def __getitem__(self, index):
-        return O.indexing.getitem(self, index)
+        """`self[index]`, as numpy (ops/indexing.py parses the index)."""
+        items, operands = O.indexing.prepare(self, index, Tensor)
+        return _core.apply(O.indexing.read_op(items, operands), self, *operands)[0]
 
     def __setitem__(self, index, value):
-        O.indexing.setitem(self, index, value)
+        """`self[index] = value`: rebinds this tensor to the new value (values are immutable;
+        other Tensors sharing the old value keep it); the value is cast to this dtype, as
+        numpy casts on assignment."""
+        items, operands = O.indexing.prepare(self, index, Tensor)
+        if isinstance(value, TensorBase):
+            value = value.astype(self.dtype)
+        else:
+            value = Tensor(value, dtype=self.dtype, device=self.device)
+        result = _core.apply(O.indexing.write_op(items, operands), self, value, *operands)[0]
+        self._set_info_from(result)
 
     # ---- in-place operators keep the object (a Parameter stays a Parameter)
 
