@@ -7,9 +7,12 @@ from .. import functional as F
 from .._core import apply
 from ..ops.base import cached_op
 from ..ops.indexing import TENSOR
-from ..ops.nn import (BatchNormForward, Convolution, ConvolutionBackwardData,
-                     ConvolutionBackwardFilter, CrossEntropy, Embedding, LayerNormForward,
-                     LeakyRelu, LogSoftmax, Pooling, Softmax, _valid_counts)
+from ..ops.conv import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
+from ..ops.elemwise import LeakyRelu
+from ..ops.indexing import Embedding
+from ..ops.norm import BatchNormForward, LayerNormForward
+from ..ops.pool import Pooling, valid_counts
+from ..ops.softmax import CrossEntropy, LogSoftmax, Softmax
 from ..tensor import Tensor
 from .registry import as_input_grad, defgrad, is_float, no_grads, single_output, wants
 from .rules_indexing import scatter_add
@@ -142,7 +145,7 @@ def _average_pool_contributions(op, ctx, dy):
         share = dy * (1 / (op.window[0] * op.window[1]))
     else:
         # the divisor depends on the shapes only: a constant
-        counts = [_valid_counts(size, o, k, s, p) for size, o, k, s, p in
+        counts = [valid_counts(size, o, k, s, p) for size, o, k, s, p in
                   zip(shape[2:], out_hw, op.window, op.stride, op.padding)]
         share = dy / Tensor(np.outer(*counts).astype(dy.dtype), device=dy.device)
     for tap in _taps(op, out_hw):

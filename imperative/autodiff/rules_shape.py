@@ -1,6 +1,5 @@
 """Backward rules of the shape, conversion and selection ops (imperative/ops/shape.py,
 convert.py, select.py). See registry.py for the rule interface."""
-
 import numpy as np
 
 from .. import functional as F

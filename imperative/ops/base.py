@@ -4,7 +4,9 @@ import functools
 import numpy as np
 
 from .._core import OpDef
-from ..dtype import dtype_name, is_quantize
+from ..dtype import dtype_name, dtype_promotion, is_quantize
+
+_FLOAT32 = np.dtype(np.float32)
 
 
 class Op(OpDef):
@@ -117,3 +119,16 @@ def normalize_axes(axis, ndim, op):
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis!r}")
     return out
+
+
+def float_dtype(dtypes):
+    """Result dtype of a float-only function of these input dtypes (ints and bools give
+    float32, as the contract says)."""
+    dt = dtype_promotion(list(dtypes))
+    return _FLOAT32 if dt.kind in "biu" else dt
+
+
+def promote_inputs(op, inputs):
+    """The one dtype several data inputs are promoted to (numpy's rule, then downcast)."""
+    reject_quantized(op, inputs)
+    return dtype_promotion([t.dtype for t in inputs])

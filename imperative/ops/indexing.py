@@ -26,11 +26,12 @@ import numpy as np
 
 from .. import _core
 from .. import dtype as D
-from .base import Op, cached_op, check_arity
+from .base import Op, cached_op, check_arity, reject_quantized
+from .nn_common import check_int_dtype, check_ndim
 from .shape import Subtensor, check_index_range
 
 __all__ = ["IndexingMultiAxisVec", "MaskedIndexingMultiAxisVec", "SetSubtensor",
-           "IndexingSetMultiAxisVec"]
+           "IndexingSetMultiAxisVec", "Embedding"]
 
 TENSOR = "tensor"   # the item standing for the next index input
 _NOT_AN_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) "
@@ -358,6 +359,30 @@ class IndexingIncrMultiAxisVec(IndexingSetMultiAxisVec):
 def _subtensor(items):
     """Basic indexing is a view: shape.Subtensor, interned by our hashable items."""
     return Subtensor(tuple(_to_numpy(item) for item in items))
+
+
+class Embedding(Op):
+    """`Embedding()`: inputs integer indices (any shape) and weight (num_embeddings, dim);
+    output indices.shape + (dim,), the rows of weight. An index outside
+    [0, num_embeddings) is an IndexError when the op runs (negative ones too, as in PyTorch)."""
+
+    def __init__(self):
+        pass
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 2)
+        reject_quantized(self, inputs)
+        indices, weight = inputs
+        check_int_dtype("embedding", "indices", indices.dtype)
+        check_ndim("embedding", "weight", weight.shape, 2, "(num_embeddings, embedding_dim)")
+        return ((indices.shape + weight.shape[1:], weight.dtype),)
+
+    def kernel(self, indices, weight):
+        rows = weight.shape[0]
+        if indices.size and (indices.min() < 0 or indices.max() >= rows):
+            bad = indices[(indices < 0) | (indices >= rows)].flat[0]
+            raise IndexError(f"embedding: index {bad} is out of range for {rows} embeddings")
+        return weight[indices]
 
 
 # ------------------------------------------------ a user's index (for Tensor.__getitem__/__setitem__)
