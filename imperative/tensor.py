@@ -171,15 +171,8 @@ class Tensor(TensorBase):
                             f"{self.shape}; format t.numpy() or each element instead")
         return str(self)
 
-    # numpy's protocols (imperative/numpy_protocol.py): np.add(t, 1), np.sum(t) give Tensors
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from . import numpy_protocol
-        return numpy_protocol.array_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        from . import numpy_protocol
-        return numpy_protocol.array_function(func, args, dict(kwargs))
+    # numpy's protocols: np.add(t, 1), np.sum(t) give Tensors. imperative/numpy_protocol.py
+    # installs __array_ufunc__ and __array_function__ on this class at its import.
 
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
