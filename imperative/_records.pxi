@@ -103,7 +103,7 @@ cdef inline Py_ssize_t _num_elements(tuple shape):
 
 
 # 4-bit quantized values are stored packed two per byte; kernels see them unpacked.
-# The helpers come from imperative.dtype at its import (no import cycle).
+# imperative/tensor.py hands the helpers over at its import (set_packing).
 cdef object _is_4bit = None
 cdef object _pack_4bit = None
 cdef object _unpack_4bit = None

@@ -8,6 +8,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "imperative"
 MAX_LINES = 600             # any .py, .pyx or .pxi
 MAX_CORE_LINES = 300        # _core.pyx: the compile unit and little else
@@ -124,3 +126,13 @@ def test_no_file_is_over_its_line_budget():
     assert sizes["_core.pyx"] <= MAX_CORE_LINES
     over = {name: n for name, n in sizes.items() if n > MAX_LINES and name not in OVER_BUDGET}
     assert over == {}
+
+
+def test_the_contract_in_the_repository_is_the_shared_one():
+    """docs/contract.md is a copy of the shared contract (../shared/API.md, beside the
+    repository where the project is developed; a fresh clone or an sdist has only the copy)."""
+    shared = PACKAGE.parent.parent / "shared" / "API.md"
+    if not shared.exists():
+        pytest.skip("no ../shared/API.md beside this tree")
+    copy = PACKAGE.parent / "docs" / "contract.md"
+    assert copy.read_text() == shared.read_text(), "copy ../shared/API.md to docs/contract.md"
