@@ -1,4 +1,7 @@
-# The interpreter core's contract: the records, the commands and the channel.
+# The interpreter core's contract: the records and the commands (imperative/_records.pxi
+# implements them). The Channel's fields are declared in imperative/_channel.pxi, each with
+# its owning thread: declaring the Channel here would make Cython require the memory manager
+# and every cdef method of both here too (docs/design.md, "Threads and what they own").
 #
 # Thread ownership (who may write a field; everyone reads under the GIL):
 #   [C] caller threads (Python code issuing ops), [W] the worker thread,
