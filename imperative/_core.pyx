@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 
 from . import _kernels
+from . import dtype as _dtypes      # the dtype rules (imports only numpy: no cycle)
 
 cimport cython
 from libc.limits cimport LLONG_MAX

@@ -103,19 +103,13 @@ cdef inline Py_ssize_t _num_elements(tuple shape):
 
 
 # 4-bit quantized values are stored packed two per byte; kernels see them unpacked.
-# imperative/tensor.py hands the helpers over at its import (set_packing).
-cdef object _is_4bit = None
-cdef object _pack_4bit = None
-cdef object _unpack_4bit = None
-
-
-def set_packing(is_4bit, pack, unpack):
-    global _is_4bit, _pack_4bit, _unpack_4bit
-    _is_4bit, _pack_4bit, _unpack_4bit = is_4bit, pack, unpack
+cdef object _is_4bit = _dtypes.is_4bit
+cdef object _pack_4bit = _dtypes.pack_4bit
+cdef object _unpack_4bit = _dtypes.unpack_4bit
 
 
 cdef inline bint _dtype_is_packed(object dtype):
-    return dtype.metadata is not None and _is_4bit is not None and _is_4bit(dtype)
+    return dtype.metadata is not None and _is_4bit(dtype)
 
 
 cdef inline Py_ssize_t _nbytes_of(Py_ssize_t numel, object dtype, bint packed):

@@ -1,16 +1,22 @@
 # Included by _core.pyx: TensorBase, the fast part of imperative.Tensor (its record and its
 # operators), `apply`, and the operands of binary operators (Python scalars, arrays, dtype
-# promotion). The facade (imperative/tensor.py) fills in its class, dtype rules and the ops
-# the operators issue at its import.
+# promotion). The facade (imperative/tensor.py) binds its Tensor class and the ops the
+# operators issue at its import (bind_facade).
 
-cdef object _tensor_cls = None   # imperative.tensor.Tensor, set at its import
+cdef object _tensor_cls = None   # imperative.tensor.Tensor
+cdef object _typecvt_op = None   # imperative.ops.TypeCvt: casts operands of mixed dtypes
 
 
-def set_tensor_class(cls):
-    global _tensor_cls
-    if not issubclass(cls, TensorBase):
+def bind_facade(tensor_cls, typecvt, dict operator_ops):
+    """Called once, by imperative/tensor.py at its import: the class of the Tensors the core
+    makes (a TensorBase subclass), the TypeCvt op factory, and the ops the operators issue
+    by name (ADD, SUB, ..., MATMUL)."""
+    global _tensor_cls, _typecvt_op
+    if not issubclass(tensor_cls, TensorBase):
         raise TypeError("the tensor class must derive from TensorBase")
-    _tensor_cls = cls
+    _tensor_cls = tensor_cls
+    _typecvt_op = typecvt
+    _set_operator_ops(operator_ops)
 
 
 # --------------------------------------------------------------------------- tensors
@@ -53,16 +59,9 @@ def apply(op, *tensors):
     return apply_infos(<OpDef>op, infos)
 
 
-cdef object _promote = None       # imperative.dtype.dtype_promotion
-cdef object _promote_pair = None  # imperative.dtype.promote_pair
-cdef object _as_tensor_data = None  # tensor.py: converts user data to (array, dtype)
-
-
-def set_dtype_rules(promote, promote_pair, as_tensor_data):
-    global _promote, _promote_pair, _as_tensor_data
-    _promote = promote
-    _promote_pair = promote_pair
-    _as_tensor_data = as_tensor_data
+cdef object _promote = _dtypes.dtype_promotion
+cdef object _promote_pair = _dtypes.promote_pair
+cdef object _as_tensor_data = _dtypes.as_tensor_data    # user data to (array, dtype)
 
 
 cdef object _BOOL = np.dtype(np.bool_)
@@ -103,14 +102,6 @@ cdef TensorInfo _cast_info(TensorInfo info, object dtype):
     if info.dtype is dtype or info.dtype == dtype:
         return info
     return _channel.dispatch(_typecvt_op(dtype), [info])[0]
-
-
-cdef object _typecvt_op = None
-
-
-def set_typecvt_factory(factory):
-    global _typecvt_op
-    _typecvt_op = factory
 
 
 cdef list _binary_infos(object x, object y):
@@ -194,13 +185,13 @@ cdef object _unary(object x, OpDef op):
     return _wrap(outs[0])
 
 
-# Ops used by the operators, filled by imperative.tensor at import. Module globals, not a
+# Ops used by the operators, bound by imperative.tensor at import. Module globals, not a
 # dict: an operator call reads one pointer.
 cdef OpDef _ADD, _SUB, _MUL, _TRUE_DIV, _FLOOR_DIV, _MOD, _POW, _AND, _OR, _XOR
 cdef OpDef _EQ, _NE, _LT, _LEQ, _NEGATE, _ABS, _NOT, _MATMUL
 
 
-def set_operator_ops(dict ops):
+cdef void _set_operator_ops(dict ops) except *:
     global _ADD, _SUB, _MUL, _TRUE_DIV, _FLOOR_DIV, _MOD, _POW, _AND, _OR, _XOR
     global _EQ, _NE, _LT, _LEQ, _NEGATE, _ABS, _NOT, _MATMUL
     _ADD, _SUB, _MUL, _TRUE_DIV = ops["ADD"], ops["SUB"], ops["MUL"], ops["TRUE_DIV"]

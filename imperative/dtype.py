@@ -151,6 +151,42 @@ def downcast(dt):
     )
 
 
+_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+def as_tensor_data(data, dtype):
+    """User data → (a fresh array the runtime owns, its dtype), by API.md §1's rules."""
+    if dtype is not None:
+        dt = canonical_dtype(dtype)
+        if is_quantize(dt):
+            src = np.asarray(data)
+            if same_dtype(src.dtype, dt):
+                return np.array(src, dtype=dt, copy=True), dt
+            return quantize(src, dt), dt
+        return np.array(data, dtype=dt, copy=True), dt
+    arr = np.array(data, copy=True)
+    if is_quantize(arr.dtype):
+        return arr, arr.dtype
+    if arr.dtype.kind == "O" and arr.size and all(_is_int(v) for v in arr.flat):
+        _check_int32_range(min(arr.flat), max(arr.flat))    # ints past 64 bits
+    dt = downcast(arr.dtype)
+    if dt != arr.dtype or arr.dtype.metadata is not None:
+        if dt.kind == "i" and arr.dtype.kind in "iu" and arr.size:
+            _check_int32_range(arr.min(), arr.max())
+        arr = arr.astype(dt)
+    return arr, dt
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int32_range(lo, hi):
+    if lo < _INT32_MIN or hi > _INT32_MAX:
+        raise ValueError(f"integer data in [{lo}, {hi}] does not fit int32, the widest "
+                         "integer dtype imperative supports")
+
+
 # ---------------------------------------------------------------------------
 # Promotion
 # ---------------------------------------------------------------------------
