@@ -188,6 +188,11 @@ cdef class Channel:
         """A tensor whose value the caller already has (the array is owned by the runtime)."""
         cdef TensorInfo info = self.new_info(shape, dtype, device)
         info.scope = _current_scope
+        if self._memory_on and self._processed == self._seq:
+            # under a DTR budget, data is budgeted like an op's output (the 0-d constant
+            # F.multiply(0.5, x) makes too): room first, when no op of the worker's runs
+            # beside (at async level 0, always)
+            self.mm.make_room(info.size, device)
         self._set_value(info, array, None)
         return info
 
@@ -318,7 +323,8 @@ cdef class Channel:
             if info.status != PRODUCED:
                 ready = False
                 break
-        if ready and (level == 0 or (self._opts[OPT_HOST_COMPUTE] and self._is_tiny(cmd))):
+        if ready and (level == 0 or (self._opts[OPT_HOST_COMPUTE] and self._is_tiny(cmd)
+                                     and not self._worker_busy_under_budget())):
             self._run_inline(cmd, level == 0)
             return 0
         for info in cmd.inputs:
@@ -331,6 +337,13 @@ cdef class Channel:
             _wait_seq(self, cmd.seq)
             self._raise_error_of(cmd, level == 0)
         return 0
+
+    cdef bint _worker_busy_under_budget(self):
+        """DTR has a budget and the worker has commands still to run: an op run here now
+        would run beside the worker's, each having made room without the other's output,
+        and the peak could pass the budget by both (issue 12, rule 1)."""
+        return (self._opts[OPT_DTR_AUTO] and self._opts[OPT_DTR_THRESHOLD] > 0
+                and self._processed != self._seq)
 
     cdef bint _is_tiny(self, Command cmd):
         cdef TensorInfo info

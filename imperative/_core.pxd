@@ -97,6 +97,8 @@ cdef class TensorInfo:
                                        #     neighbourhoods it joined (an EvictedClass)
     cdef public str swap_path          # [C/W] the file holding the value while SWAPPED
     cdef public object swap_layout     # [C/W] its SwapLayout (shape, strides, dtype, span)
+    cdef public object ghost           # [C/W] while DROPPED: where its value still lies in a
+                                       #     storage views keep (a _Ghost), to take back
     cdef public object scope           # [C] imperative.scope.ScopeNode it was made under
     cdef public object op              # [C] the op that produced it (None for data)
     cdef public int out_index          # [C] which output of `op`

@@ -393,6 +393,7 @@ cdef class MemoryManager:
     cdef int drop(self, TensorInfo info, str reason) except -1:
         cdef long long t0 = _now_ns() if _profiling else 0
         self.forget(info)
+        info.ghost = _ghost_of(info)
         self.ch._free_value(info)
         info.status = DROPPED
         if _profiling:
@@ -510,6 +511,9 @@ cdef class MemoryManager:
                     self.swap_in(t)
                     stack.pop()
                 elif t.status == DROPPED:
+                    if self.revive(t):
+                        stack.pop()
+                        continue
                     if t.producer is None:
                         raise RuntimeError(f"cannot recompute a dropped tensor {t.shape} {t.dtype}: "
                                            "its recipe is gone")
@@ -531,14 +535,15 @@ cdef class MemoryManager:
                         stack.append(missing)
                         continue
                     self.recompute(p, t)
+                    stack.pop()
                     for i in held.pop(t):
                         i.pins -= 1
                         if (not _alive(i) and i.pins == 0 and i.status == PRODUCED
-                                and i.producer is not None and not self.worth_keeping(i)):
+                                and i.producer is not None and not _read_on_the_stack(i, stack)
+                                and not self.worth_keeping(i)):
                             # an intermediate no tensor and no queued op holds, brought back
                             # only for this step: free it again as its first run did
                             self.drop_dead(i, "recomputed, dead again")
-                    stack.pop()
                 else:
                     raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
         finally:
@@ -547,14 +552,39 @@ cdef class MemoryManager:
                     i.pins -= 1
         return 0
 
+    cdef bint revive(self, TensorInfo info) except -1:
+        """Take a dropped value back from where it still lies, when views of the same
+        storage kept it (nothing wrote over it since: see _ghost_of). Recomputing it would
+        put it in another storage: it would cost memory the views still hold, and an op
+        reading it together with one of those views (x.T @ x, which numpy runs as one
+        symmetric product) would round differently."""
+        cdef _Ghost g = info.ghost
+        if g is None:
+            return False
+        info.ghost = None
+        root = g.root()
+        if root is None or g.storage.refs <= 0:
+            return False
+        try:
+            value = _ndarray(g.shape, g.dtype, buffer=root, offset=g.offset, strides=g.strides)
+        except (TypeError, ValueError, BufferError):
+            return False                 # (a root numpy cannot view again: recompute)
+        if not g.writeable:
+            value.flags.writeable = False
+        self.ch._adopt(info, value, g.storage)
+        self.policy.on_restore(info)
+        return True
+
     cdef bint worth_keeping(self, TensorInfo dead) except -1:
         """Keep a dead intermediate brought back on the way, evictable like any value, when
         another evicted tensor would need it to come back too: a whole sequence's input
         projection that each time step's slice is cut from (dropping it after each step
         recomputes it once per step). Otherwise it goes at once: keeping every such value
         recomputed 1.1-2.3x more on the zoo at 0.5 P (it takes the room of values sure to
-        be read)."""
-        return self.evictable(dead, dead.device) and _needed_by_evicted(dead, [])
+        be read). Only a candidate stays: one below evictee_minimum_size could never be
+        evicted again and would stay for as long as the recipes that read it."""
+        return (_key(dead) in self.candidates and self.evictable(dead, dead.device)
+                and _needed_by_evicted(dead, []))
 
     cdef int recompute(self, Producer p, TensorInfo wanted) except -1:
         """Run `p` again for `wanted`. Its other dropped outputs come back only when some
@@ -594,12 +624,20 @@ cdef class MemoryManager:
             if out.packed:
                 r = _pack_4bit(r)
             shared = _shared_storage(r, p.inputs) if op.aliases_input else None
-            if shared is not None and _only_on_the_way(shared, p.inputs) and shared.nbytes >= 2 * out.size:
-                # a view of a base brought back only for it (one step's slice of a whole
-                # sequence's projection): it takes a copy, so that the base can go again
-                # instead of staying behind every such view, one base each
-                r, shared = r.copy(), None
-            self.ch._set_value(out, r, shared)
+            if shared is not None and _only_on_the_way(shared, p.inputs):
+                # a view of a base brought back only for it: it takes a copy when that
+                # needs at most half the base, so that the base can go again instead of
+                # staying behind every such view, one base each. The copy keeps the
+                # view's strides exactly (it spans what they span, gaps included): a
+                # compact copy would change how later sums and products round.
+                layout = _layout_of(r)
+                if 2 * layout.nbytes <= shared.nbytes:
+                    r = _value_from_span(_span_of(r, layout).copy(), layout)
+                    self.ch._adopt(out, r, None)
+                else:
+                    self.ch._set_value(out, r, shared)
+            else:
+                self.ch._set_value(out, r, shared)
             out.cost = p.cost
             self.policy.on_restore(out)
         cdef Device dev = wanted.device
@@ -740,13 +778,67 @@ cdef void _add_user(TensorInfo info, object producer_ref):
         info.users_prune_at = max(_MIN_USERS_PRUNE, 2 * len(users))
 
 
+cdef bint _read_on_the_stack(TensorInfo info, list stack):
+    """A recomputation still waiting on `stack` reads `info`: it stays until that one has
+    run. Dropped in between and recomputed again, it would come back in another storage,
+    and an op that read two views of one value (x.T @ x, which numpy runs as one
+    symmetric product) would now read two values and round differently."""
+    cdef TensorInfo t
+    for t in stack:
+        if t.producer is not None and _contains((<Producer>t.producer).inputs, info):
+            return True
+    return False
+
+
 cdef bint _only_on_the_way(Storage storage, list inputs):
-    """The inputs holding `storage` are dead records brought back for a recomputation."""
+    """`storage` is held only by inputs that are dead records brought back for a
+    recomputation (not by a live leaf or another view: a copy would then save nothing)."""
     cdef TensorInfo i
+    cdef int holders = 0
     for i in inputs:
-        if i.storage is storage and _alive(i):
-            return False
-    return True
+        if i.storage is storage:
+            if _alive(i):
+                return False
+            holders += 1
+    return holders == storage.refs
+
+
+@cython.final
+cdef class _Ghost:
+    """Where a dropped value still lies: views of its storage keep the memory."""
+    cdef Storage storage
+    cdef object root                   # weak reference to the array owning the memory
+    cdef Py_ssize_t offset             # bytes from the root's start to element [0, ..., 0]
+    cdef tuple shape
+    cdef tuple strides
+    cdef object dtype
+    cdef bint writeable
+
+
+cdef _Ghost _ghost_of(TensorInfo info):
+    """For a value about to be dropped whose storage other records (views) still hold:
+    how to take it back from there. That storage is no longer written in place (marked
+    exported), so the bits stay the value's. None otherwise."""
+    cdef Storage st = info.storage
+    value = info.value
+    if st is None or st.refs <= 1 or value is None or type(value) is not _ndarray:
+        return None
+    root = value
+    while isinstance(root.base, _ndarray):
+        root = root.base
+    cdef _Ghost g = _Ghost.__new__(_Ghost)
+    try:
+        g.root = _weakref.ref(root)
+    except TypeError:
+        return None
+    g.storage = st
+    g.offset = value.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    g.shape = value.shape
+    g.strides = value.strides
+    g.dtype = value.dtype
+    g.writeable = value.flags.writeable
+    st.exported = True
+    return g
 
 
 cdef bint _needed_by_evicted(TensorInfo leaf, list frontier) except -1:

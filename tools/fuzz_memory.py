@@ -8,11 +8,13 @@ segfault costs one program); prints them and a JSON line.
 
     python tools/fuzz_memory.py --programs 3000 --seed 0
     python tools/fuzz_memory.py --programs 1 --seed 1234 --verbose   # one failing program again
+    python tools/fuzz_memory.py --seed 1234 --shrink    # its smallest failing program, as steps
 
 Program i uses seed S + i, so any failure it prints can be rerun alone.
 """
 import argparse
 import collections
+import dataclasses
 import json
 import os
 import subprocess
@@ -71,6 +73,75 @@ def report(seed, level, setting, what):
     print(f"FAIL seed {seed} (async {level}, {setting}): {what}", flush=True)
 
 
+def fails(program, setting, level, repeats=3):
+    """What goes wrong in every one of `repeats` runs ("mismatch", "peak", or None): a
+    failure at async level 2 can depend on timing, and shrinking must not chase luck."""
+    kinds = None
+    for _ in range(repeats):
+        with imp.option("async_level", level):
+            reference = mp.run_program(program)
+            managed = mp.run_program(program, setting, mp.budget_for(setting, reference))
+        found = set()
+        if mp.mismatches(reference.reads, managed.reads):
+            found.add("mismatch")
+        if setting.dtr and mp.peak_rule_excess(program, managed):
+            found.add("peak")
+        kinds = found if kinds is None else kinds & found
+        if not kinds:
+            return None
+    return kinds
+
+
+def without_step(program, index):
+    """`program` less step `index`, and less every later step that reads what it made."""
+    gone = {program.steps[index].out} if program.steps[index].kind == "op" else set()
+    steps = []
+    for k, step in enumerate(program.steps):
+        if k == index:
+            continue
+        if any(a in gone for a in step.args):
+            if step.kind == "op":
+                gone.add(step.out)
+            continue
+        steps.append(step)
+    return dataclasses.replace(program, steps=tuple(steps))
+
+
+def shrink(seed):
+    """Print the smallest program (steps removed one at a time, simpler settings tried)
+    that still fails as program `seed` does."""
+    chooser = mp.SeededChooser(seed)
+    program, setting = mp.draw_program(chooser), mp.draw_setting(chooser)
+    level = chooser.choice((0, 2))
+    with mp.expected_warnings_ignored():
+        kinds = fails(program, setting, level)
+        if not kinds:
+            print(f"seed {seed}: does not fail")
+            return 1
+        for simpler in (dataclasses.replace(setting, dtr=False),
+                        dataclasses.replace(setting, enable_swap=0)):
+            if (fails(program, simpler, level) or set()) >= kinds:
+                setting = simpler
+        if level and (fails(program, setting, 0) or set()) >= kinds:
+            level = 0
+        shrunk = True
+        while shrunk:
+            shrunk = False
+            for index in reversed(range(len(program.steps))):
+                if index >= len(program.steps):
+                    continue
+                candidate = without_step(program, index)
+                if (fails(candidate, setting, level) or set()) >= kinds:
+                    program, shrunk = candidate, True
+    print(f"seed {seed} shrunk ({', '.join(sorted(kinds))}): async {level}, {setting}")
+    print(f"leaves = {program.leaves!r}")
+    print("steps = [")
+    for step in program.steps:
+        print(f"    {step!r},")
+    print("]")
+    return 0
+
+
 KEYS = ("programs", "dtr_programs", "ops", "drops", "swaps", "refused_swaps", "evictions",
         "recomputes", "swap_outs", "swap_ins", "budget_overshoots", "mismatches",
         "peak_rule_violations", "exceptions", "leaks", "crashes")
@@ -113,8 +184,12 @@ def main(argv=None):
     parser.add_argument("--programs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--shrink", action="store_true",
+                        help="shrink program --seed to a minimal failing one and print it")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.shrink:
+        return shrink(args.seed)
     if args.child:
         run_child(args.seed, args.programs, args.verbose)
         return 0
