@@ -1,4 +1,7 @@
-# The interpreter core's contract: the records, the commands and the channel.
+# The interpreter core's contract: the records and the commands (imperative/_records.pxi
+# implements them). The Channel's fields are declared in imperative/_channel.pxi, each with
+# its owning thread: declaring the Channel here would make Cython require the memory manager
+# and every cdef method of both here too (docs/design.md, "Threads and what they own").
 #
 # Thread ownership (who may write a field; everyone reads under the GIL):
 #   [C] caller threads (Python code issuing ops), [W] the worker thread,
@@ -129,6 +132,8 @@ cdef class OpDef:
     cdef readonly bint aliases_input   # outputs may be views of inputs (share their Storage)
     cdef readonly bint value_dependent # output shape known only after it runs
     cdef readonly bint epilogue_capable # kernel(..., epilogue=) can do the next op's work
+    cdef public object epilogue_kind   # the epilogue (backend/epilogue.py) that does this
+                                       #     op's work on a product it reads, or None
     cdef public object ufunc           # numpy ufunc for the elementwise fast path, or None
     cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
     cdef dict _infer_cache             # input descriptions -> infer's result

@@ -14,7 +14,7 @@
  * The micro-kernel keeps an MR x NR tile of C in registers. Each step of k loads the NR
  * values of B (NV vectors) and broadcasts MR values of A. On their way into C the sums may go
  * through an epilogue (ReLU, or ReLU's gradient), the work of the op that follows the product
- * in a training step, so that op needs no pass of its own (see ops/epilogue.py).
+ * in a training step, so that op needs no pass of its own (see backend/epilogue.py).
  *
  * The code is written once (_sgemm_kernels.h) and compiled twice, with the vector operations
  * and tile sizes of each instruction set, every function with its own target attribute (the

@@ -1,23 +1,19 @@
 """Dtype rules of the imperative runtime.
 
-This module decides which numpy dtypes a tensor may have, how dtypes are
-inferred and promoted, and how the quantized dtypes are represented and
-converted.  It depends on numpy only.
-
-Quantized dtypes are ordinary numpy integer dtypes carrying metadata::
-
-    dt.metadata["qdtype"] == {"name": "quint8", "scale": 0.1, "zero_point": 3}
-
-Beware: numpy ignores metadata when comparing or hashing dtypes, so
-``quint8(0.1, 3) == np.uint8`` is True.  Use :func:`same_dtype` and
-:func:`is_quantize` whenever the difference matters.
+This module decides which numpy dtypes a tensor may have and how dtypes are inferred and
+promoted. The quantized dtypes (their representation and conversions) are in
+imperative/quantized.py, whose public names this module re-exports. It depends on numpy
+only.
 """
 
-import math
-import numbers
-from typing import NamedTuple
-
 import numpy as np
+
+from .quantized import (convert_from_qint4, convert_from_qint8, convert_from_qint32,
+                        convert_from_quint4, convert_from_quint8, convert_to_qint4,
+                        convert_to_qint8, convert_to_qint32, convert_to_quint4,
+                        convert_to_quint8, dequantize, dtype_name, get_scale, get_zero_point,
+                        is_4bit, is_quantize, pack_4bit, qdtype_name, qinfo, qint4, qint8,
+                        qint32, qrange, quantize, quint4, quint8, same_dtype, unpack_4bit)
 
 __all__ = [
     "SUPPORTED",
@@ -92,110 +88,6 @@ def _native(dt):
 
 
 # ---------------------------------------------------------------------------
-# Quantized dtype descriptions
-# ---------------------------------------------------------------------------
-
-
-class _QSpec(NamedTuple):
-    storage: np.dtype  # the numpy integer dtype holding the values
-    lo: int  # smallest representable quantized value
-    hi: int  # largest representable quantized value
-    asymmetric: bool  # True when the type has a zero point
-
-
-_QSPECS = {
-    "quint8": _QSpec(np.dtype(np.uint8), 0, 255, True),
-    "qint8": _QSpec(np.dtype(np.int8), -128, 127, False),
-    "qint32": _QSpec(np.dtype(np.int32), -(2**31), 2**31 - 1, False),
-    "quint4": _QSpec(np.dtype(np.uint8), 0, 15, True),
-    "qint4": _QSpec(np.dtype(np.int8), -8, 7, False),
-}
-
-_FOUR_BIT = frozenset({"quint4", "qint4"})
-
-
-def _qinfo(dt):
-    """Return the qdtype metadata dict of dt, or None if dt is not quantized.
-
-    Accepts anything; only numpy dtype instances can be quantized.  A dtype
-    whose qdtype metadata is inconsistent with its storage is rejected so a
-    hand-built bad dtype fails here rather than deep inside a conversion.
-    """
-    if not isinstance(dt, np.dtype):
-        return None
-    meta = dt.metadata
-    if meta is None:
-        return None
-    info = meta.get("qdtype")
-    if info is None:
-        return None
-    spec = _QSPECS.get(info.get("name")) if isinstance(info, dict) else None
-    if spec is None or dt != spec.storage or "scale" not in info:
-        raise TypeError(f"malformed quantized dtype metadata {info!r} on {dt}")
-    return info
-
-
-def _require_qinfo(dt, what):
-    """Like _qinfo but a non-quantized dt is an error (what names the caller)."""
-    info = _qinfo(dt)
-    if info is None:
-        raise ValueError(
-            f"{what}: expected a quantized dtype, got {dtype_name(dt)}"
-        )
-    return info
-
-
-# ---------------------------------------------------------------------------
-# Naming and comparison
-# ---------------------------------------------------------------------------
-
-
-def dtype_name(dt):
-    """Human readable name: "float32" or "quint8(scale=0.1, zero_point=3)".
-
-    Never raises, because it is used while building error messages.
-    """
-    try:
-        info = _qinfo(dt)
-    except TypeError:
-        info = None
-    if info is not None:
-        name = info["name"]
-        if _QSPECS[name].asymmetric:
-            return (
-                f"{name}(scale={info['scale']!r}, "
-                f"zero_point={info['zero_point']!r})"
-            )
-        return f"{name}(scale={info['scale']!r})"
-    if isinstance(dt, np.dtype):
-        return str(dt)
-    try:
-        return str(np.dtype(dt))
-    except Exception:  # not a dtype at all: show what it is
-        return repr(dt)
-
-
-def same_dtype(a, b):
-    """True when a and b are the same dtype *including* quantization params.
-
-    numpy's ``==`` ignores metadata, so quint8(0.1, 3) == quint8(0.2, 3) ==
-    uint8 there; this function tells them apart.
-    """
-    a = a if isinstance(a, np.dtype) else np.dtype(a)
-    b = b if isinstance(b, np.dtype) else np.dtype(b)
-    if a != b:
-        return False
-    qa, qb = _qinfo(a), _qinfo(b)
-    if qa is None or qb is None:
-        return qa is qb  # both plain
-    return (
-        qa["name"] == qb["name"]
-        and qa["scale"] == qb["scale"]
-        and qa.get("zero_point", 0) == qb.get("zero_point", 0)
-    )
-
-
-# ---------------------------------------------------------------------------
 # Explicit dtypes and inference from data
 # ---------------------------------------------------------------------------
 
@@ -222,7 +114,7 @@ def canonical_dtype(dt):
                 f"invalid dtype {dt!r} ({type(dt).__name__}): expected one of "
                 f"{_SUPPORTED_TEXT}"
             ) from None
-    if _qinfo(resolved) is not None:
+    if qinfo(resolved) is not None:
         return resolved
     plain = _native(resolved)
     if plain in SUPPORTED:
@@ -242,7 +134,7 @@ def downcast(dt):
     """
     if not isinstance(dt, np.dtype):
         dt = np.dtype(dt)
-    if _qinfo(dt) is not None:
+    if qinfo(dt) is not None:
         return dt
     kind, size = dt.kind, dt.itemsize
     # Test kind+size rather than equality so aliases (longlong, uintp, ...)
@@ -257,6 +149,42 @@ def downcast(dt):
     raise TypeError(
         f"unsupported dtype {dt}: imperative supports {_SUPPORTED_TEXT}"
     )
+
+
+_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+def as_tensor_data(data, dtype):
+    """User data → (a fresh array the runtime owns, its dtype), by API.md §1's rules."""
+    if dtype is not None:
+        dt = canonical_dtype(dtype)
+        if is_quantize(dt):
+            src = np.asarray(data)
+            if same_dtype(src.dtype, dt):
+                return np.array(src, dtype=dt, copy=True), dt
+            return quantize(src, dt), dt
+        return np.array(data, dtype=dt, copy=True), dt
+    arr = np.array(data, copy=True)
+    if is_quantize(arr.dtype):
+        return arr, arr.dtype
+    if arr.dtype.kind == "O" and arr.size and all(_is_int(v) for v in arr.flat):
+        _check_int32_range(min(arr.flat), max(arr.flat))    # ints past 64 bits
+    dt = downcast(arr.dtype)
+    if dt != arr.dtype or arr.dtype.metadata is not None:
+        if dt.kind == "i" and arr.dtype.kind in "iu" and arr.size:
+            _check_int32_range(arr.min(), arr.max())
+        arr = arr.astype(dt)
+    return arr, dt
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int32_range(lo, hi):
+    if lo < _INT32_MIN or hi > _INT32_MAX:
+        raise ValueError(f"integer data in [{lo}, {hi}] does not fit int32, the widest "
+                         "integer dtype imperative supports")
 
 
 # ---------------------------------------------------------------------------
@@ -276,7 +204,7 @@ def _category(dt):
 
 def _check_promotable(dt):
     """Reject tensor dtypes that no operation can take part in."""
-    if _qinfo(dt) is not None:
+    if qinfo(dt) is not None:
         raise TypeError(
             f"cannot promote quantized dtype {dtype_name(dt)}: dequantize first"
         )
@@ -386,316 +314,3 @@ def promote_pair(a, b):
     if plain:
         _PAIR_CACHE[(a, b)] = result
     return result
-
-
-# ---------------------------------------------------------------------------
-# Quantized dtype constructors and accessors
-# ---------------------------------------------------------------------------
-
-
-def _check_scale(name, scale):
-    # bool is an int subclass but a scale of True is surely a mistake.
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
-        raise ValueError(
-            f"{name}: scale must be a finite positive real number, got "
-            f"{scale!r} ({type(scale).__name__})"
-        )
-    try:
-        value = float(scale)
-    except OverflowError:
-        value = math.inf
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(
-            f"{name}: scale must be a finite positive real number, got {scale!r}"
-        )
-    return value
-
-
-def _check_zero_point(name, zero_point, spec):
-    # Reject floats even when integral (3.0): a float zero point usually
-    # means the caller confused it with the scale.
-    if isinstance(zero_point, (bool, np.bool_)) or not isinstance(
-        zero_point, numbers.Integral
-    ):
-        raise ValueError(
-            f"{name}: zero_point must be an integer in [{spec.lo}, {spec.hi}], "
-            f"got {zero_point!r} ({type(zero_point).__name__})"
-        )
-    value = int(zero_point)
-    if not spec.lo <= value <= spec.hi:
-        raise ValueError(
-            f"{name}: zero_point must be an integer in [{spec.lo}, {spec.hi}], "
-            f"got {value}"
-        )
-    return value
-
-
-def _make_qdtype(name, scale, zero_point):
-    spec = _QSPECS[name]
-    info = {"name": name, "scale": _check_scale(name, scale)}
-    if spec.asymmetric:
-        info["zero_point"] = _check_zero_point(name, zero_point, spec)
-    elif zero_point is not None:
-        raise ValueError(
-            f"{name} is symmetric and takes no zero_point, got zero_point="
-            f"{zero_point!r}"
-        )
-    return np.dtype(spec.storage, metadata={"qdtype": info})
-
-
-def quint8(scale, zero_point):
-    """Asymmetric 8-bit quantized dtype stored as uint8, values in [0, 255]."""
-    return _make_qdtype("quint8", scale, zero_point)
-
-
-def qint8(scale, zero_point=None):
-    """Symmetric 8-bit quantized dtype stored as int8, values in [-128, 127]."""
-    return _make_qdtype("qint8", scale, zero_point)
-
-
-def qint32(scale, zero_point=None):
-    """Symmetric 32-bit quantized dtype stored as int32."""
-    return _make_qdtype("qint32", scale, zero_point)
-
-
-def quint4(scale, zero_point):
-    """Asymmetric 4-bit quantized dtype stored unpacked in uint8, [0, 15]."""
-    return _make_qdtype("quint4", scale, zero_point)
-
-
-def qint4(scale, zero_point=None):
-    """Symmetric 4-bit quantized dtype stored unpacked in int8, [-8, 7]."""
-    return _make_qdtype("qint4", scale, zero_point)
-
-
-def is_quantize(dt):
-    """True if dt is a quantized dtype; False for anything else."""
-    try:
-        return _qinfo(dt) is not None
-    except TypeError:
-        return False
-
-
-def qdtype_name(dt):
-    """"quint8", "qint4", ... for a quantized dtype, None otherwise."""
-    info = _qinfo(dt)
-    return None if info is None else info["name"]
-
-
-def get_scale(dt):
-    """Scale of a quantized dtype (float)."""
-    return _require_qinfo(dt, "get_scale")["scale"]
-
-
-def get_zero_point(dt):
-    """Zero point of a quantized dtype; 0 for the symmetric (signed) types."""
-    return _require_qinfo(dt, "get_zero_point").get("zero_point", 0)
-
-
-def is_4bit(dt):
-    """True for quint4/qint4 dtypes."""
-    info = _qinfo(dt)
-    return info is not None and info["name"] in _FOUR_BIT
-
-
-def qrange(dt):
-    """(lo, hi) inclusive range of the quantized values of dt."""
-    spec = _QSPECS[_require_qinfo(dt, "qrange")["name"]]
-    return spec.lo, spec.hi
-
-
-# ---------------------------------------------------------------------------
-# Quantize / dequantize
-# ---------------------------------------------------------------------------
-
-
-def _quantize_as(name, array, dt):
-    info = _qinfo(dt)
-    if info is None or info["name"] != name:
-        raise ValueError(
-            f"convert_to_{name}: dt must be a {name} dtype, got {dtype_name(dt)}"
-        )
-    x = np.asarray(array)
-    if _qinfo(x.dtype) is not None:
-        raise ValueError(
-            f"convert_to_{name}: array is already quantized as "
-            f"{dtype_name(x.dtype)}; dequantize it first"
-        )
-    if x.dtype.kind not in "biuf":
-        raise TypeError(
-            f"convert_to_{name}: array must hold real numbers, got dtype {x.dtype}"
-        )
-    # float64 holds every float32 and int32 exactly, so the only rounding
-    # is the deliberate round-half-to-even below.
-    xf = x.astype(np.float64)
-    if np.isnan(xf).any():
-        raise ValueError(f"convert_to_{name}: cannot quantize NaN values")
-    spec = _QSPECS[name]
-    q = np.round(xf / info["scale"]) + info.get("zero_point", 0)
-    q = np.clip(q, spec.lo, spec.hi)
-    # asarray keeps 0-d inputs as arrays; astype to dt carries the metadata.
-    return np.asarray(q).astype(dt)
-
-
-def _dequantize_as(name, array):
-    x = np.asarray(array)
-    info = _qinfo(x.dtype)
-    if info is None or info["name"] != name:
-        raise ValueError(
-            f"convert_from_{name}: array must have a {name} dtype, got "
-            f"{dtype_name(x.dtype)}"
-        )
-    # Compute in float64 so the only rounding is the final cast.
-    real = (x.astype(np.float64) - info.get("zero_point", 0)) * info["scale"]
-    return np.asarray(real, dtype=np.float32)
-
-
-def convert_to_quint8(array, dt):
-    """Quantize real values to quint8 dtype dt (round half to even, clip)."""
-    return _quantize_as("quint8", array, dt)
-
-
-def convert_to_qint8(array, dt):
-    """Quantize real values to qint8 dtype dt (round half to even, clip)."""
-    return _quantize_as("qint8", array, dt)
-
-
-def convert_to_qint32(array, dt):
-    """Quantize real values to qint32 dtype dt (round half to even, clip)."""
-    return _quantize_as("qint32", array, dt)
-
-
-def convert_to_quint4(array, dt):
-    """Quantize real values to quint4 dtype dt; result is unpacked (uint8)."""
-    return _quantize_as("quint4", array, dt)
-
-
-def convert_to_qint4(array, dt):
-    """Quantize real values to qint4 dtype dt; result is unpacked (int8)."""
-    return _quantize_as("qint4", array, dt)
-
-
-def convert_from_quint8(array):
-    """float32 values (q - zero_point) * scale of a quint8 array."""
-    return _dequantize_as("quint8", array)
-
-
-def convert_from_qint8(array):
-    """float32 values q * scale of a qint8 array."""
-    return _dequantize_as("qint8", array)
-
-
-def convert_from_qint32(array):
-    """float32 values q * scale of a qint32 array."""
-    return _dequantize_as("qint32", array)
-
-
-def convert_from_quint4(array):
-    """float32 values (q - zero_point) * scale of an unpacked quint4 array."""
-    return _dequantize_as("quint4", array)
-
-
-def convert_from_qint4(array):
-    """float32 values q * scale of an unpacked qint4 array."""
-    return _dequantize_as("qint4", array)
-
-
-def quantize(array, dt):
-    """Quantize real values to any quantized dtype dt."""
-    return _quantize_as(_require_qinfo(dt, "quantize")["name"], array, dt)
-
-
-def dequantize(array):
-    """float32 values of an array with any quantized dtype."""
-    x = np.asarray(array)
-    return _dequantize_as(_require_qinfo(x.dtype, "dequantize")["name"], x)
-
-
-# ---------------------------------------------------------------------------
-# 4-bit packing
-# ---------------------------------------------------------------------------
-
-
-def _nibble_range(dt):
-    """Allowed value range of data to pack, from its dtype."""
-    info = _qinfo(dt)
-    if info is not None:
-        if info["name"] not in _FOUR_BIT:
-            raise ValueError(
-                f"pack_4bit: values must be quint4/qint4 or plain integers, got "
-                f"{dtype_name(dt)}"
-            )
-        spec = _QSPECS[info["name"]]
-        return spec.lo, spec.hi
-    # Plain integers: signed nibbles go down to -8, unsigned up to 15.
-    return -8, 15
-
-
-def pack_4bit(values):
-    """Pack 4-bit values two per byte into a 1-D uint8 array.
-
-    Element 2k goes in the low nibble of byte k and element 2k+1 in the high
-    nibble; an odd count leaves the last high nibble 0.  Negative values are
-    stored as two's complement nibbles.  The input is read in C order.
-    """
-    x = np.asarray(values)
-    if x.dtype.kind not in "biu":
-        raise TypeError(f"pack_4bit: values must be integers, got dtype {x.dtype}")
-    lo, hi = _nibble_range(x.dtype)
-    flat = x.reshape(-1).astype(np.int16)  # int16 holds every int8/uint8 value
-    if flat.size and (flat.min() < lo or flat.max() > hi):
-        raise ValueError(
-            f"pack_4bit: values must lie in [{lo}, {hi}], got range "
-            f"[{flat.min()}, {flat.max()}]"
-        )
-    nibbles = (flat & 0xF).astype(np.uint8)  # & 0xF gives two's complement
-    if nibbles.size % 2:
-        nibbles = np.append(nibbles, np.uint8(0))
-    return nibbles[0::2] | (nibbles[1::2] << 4)
-
-
-def _unpack_signedness(dt):
-    """True if nibbles unpack as signed, from a 4-bit or plain int8/uint8 dt."""
-    info = _qinfo(dt)
-    if info is not None:
-        if info["name"] not in _FOUR_BIT:
-            raise ValueError(
-                f"unpack_4bit: dt must be quint4 or qint4, got {dtype_name(dt)}"
-            )
-        return info["name"] == "qint4"
-    if dt == np.int8:
-        return True
-    if dt == np.uint8:
-        return False
-    raise ValueError(
-        f"unpack_4bit: dt must be quint4, qint4, int8 or uint8, got {dtype_name(dt)}"
-    )
-
-
-def unpack_4bit(packed, shape, dt):
-    """Inverse of pack_4bit: values of the given shape with dtype dt.
-
-    dt is a quint4/qint4 dtype (or plain uint8/int8); for signed types the
-    nibbles are sign-extended.
-    """
-    dt = dt if isinstance(dt, np.dtype) else np.dtype(dt)
-    signed = _unpack_signedness(dt)
-    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
-    count = math.prod(shape)
-    p = np.asarray(packed)
-    if p.dtype != np.uint8 or p.ndim != 1:
-        raise ValueError(
-            f"unpack_4bit: packed must be a 1-D uint8 array, got {p.ndim}-D {p.dtype}"
-        )
-    if p.size != (count + 1) // 2:
-        raise ValueError(
-            f"unpack_4bit: shape {shape} needs {(count + 1) // 2} packed bytes, "
-            f"got {p.size}"
-        )
-    nibbles = np.empty(2 * p.size, dtype=np.int16)
-    nibbles[0::2] = p & 0xF
-    nibbles[1::2] = p >> 4
-    values = nibbles[:count]
-    if signed:
-        values = np.where(values >= 8, values - 16, values)
-    return values.reshape(shape).astype(dt)

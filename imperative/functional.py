@@ -20,8 +20,7 @@ from . import random as _random
 from . import ops as O
 from ._core import TensorBase, as_device
 from .device import get_device
-from .ops.base import cached_op, normalize_axes, normalize_axis
-from .ops.nn import float_dtype
+from .ops.base import cached_op, float_dtype, normalize_axes, normalize_axis
 from .ops.shape import check_int_tuple, check_shape_arg
 from ._types import AxisLike, DeviceLike, DTypeLike, PairLike, ShapeLike, TensorLike
 from .tensor import Tensor

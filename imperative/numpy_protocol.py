@@ -7,6 +7,10 @@
   are not arrays (`np.allclose` → bool, `np.shape` → tuple) come back as they are.
 * `out=` takes numpy arrays (the result is written into them, as numpy does); a Tensor as
   `out=` raises TypeError: values are immutable, so assign the result instead.
+
+The Tensor's hooks (`__array_ufunc__`, `__array_function__`) are defined here, above
+functional.py whose functions they call, and installed on the Tensor class when this module
+is imported (imperative/__init__.py imports it with the rest of the package).
 """
 import inspect
 import operator
@@ -15,6 +19,7 @@ import numpy as np
 
 from . import functional as F
 from ._core import TensorBase
+from .tensor import Tensor
 
 # ufunc → (method on a Tensor on the left, method on a Tensor on the right)
 _BINARY_UFUNCS = {
@@ -136,7 +141,6 @@ def _to_numpy(obj):
 
 
 def _to_tensors(result):
-    from .tensor import Tensor       # tensor.py imports this module lazily; no cycle at import
     if isinstance(result, (np.ndarray, np.generic)):
         return Tensor(result)
     if isinstance(result, tuple):
@@ -153,3 +157,20 @@ def _write_out(name, result, out):
     for target, value in zip(out, results):
         np.copyto(target, np.asarray(value), casting="same_kind")
     return out[0] if len(out) == 1 else out
+
+
+# --------------------------------------------------------------------------- the Tensor's hooks
+
+
+def _tensor_array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    return array_ufunc(ufunc, method, inputs, kwargs)
+
+
+def _tensor_array_function(self, func, types, args, kwargs):
+    return array_function(func, args, dict(kwargs))
+
+
+for _name, _hook in (("__array_ufunc__", _tensor_array_ufunc),
+                     ("__array_function__", _tensor_array_function)):
+    _hook.__name__, _hook.__qualname__ = _name, f"Tensor.{_name}"
+    setattr(Tensor, _name, _hook)

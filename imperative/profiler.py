@@ -7,7 +7,7 @@
 
     python -m imperative.profiler summary profile/<pid>.chrome_timeline.json [--json]
 
-The core records compact tuples per thread while a profile runs (imperative/_record.pxi);
+The core records compact tuples per thread while a profile runs (imperative/_trace.pxi);
 everything here happens at dump time. The summary lives in imperative/profiler_summary.py,
 which reads only the JSON.
 """

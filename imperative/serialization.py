@@ -17,6 +17,7 @@ import zipfile
 import numpy as np
 
 from . import dtype as D
+from .quantized import QSPECS
 from .tensor import Parameter, Tensor
 
 __all__ = ["save", "load"]
@@ -102,7 +103,7 @@ def _encode_tensor(t, arrays):
         # the .npz keeps the integer storage; the scale and zero point go here
         node["dtype"] = D.qdtype_name(t.dtype)
         node["scale"] = repr(float(D.get_scale(t.dtype)))
-        asymmetric = D._QSPECS[node["dtype"]].asymmetric   # symmetric ones take no zero point
+        asymmetric = QSPECS[node["dtype"]].asymmetric   # symmetric ones take no zero point
         node["zero_point"] = int(D.get_zero_point(t.dtype)) if asymmetric else None
     return node
 

@@ -17,43 +17,10 @@ from .scope import auto_name
 from .torch_hints import (TENSOR_ATTRIBUTE_HINTS, PyTorchFlag, add_pytorch_names, keyword_error,
                           keyword_hints, tensor_attribute_error)
 from ._core import TensorBase, as_device
+from .dtype import as_tensor_data
 from ._types import AxisLike, DeviceLike, DTypeLike, ShapeLike
 
-_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 _DL_CPU = 1          # DLPack's kDLCPU device type
-
-
-def as_tensor_data(data, dtype):
-    """User data → (a fresh array the runtime owns, its dtype), by API.md §1's rules."""
-    if dtype is not None:
-        dt = D.canonical_dtype(dtype)
-        if D.is_quantize(dt):
-            src = np.asarray(data)
-            if D.same_dtype(src.dtype, dt):
-                return np.array(src, dtype=dt, copy=True), dt
-            return D.quantize(src, dt), dt
-        return np.array(data, dtype=dt, copy=True), dt
-    arr = np.array(data, copy=True)
-    if D.is_quantize(arr.dtype):
-        return arr, arr.dtype
-    if arr.dtype.kind == "O" and arr.size and all(_is_int(v) for v in arr.flat):
-        _check_int32_range(min(arr.flat), max(arr.flat))    # ints past 64 bits
-    dt = D.downcast(arr.dtype)
-    if dt != arr.dtype or arr.dtype.metadata is not None:
-        if dt.kind == "i" and arr.dtype.kind in "iu" and arr.size:
-            _check_int32_range(arr.min(), arr.max())
-        arr = arr.astype(dt)
-    return arr, dt
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_int32_range(lo, hi):
-    if lo < _INT32_MIN or hi > _INT32_MAX:
-        raise ValueError(f"integer data in [{lo}, {hi}] does not fit int32, the widest "
-                         "integer dtype imperative supports")
 
 
 def _axis_arg(axis):
@@ -171,15 +138,8 @@ class Tensor(TensorBase):
                             f"{self.shape}; format t.numpy() or each element instead")
         return str(self)
 
-    # numpy's protocols (imperative/numpy_protocol.py): np.add(t, 1), np.sum(t) give Tensors
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from . import numpy_protocol
-        return numpy_protocol.array_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        from . import numpy_protocol
-        return numpy_protocol.array_function(func, args, dict(kwargs))
+    # numpy's protocols: np.add(t, 1), np.sum(t) give Tensors. imperative/numpy_protocol.py
+    # installs __array_ufunc__ and __array_function__ on this class at its import.
 
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="Tensor(")
@@ -314,10 +274,21 @@ class Tensor(TensorBase):
         return _core.apply(cached_op(O.Argmin, axis, bool(keepdims)), self)[0]
 
     def __getitem__(self, index):
-        return O.indexing.getitem(self, index)
+        """`self[index]`, as numpy (ops/indexing.py parses the index)."""
+        items, operands = O.indexing.prepare(self, index, Tensor)
+        return _core.apply(O.indexing.read_op(items, operands), self, *operands)[0]
 
     def __setitem__(self, index, value):
-        O.indexing.setitem(self, index, value)
+        """`self[index] = value`: rebinds this tensor to the new value (values are immutable;
+        other Tensors sharing the old value keep it); the value is cast to this dtype, as
+        numpy casts on assignment."""
+        items, operands = O.indexing.prepare(self, index, Tensor)
+        if isinstance(value, TensorBase):
+            value = value.astype(self.dtype)
+        else:
+            value = Tensor(value, dtype=self.dtype, device=self.device)
+        result = _core.apply(O.indexing.write_op(items, operands), self, value, *operands)[0]
+        self._set_info_from(result)
 
     # ---- in-place operators keep the object (a Parameter stays a Parameter)
 
@@ -441,13 +412,11 @@ class TensorWeakRef:
 
 
 def _setup():
-    _core.set_tensor_class(Tensor)
-    _core.set_packing(D.is_4bit, D.pack_4bit, D.unpack_4bit)
-    _core.set_dtype_rules(D.dtype_promotion, D.promote_pair, as_tensor_data)
-    _core.set_typecvt_factory(O.TypeCvt)
+    """Bind this facade to the core: the class of the Tensors it makes, the TypeCvt op for
+    operands of mixed dtypes and the ops the operators issue."""
     ops = {mode: O.Elemwise(mode) for mode in O.elemwise.modes()}
     ops["MATMUL"] = O.MatrixMul()
-    _core.set_operator_ops(ops)
+    _core.bind_facade(Tensor, O.TypeCvt, ops)
 
 
 _setup()

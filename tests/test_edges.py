@@ -84,7 +84,7 @@ ENVIRONMENT_DEFAULTS = dict({f"IMPERATIVE_{name.upper()}": str(value)
 @pytest.mark.parametrize("garbage", ["99999999999999999999", "abc", "-1", "1.5", "1_0", "\u0661"])
 def test_garbage_in_every_environment_variable_warns_and_uses_the_defaults(garbage):
     env = {var: garbage for var in ENVIRONMENT_DEFAULTS}
-    done = run_python("import imperative as imp; import imperative.ops.native as n; "
+    done = run_python("import imperative as imp; import imperative.backend.native as n; "
                       "print(imp.options() == imp._core.OPTION_DEFAULTS, n._MODE)", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "auto"]

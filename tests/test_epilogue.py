@@ -1,4 +1,4 @@
-"""A matrix product doing the next op's work on its way out (ops/epilogue.py): the worker
+"""A matrix product doing the next op's work on its way out (backend/epilogue.py): the worker
 hands MatrixMul a following ReLU or ReLU gradient when the product dies at that op. The
 results must be those of the two ops run apart, bit for bit, and the product must never be
 changed where anything else can still read it."""
@@ -8,7 +8,7 @@ import pytest
 import imperative as imp
 from imperative import F, nn, optim
 from imperative.autodiff import GradManager
-from imperative.ops import native
+from imperative.backend import native
 from imperative.ops.matmul import MatrixMul
 
 BIG = 10000   # elements: more than the host-compute limit, so the op goes to the worker

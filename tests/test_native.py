@@ -6,7 +6,7 @@ code)."""
 import numpy as np
 import pytest
 
-from imperative.ops import native
+from imperative.backend import native
 from imperative.ops.matmul import MatrixMul
 from imperative.ops.nn import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
 

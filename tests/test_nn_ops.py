@@ -66,15 +66,17 @@ def test_ops_are_immutable_hashable_values(make_a, make_b, make_other):
 
 
 def test_ops_are_exported_with_their_flags():
-    for name in O.nn.__all__ + O.tensor_ops.__all__:
-        assert getattr(O, name) is getattr(O.nn if name in O.nn.__all__ else O.tensor_ops, name)
+    joined = {"Concat": O.shape, "Split": O.shape, "Where": O.select, "Clip": O.select,
+              "Fill": O.creation, "Arange": O.creation, "Linspace": O.creation}
+    for name in O.nn.__all__ + list(joined):
+        assert getattr(O, name) is getattr(O.nn if name in O.nn.__all__ else joined[name], name)
         assert name in O.__all__
     def flag(cls, name, default=False):    # the core reads absent flags as their defaults
         return getattr(cls, name, default)
 
     assert flag(O.Split, "ALIASES_INPUT") and not flag(O.Concat, "ALIASES_INPUT")
     assert flag(O.Clip, "INPLACE_CAPABLE") and flag(O.Elemwise, "INPLACE_CAPABLE")
-    names = O.nn.__all__ + O.tensor_ops.__all__
+    names = O.nn.__all__ + list(joined)
     assert all(flag(getattr(O, n), "RECOMPUTABLE", True) for n in names)
     assert not any(flag(getattr(O, n), "VALUE_DEPENDENT") for n in names)
     assert O.Pooling("MAX", 2).name == "Pooling.MAX"
@@ -173,8 +175,8 @@ def test_convolution_chunks_over_a_large_batch(monkeypatch):
     """Batches bigger than one cache-sized chunk give the same answer as one chunk."""
     x, w, b, *_ = _conv_args(((9, 3, 8, 8), (4, 3, 3, 3), 1, 1, 1, 1, True))
     (whole,) = run(O.Convolution(1, 1), x, w, b)
-    monkeypatch.setattr(O.nn, "_CHUNK_BYTES", 1)
-    monkeypatch.setattr(O.nn, "_GEMM_CHUNK_BYTES", 1)
+    monkeypatch.setattr(O.nn_common, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(O.nn_common, "_GEMM_CHUNK_BYTES", 1)
     (chunked,) = run(O.Convolution(1, 1), x, w, b)
     np.testing.assert_allclose(chunked, whole, rtol=1e-6, atol=1e-6)
 
@@ -213,7 +215,7 @@ CONV_GRAD_CASES = [
 def test_convolution_and_gradients_over_chunkings(monkeypatch, case, columns):
     """Forward, data and filter gradients match their definitions whichever kernel path
     runs and however the batch is chunked (partial last chunks included)."""
-    monkeypatch.setattr(O.nn, "_GEMM_COLUMNS", columns)
+    monkeypatch.setattr(O.nn_common, "GEMM_COLUMNS", columns)
     xs, ws, stride, padding, dilation, groups = case
     rng = np.random.default_rng(sum(xs) + sum(ws))
     x = rng.standard_normal(xs).astype(np.float32)

@@ -39,4 +39,5 @@ def test_the_sdist_carries_the_kernel_sources_and_headers(sdist):
     instruction set: a header missing from MANIFEST.in breaks only that build."""
     names, _ = sdist
     assert {"imperative/_sgemm.c", "imperative/_sgemm.h", "imperative/_sgemm_kernels.h",
-            "imperative/_pool.c", "imperative/_pool.h"} <= names
+            "imperative/_pool.c", "imperative/_pool.h", "imperative/_loops.c",
+            "imperative/_loops.h"} <= names

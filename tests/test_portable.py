@@ -16,7 +16,7 @@ import pytest
 
 import imperative as imp
 from imperative import F
-from imperative.ops import native
+from imperative.backend import native
 
 _kernels = native._kernels
 PACKAGE = os.path.dirname(imp.__file__)

@@ -1,18 +1,58 @@
 """Op definitions. Each op is an immutable value with `infer` (shapes, dtypes, devices
-from input descriptions, no data) separate from its numpy `kernel`."""
-from .base import Op, cached_op
-from .elemwise import Elemwise
-from .matmul import BatchedMatrixMul, MatrixMul
-from .misc import Copy, TypeCvt
-from .reduce import Argmax, Argmin, Reduce
-from .indexing import *  # noqa: F401,F403
-from .nn import *  # noqa: F401,F403
-from .rng import *  # noqa: F401,F403
-from .tensor_ops import *  # noqa: F401,F403
-from .shape import (AddAxis, Broadcast, Dimshuffle, FastpathCopy, GetVarShape, Identity,
-                    RemoveAxis, Reshape, Subtensor)
+from input descriptions, no data) separate from its numpy `kernel`.
 
-__all__ = ["Op", "Elemwise", "Reduce", "Argmax", "Argmin", "MatrixMul", "BatchedMatrixMul",
-           "Reshape", "Broadcast", "Dimshuffle", "AddAxis", "RemoveAxis", "GetVarShape",
-           "Identity", "FastpathCopy", "Subtensor", "TypeCvt", "Copy"]
-__all__ += indexing.__all__ + nn.__all__ + rng.__all__ + tensor_ops.__all__  # noqa: F405
+The vocabulary, one module per family:
+
+  base.py       Op, cached_op and the helpers every op uses
+  elemwise.py   Elemwise (one table of modes), ActivationGrad, ScaledAdd, LeakyRelu
+  reduce.py     Reduce, Argmax, Argmin
+  matmul.py     MatrixMul, BatchedMatrixMul
+  shape.py      Reshape, Broadcast, Dimshuffle, AddAxis, RemoveAxis, GetVarShape, Identity,
+                FastpathCopy, Subtensor, Concat, Split
+  indexing.py   the indexing ops, Embedding, and the parsing of a user's index
+  select.py     Where, Clip
+  creation.py   Fill, Arange, Linspace
+  convert.py    TypeCvt, Copy
+  rng.py        the random-number ops
+  conv.py, pool.py, softmax.py, norm.py   the neural-network ops (nn.py lists them;
+                nn_common.py holds what they share)
+
+Kernels run on numpy or, below the ops, on the native kernels (imperative/backend/).
+"""
+from .base import Op, cached_op
+from .conv import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
+from .convert import Copy, TypeCvt
+from .creation import Arange, Fill, Linspace
+from .elemwise import Elemwise, LeakyRelu
+from .indexing import (Embedding, IndexingMultiAxisVec, IndexingSetMultiAxisVec,
+                       MaskedIndexingMultiAxisVec, SetSubtensor)
+from .matmul import BatchedMatrixMul, MatrixMul
+from .norm import BatchNormForward, LayerNormForward
+from .pool import Pooling
+from .reduce import Argmax, Argmin, Reduce
+from .rng import DropoutMaskRNG, GaussianRNG, PermutationRNG, RandIntRNG, ShuffleRNG, UniformRNG
+from .select import Clip, Where
+from .shape import (AddAxis, Broadcast, Concat, Dimshuffle, FastpathCopy, GetVarShape, Identity,
+                    RemoveAxis, Reshape, Split, Subtensor)
+from .softmax import CrossEntropy, LogSoftmax, Softmax
+from . import nn  # noqa: F401  (imperative.ops.nn: the neural-network ops by name)
+
+__all__ = [
+    "Op",
+    # elementwise, reductions, products
+    "Elemwise", "Reduce", "Argmax", "Argmin", "MatrixMul", "BatchedMatrixMul",
+    # shapes
+    "Reshape", "Broadcast", "Dimshuffle", "AddAxis", "RemoveAxis", "GetVarShape", "Identity",
+    "FastpathCopy", "Subtensor", "Concat", "Split",
+    # conversion, selection, creation
+    "TypeCvt", "Copy", "Where", "Clip", "Fill", "Arange", "Linspace",
+    # indexing
+    "IndexingMultiAxisVec", "MaskedIndexingMultiAxisVec", "SetSubtensor",
+    "IndexingSetMultiAxisVec",
+    # neural networks
+    "Convolution", "ConvolutionBackwardData", "ConvolutionBackwardFilter", "Pooling", "Softmax",
+    "LogSoftmax", "CrossEntropy", "BatchNormForward", "LayerNormForward", "Embedding",
+    "LeakyRelu",
+    # random numbers
+    "GaussianRNG", "UniformRNG", "RandIntRNG", "PermutationRNG", "ShuffleRNG", "DropoutMaskRNG",
+]

@@ -4,7 +4,9 @@ import functools
 import numpy as np
 
 from .._core import OpDef
-from ..dtype import dtype_name, is_quantize
+from ..dtype import dtype_name, dtype_promotion, is_quantize
+
+_FLOAT32 = np.dtype(np.float32)
 
 
 class Op(OpDef):
@@ -12,9 +14,12 @@ class Op(OpDef):
     with a readable repr. Subclasses list their parameter names in `_fields` and call
     `self._set(name=value, ...)` from `__init__`.
 
-    Flags the memory manager reads (class attributes): RECOMPUTABLE (False for RNG ops),
+    Flags the interpreter reads (class attributes): RECOMPUTABLE (False for RNG ops),
     INPLACE_CAPABLE, ALIASES_INPUT (outputs may be views of inputs), VALUE_DEPENDENT
-    (output shape known only after the kernel runs).
+    (output shape known only after the kernel runs), EPILOGUE_CAPABLE (`kernel(...,
+    epilogue=)` can do the next op's work) and EPILOGUE_KIND (the epilogue that does this
+    op's work; an instance sets `epilogue_kind` where it depends on a parameter, as
+    Elemwise("RELU") does). See imperative/backend/epilogue.py.
     """
 
     _fields = ()
@@ -114,3 +119,16 @@ def normalize_axes(axis, ndim, op):
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis!r}")
     return out
+
+
+def float_dtype(dtypes):
+    """Result dtype of a float-only function of these input dtypes (ints and bools give
+    float32, as the contract says)."""
+    dt = dtype_promotion(list(dtypes))
+    return _FLOAT32 if dt.kind in "biu" else dt
+
+
+def promote_inputs(op, inputs):
+    """The one dtype several data inputs are promoted to (numpy's rule, then downcast)."""
+    reject_quantized(op, inputs)
+    return dtype_promotion([t.dtype for t in inputs])

@@ -4,8 +4,9 @@ import math
 import numpy as np
 
 from ..dtype import downcast, dtype_promotion
-from . import native
-from .base import Op, as_buffer, check_arity, reject_quantized, writable_view
+from ..backend import native
+from ..backend.epilogue import RELU, RELU_GRAD
+from .base import Op, as_buffer, check_arity, float_dtype, reject_quantized, writable_view
 
 _FLOAT16 = np.dtype(np.float16)
 _FLOAT32 = np.dtype(np.float32)
@@ -288,6 +289,8 @@ class Elemwise(Op):
         self._set(mode=mode, _fn=fn, _nin=nin, _kind=kind, _dtypes={})
         if _has_exact_fast_path(fn, kind):
             self._set(ufunc=fn)   # the core's fast path: equal shapes and dtypes
+        if mode == "RELU":        # a product before it may do its work (backend/epilogue.py)
+            self._set(epilogue_kind=RELU)
 
     @property
     def name(self):
@@ -409,6 +412,8 @@ class ActivationGrad(Op):
             raise ValueError(f"unknown ActivationGrad mode {mode!r}; valid modes: "
                              f"{', '.join(_ACTIVATION_GRADS)}")
         self._set(mode=mode.upper())
+        if self.mode == "RELU":   # a product before it may do its work (backend/epilogue.py)
+            self._set(epilogue_kind=RELU_GRAD)
 
     @property
     def name(self):
@@ -481,3 +486,22 @@ class ScaledAdd(Op):
             np.multiply(fy[start:stop], alpha, out=tb)
             np.add(fx[start:stop], tb, out=fo[start:stop])
         return out
+
+
+class LeakyRelu(Op):
+    """`LeakyRelu(negative_slope=0.01)`: x where x >= 0, negative_slope * x elsewhere."""
+
+    _fields = ("negative_slope",)
+
+    def __init__(self, negative_slope=0.01):
+        self._set(negative_slope=float(negative_slope))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        reject_quantized(self, inputs)
+        return ((inputs[0].shape, float_dtype([inputs[0].dtype])),)
+
+    def kernel(self, x):
+        out_dtype = float_dtype([x.dtype])
+        x = x.astype(out_dtype, copy=False)
+        return np.where(x >= 0, x, x * out_dtype.type(self.negative_slope))

@@ -1,4 +1,5 @@
-"""Indexing: `getitem(tensor, index)` and `setitem(tensor, index, value)` for Tensor, numpy-exact.
+"""Indexing ops, and the parsing of a user's index behind Tensor.__getitem__/__setitem__
+(imperative/tensor.py), numpy-exact.
 
 An index is split at dispatch into a hashable structure, the op's `items`, and the index
 arrays, which become the op's extra inputs: `x[1:, idx, None]` runs
@@ -14,7 +15,7 @@ out of range, too many indices, mask shapes, numpy index arrays out of range); t
 index *tensors* are known only to the kernel, which reports them as an async error.
 Only a boolean-mask tensor makes the result's shape depend on values (a VALUE_DEPENDENT op).
 
-Tensor values are immutable: `setitem` computes the new value with SetSubtensor /
+Tensor values are immutable: `tensor[index] = value` computes the new value with SetSubtensor /
 IndexingSetMultiAxisVec and rebinds the tensor to it. Those ops are INPLACE_CAPABLE, so the
 worker writes into the old buffer when nothing else holds it.
 """
@@ -25,11 +26,12 @@ import numpy as np
 
 from .. import _core
 from .. import dtype as D
-from .base import Op, cached_op, check_arity
+from .base import Op, cached_op, check_arity, reject_quantized
+from .nn_common import check_int_dtype, check_ndim
 from .shape import Subtensor, check_index_range
 
 __all__ = ["IndexingMultiAxisVec", "MaskedIndexingMultiAxisVec", "SetSubtensor",
-           "IndexingSetMultiAxisVec"]
+           "IndexingSetMultiAxisVec", "Embedding"]
 
 TENSOR = "tensor"   # the item standing for the next index input
 _NOT_AN_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) "
@@ -342,13 +344,48 @@ class IndexingSetMultiAxisVec(SetSubtensor):
     _ALLOWS_ADVANCED = True
 
 
+class IndexingIncrMultiAxisVec(IndexingSetMultiAxisVec):
+    # (not in __all__: the scatter-add behind the gradients of gathers, autodiff/rules_indexing.py)
+    """The value of `x` after `x[index] += value`, repeated indices accumulating
+    (numpy.add.at): inputs (x, value, *index_arrays), the value of x's dtype."""
+
+    def kernel(self, x, value, *indices, out=None):
+        result = out if out is x else x.copy()
+        np.add.at(result, self.index(indices), value)
+        return result
+
+
 @functools.lru_cache(maxsize=1024)
 def _subtensor(items):
     """Basic indexing is a view: shape.Subtensor, interned by our hashable items."""
     return Subtensor(tuple(_to_numpy(item) for item in items))
 
 
-# ------------------------------------------------------------- Tensor.__getitem__ / __setitem__
+class Embedding(Op):
+    """`Embedding()`: inputs integer indices (any shape) and weight (num_embeddings, dim);
+    output indices.shape + (dim,), the rows of weight. An index outside
+    [0, num_embeddings) is an IndexError when the op runs (negative ones too, as in PyTorch)."""
+
+    def __init__(self):
+        pass
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 2)
+        reject_quantized(self, inputs)
+        indices, weight = inputs
+        check_int_dtype("embedding", "indices", indices.dtype)
+        check_ndim("embedding", "weight", weight.shape, 2, "(num_embeddings, embedding_dim)")
+        return ((indices.shape + weight.shape[1:], weight.dtype),)
+
+    def kernel(self, indices, weight):
+        rows = weight.shape[0]
+        if indices.size and (indices.min() < 0 or indices.max() >= rows):
+            bad = indices[(indices < 0) | (indices >= rows)].flat[0]
+            raise IndexError(f"embedding: index {bad} is out of range for {rows} embeddings")
+        return weight[indices]
+
+
+# ------------------------------------------------ a user's index (for Tensor.__getitem__/__setitem__)
 
 
 def _as_index_array(obj):
@@ -390,11 +427,11 @@ def _parse(index):
     return items, operands
 
 
-def _constants_to_tensors(items, operands, shape):
+def _constants_to_tensors(items, operands, shape, tensor_cls):
     """Numpy index arrays are known now: check them like Python ints (IndexError at the
-    call) and turn them into index inputs. A numpy mask becomes its nonzero() arrays, which
-    numpy defines it to be, so its result shape is known at dispatch."""
-    from ..tensor import Tensor
+    call) and turn them into index inputs (`tensor_cls` objects). A numpy mask becomes its
+    nonzero() arrays, which numpy defines it to be, so its result shape is known at
+    dispatch."""
     axes, _ = _first_axes(_pair(items, operands), len(shape))
     out_items, out_operands, operands = [], [], iter(operands)
     for item, axis in zip(items, axes):
@@ -413,46 +450,33 @@ def _constants_to_tensors(items, operands, shape):
                     _check_int(int(bound), shape[axis], axis)
             parts = (operand,)
         out_items.extend([TENSOR] * len(parts))
-        out_operands.extend(Tensor(p) for p in parts)
+        out_operands.extend(tensor_cls(p) for p in parts)
     return out_items, out_operands
 
 
-def _prepare(tensor, index):
+def prepare(tensor, index, tensor_cls):
+    """A user's index into `tensor` as (items, operands): the op's hashable items and its index
+    inputs, numpy index arrays made `tensor_cls` objects (the Tensor class) at the call."""
     items, operands = _parse(index)
     # Reading .shape waits for a value-dependent producer (x = y[mask]): infer needs shapes.
     shape = tensor.shape
     for operand in operands:
         operand.shape  # noqa: B018
     if any(isinstance(o, np.ndarray) for o in operands):
-        items, operands = _constants_to_tensors(items, operands, shape)
+        items, operands = _constants_to_tensors(items, operands, shape, tensor_cls)
     return tuple(items), operands
 
 
-def getitem(tensor, index):
-    """`tensor[index]`, as numpy: basic indices give a view sharing storage (Subtensor);
-    arrays and masks give a copy (IndexingMultiAxisVec, or its masked variant)."""
-    items, operands = _prepare(tensor, index)
+def read_op(items, operands):
+    """The op of `tensor[index]`, as numpy: basic indices give a view sharing storage
+    (Subtensor); arrays and masks give a copy (IndexingMultiAxisVec, or its masked variant)."""
     if not operands and all(map(_is_basic, items)):
-        return _core.apply(_subtensor(items), tensor)[0]
+        return _subtensor(items)
     masked = any(o.dtype.kind == "b" for o in operands)
-    cls = MaskedIndexingMultiAxisVec if masked else IndexingMultiAxisVec
-    return _core.apply(cached_op(cls, items), tensor, *operands)[0]
+    return cached_op(MaskedIndexingMultiAxisVec if masked else IndexingMultiAxisVec, items)
 
 
-def _as_value(value, tensor):
-    """The assigned value as a Tensor of the target's dtype (numpy casts on assignment too)."""
-    from ..tensor import Tensor
-    if isinstance(value, _core.TensorBase):
-        return value.astype(tensor.dtype)
-    return Tensor(value, dtype=tensor.dtype, device=tensor.device)
-
-
-def setitem(tensor, index, value):
-    """`tensor[index] = value`: rebinds `tensor` to the new value (values are immutable;
-    other Tensors sharing the old value keep it)."""
-    items, operands = _prepare(tensor, index)
-    value = _as_value(value, tensor)
+def write_op(items, operands):
+    """The op of `tensor[index] = value`: inputs (tensor, value, *operands)."""
     basic = not operands and all(map(_is_basic, items))
-    cls = SetSubtensor if basic else IndexingSetMultiAxisVec
-    result = _core.apply(cached_op(cls, items), tensor, value, *operands)[0]
-    tensor._set_info_from(result)
+    return cached_op(SetSubtensor if basic else IndexingSetMultiAxisVec, items)

@@ -2,8 +2,8 @@
 import numpy as np
 
 from ..dtype import downcast, dtype_promotion
-from . import native
-from .epilogue import applied
+from ..backend import native
+from ..backend.epilogue import finish
 from .base import Op, as_buffer, check_arity, reject_quantized
 
 
@@ -37,7 +37,7 @@ class MatrixMul(Op):
 
     _fields = ("transpose_a", "transpose_b")
     MIN_NDIM = 1
-    # the worker may hand kernel() a following ReLU or ReLU gradient (ops/epilogue.py)
+    # the worker may hand kernel() a following ReLU or ReLU gradient (backend/epilogue.py)
     EPILOGUE_CAPABLE = True
 
     def __init__(self, transpose_a=False, transpose_b=False):
@@ -62,7 +62,7 @@ class MatrixMul(Op):
         return 2.0 * float(np.prod(out_shapes[0])) * inner
 
     def kernel(self, a, b, epilogue=None):
-        """`epilogue` (an ops.epilogue.Epilogue): the product with it applied, native in the
+        """`epilogue` (a backend.epilogue.Epilogue): the product with it applied, native in the
         product's stores where it can be, else by the follower's own kernel afterwards."""
         if self.transpose_a and a.ndim >= 2:
             a = np.swapaxes(a, -1, -2)
@@ -74,7 +74,7 @@ class MatrixMul(Op):
         # a^T @ b is how a backward pass makes a weight gradient (dy^T @ x), which nothing
         # reads before the optimizer runs, after the rest of the backward pass
         out = native.matmul(a, b, epilogue, streaming=self.transpose_a)
-        return applied(epilogue, as_buffer(np.matmul(a, b))) if out is None else out
+        return finish(as_buffer(np.matmul(a, b)), epilogue) if out is None else out
 
 
 class BatchedMatrixMul(MatrixMul):

@@ -1,9 +1,12 @@
-"""Shape ops. Most return views that share their input's storage (ALIASES_INPUT)."""
+"""Shape ops. Most return views that share their input's storage (ALIASES_INPUT); Concat and
+Split join and cut along an axis."""
+import numbers
 import operator
 
 import numpy as np
 
-from .base import Op, check_arity, normalize_axis
+from .. import dtype as D
+from .base import Op, check_arity, normalize_axis, promote_inputs
 
 _INT32 = np.dtype(np.int32)
 
@@ -247,3 +250,87 @@ class Subtensor(Op):
 
     def kernel(self, x):
         return np.asarray(x[self.index()])
+
+
+class Concat(Op):
+    """`Concat(axis=0)`: numpy.concatenate of one or more inputs, promoted to one dtype."""
+
+    _fields = ("axis",)
+
+    def __init__(self, axis=0):
+        self._set(axis=int(axis))
+
+    def infer(self, inputs):
+        if not inputs:
+            raise ValueError("concat: needs at least one tensor, got none")
+        first = inputs[0].shape
+        if not first:
+            raise ValueError("concat: zero-dimensional tensors cannot be concatenated "
+                             "(use stack)")
+        axis = normalize_axis(self.axis, len(first), "concat")
+        for i, t in enumerate(inputs[1:], 1):
+            same_rest = len(t.shape) == len(first) and all(
+                a == b for d, (a, b) in enumerate(zip(t.shape, first)) if d != axis)
+            if not same_rest:
+                raise ValueError(f"concat: tensor {i} has shape {t.shape}, expected the shape "
+                                 f"of tensor 0 {first} except along axis {axis}")
+        shape = list(first)
+        shape[axis] = sum(t.shape[axis] for t in inputs)
+        return ((tuple(shape), promote_inputs(self, inputs)),)
+
+    def kernel(self, *arrays):
+        dt = D.dtype_promotion([a.dtype for a in arrays])
+        return np.concatenate(arrays, axis=self.axis, dtype=dt)
+
+
+def _split_points(spec, size, axis):
+    """Start offsets of every piece after the first (numpy.split's convention)."""
+    if isinstance(spec, int):
+        if spec <= 0:
+            raise ValueError(f"split: number of sections must be positive, got {spec}")
+        if size % spec:
+            raise ValueError(f"split: axis {axis} of size {size} does not divide into "
+                             f"{spec} equal sections")
+        return tuple(size // spec * k for k in range(1, spec))
+    # numpy clips indices into [0, size]; a decreasing index gives an empty piece
+    return tuple(min(max(i + size if i < 0 else i, 0), size) for i in spec)
+
+
+class Split(Op):
+    """`Split(axis, sections_or_indices)`: numpy.split. An int N gives N equal pieces; a
+    tuple of indices gives the pieces between them. Outputs are views of the input."""
+
+    _fields = ("axis", "sections_or_indices")
+    ALIASES_INPUT = True
+
+    def __init__(self, axis, sections_or_indices):
+        spec = sections_or_indices
+        if isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
+            spec = int(spec)
+        elif isinstance(spec, (tuple, list)) and all(
+                isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in spec):
+            spec = tuple(int(i) for i in spec)
+        else:
+            raise TypeError(f"split: indices_or_sections must be an int or a sequence of ints, "
+                            f"got {sections_or_indices!r}")
+        self._set(axis=int(axis), sections_or_indices=spec)
+
+    def _pieces(self, shape):
+        axis = normalize_axis(self.axis, len(shape), "split")
+        points = _split_points(self.sections_or_indices, shape[axis], axis)
+        bounds = (0,) + points + (shape[axis],)
+        return axis, [(lo, max(lo, hi)) for lo, hi in zip(bounds, bounds[1:])]
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        (x,) = inputs
+        if not x.shape:
+            raise ValueError("split: cannot split a zero-dimensional tensor")
+        axis, pieces = self._pieces(x.shape)
+        return tuple((x.shape[:axis] + (hi - lo,) + x.shape[axis + 1:], x.dtype)
+                     for lo, hi in pieces)
+
+    def kernel(self, x):
+        axis, pieces = self._pieces(x.shape)
+        head = (slice(None),) * axis
+        return tuple(x[head + (slice(lo, hi),)] for lo, hi in pieces)

@@ -1,10 +1,11 @@
-"""Reverse-mode autodiff: gradient keys that record ops, and the GradManager on top of them.
+"""The tape of reverse-mode autodiff: the grad hook, GradKey and backward.
+
 
 How it works
   * While at least one GradKey records, the core calls `_on_op(op, inputs, outputs)` after every
     op (`_core.set_grad_hook`); with none recording the hook is None and costs nothing.
   * A key tracks *records* (`TensorInfo`), not Tensor objects: an attached tensor's record, and
-    every float output of a differentiable op (one with a rule in `grad_rules`) that read a
+    every float output of a differentiable op (one with a rule in autodiff/registry.py) that read a
     tracked record. For each such op it keeps one `_Node` holding only what the rule asks to
     save (through `_core.wrap_info`, which keeps those values alive); every other intermediate
     is freed as soon as its last Tensor goes.
@@ -22,19 +23,15 @@ How it works
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Iterable, Self
-import warnings
 
 import numpy as np
 
-from . import _core
-from . import grad_rules
-from .ops import FastpathCopy
-from .scope import scope
-from .tensor import Tensor
+from .. import _core
+from ..ops import FastpathCopy
+from ..scope import scope
+from ..tensor import Tensor
+from . import registry
 
-__all__ = ["GradKey", "backward", "set_allow_higher_order_directive", "GradManager",
-           "GradManagerGroup", "NoGradientWarning"]
 
 _active = []                  # keys recording, in the order they started
 _recorders = []               # keys the hook feeds now (all active ones, outside a backward)
@@ -56,7 +53,7 @@ def _on_op(op, inputs, outputs):
     for key in _recorders:
         if key._reads_tracked(inputs):
             if rule is None:
-                rule = grad_rules.get_rule(op)
+                rule = registry.get_rule(op)
                 if rule is None:
                     return
                 site = _core.op_site(op)      # for errors of its backward (set_blame)
@@ -98,7 +95,7 @@ class _Node:
     def context(self, needs):
         saved_in, saved_out, in_shapes, in_dtypes, out_dtypes = self.ctx
         out_shapes = tuple(o.shape for o in self.outputs)
-        return grad_rules.GradContext(saved_in, saved_out, in_shapes, in_dtypes,
+        return registry.GradContext(saved_in, saved_out, in_shapes, in_dtypes,
                                       out_shapes, out_dtypes, needs)
 
     def free(self):
@@ -248,7 +245,7 @@ def _accumulate(grads, info, grad):
     grads[info] = grad if prev is None else prev + grad
 
 
-def _as_list(x, what):
+def as_list(x, what):
     if x is None:
         return []
     items = list(x) if isinstance(x, (list, tuple)) else [x]
@@ -266,8 +263,8 @@ def backward(key, ys, dys=None):
     """Differentiate `ys` (a Tensor or a list) for the tensors attached to `key`, seeding with
     `dys` (same structure; None means ones), calling each attached tensor's callback with its
     gradient. The key's recording ends and its graph is freed, even when a rule fails."""
-    ys = _as_list(ys, "ys")
-    dys = [None] * len(ys) if dys is None else _as_list(dys, "dys")
+    ys = as_list(ys, "ys")
+    dys = [None] * len(ys) if dys is None else as_list(dys, "dys")
     if len(dys) != len(ys):
         raise ValueError(f"backward got {len(ys)} ys but {len(dys)} dys")
     dys = [_ones_like(y) if dy is None else dy for y, dy in zip(ys, dys)]
@@ -287,183 +284,3 @@ def backward(key, ys, dys=None):
 
 class NoGradientWarning(UserWarning):
     """A GradManager's backward reached none of its attached tensors."""
-
-
-class _RecordingContext:
-    """`with manager:` records on entry and releases on exit, even when the body raises."""
-
-    def __enter__(self) -> Self:
-        self.record()
-        return self
-
-    def __exit__(self, *exc: object) -> bool:
-        self.release()
-        return False
-
-
-class GradManager(_RecordingContext):
-    """`gm = GradManager().attach(params)`; `with gm: loss = f(); gm.backward(loss)`; then
-    `p.grad` holds the gradient, summed over backward calls until `p.grad = None`.
-
-    `backward` ends the recording (as in MegEngine): one backward per `record()`."""
-
-    def __init__(self) -> None:
-        self._attached = []      # tensors, in attach order
-        self._callbacks = {}     # id(tensor) -> list of cb(tensor, grad) -> grad
-        self._key = None
-        self._backward_done = False   # backward already ran in this recording
-
-    def __repr__(self):
-        return f"<GradManager@{id(self):x} with {len(self._attached)} attached tensor(s)>"
-
-    def attach(self, params: Tensor | Iterable[Tensor],
-               callbacks: Callable[[Tensor, Tensor], Tensor] | list[Any] | None = None
-               ) -> GradManager:
-        """Track `params` (a Tensor or a list, e.g. `model.parameters()`): every backward
-        adds their gradients into `p.grad`. `callbacks(p, grad) -> grad` run first, in order.
-        Returns the manager, so `gm = GradManager().attach(params)` reads well."""
-        params = _as_list(params, "params")
-        callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else \
-            ([] if callbacks is None else [callbacks])
-        for p in params:
-            if p.dtype.kind != "f":
-                raise TypeError(f"GradManager.attach: only float tensors have gradients, got "
-                                f"dtype {p.dtype}")
-        for p in params:
-            if id(p) not in self._callbacks:
-                self._attached.append(p)
-                self._callbacks[id(p)] = []
-            self._callbacks[id(p)].extend(callbacks)
-            if self._key is not None:
-                self._attach_to_key(p)
-        return self
-
-    def attached_tensors(self) -> list[Tensor]:
-        """The attached tensors, in attach order."""
-        return list(self._attached)
-
-    @property
-    def recording(self):
-        return self._key is not None
-
-    def record(self) -> None:
-        """Start recording the ops that read attached tensors (what `with gm:` does)."""
-        if self._key is not None:
-            raise RuntimeError("GradManager.record: already recording")
-        self._backward_done = False
-        self._key = GradKey(name=f"GradManager@{id(self):x}")
-        for p in self._attached:
-            self._attach_to_key(p)
-        self._key._start()   # records even with nothing attached yet (attach may follow)
-
-    def release(self) -> None:
-        """End the recording and free the graph; does nothing when not recording."""
-        key, self._key = self._key, None
-        if key is not None:
-            key._stop()
-
-    def _attach_to_key(self, p):
-        self._key.attach(p, lambda grad, p=p: self._accumulate(p, grad))
-
-    def _accumulate(self, p, grad):
-        for cb in self._callbacks[id(p)]:
-            grad = cb(p, grad)
-        old = p.grad
-        # A gradient is a result kept across the step, like optimizer state: its recipe
-        # would reach back through the whole backward pass, so it is never evicted.
-        p.grad = _core.persistent(grad if old is None else old + grad)
-
-    def backward(self, y: Tensor | list[Tensor] | None = None,
-                 dy: Tensor | list[Tensor] | None = None) -> None:
-        """Add the gradients of `y` (a loss, or a list of Tensors seeded with `dy`, ones by
-        default) into `p.grad` of every attached `p`, then end the recording: one backward
-        per `with gm:`. `y=None` only ends the recording."""
-        self._check_can_backward()
-        try:
-            if y is not None:
-                self._check_reaches_attached(y)
-                backward(self._key, y, dy)
-        finally:
-            self._backward_done = True
-            self.release()
-
-    def _check_can_backward(self):
-        if self._key is not None:
-            return
-        if self._backward_done:
-            raise RuntimeError(
-                f"GradManager.backward: not recording any more: backward was already called "
-                f"in this recording of {self!r}, and that call ended the recording and freed "
-                "the graph (one backward per `with gm:`, as in MegEngine). Add the losses and "
-                "call backward once, or use one `with gm:` block per backward")
-        raise RuntimeError("GradManager.backward: not recording; call it inside `with gm:` "
-                           "or between gm.record() and gm.release()")
-
-    def _check_reaches_attached(self, y):
-        """A loss that no attached tensor flows into would give no gradient at all, silently:
-        the usual cause is a forgotten `gm.attach(model.parameters())`."""
-        if not self._attached:
-            raise RuntimeError(f"GradManager.backward: {self!r} has nothing attached, so no "
-                               "gradient can land anywhere; call gm.attach(model.parameters()) "
-                               "before `with gm:`")
-        if not self.reaches_attached(y):
-            # a warning, not an error: with higher-order recording off, an outer backward of
-            # an inner gradient legitimately reaches nothing
-            warnings.warn(f"GradManager.backward: the loss does not depend on any tensor "
-                          f"attached to {self!r}, so no gradient changes; attach the tensors "
-                          "the loss is computed from (gm.attach(model.parameters())), and "
-                          "compute it inside `with gm:`", NoGradientWarning, stacklevel=3)
-
-    def reaches_attached(self, ys: Tensor | list[Tensor]) -> bool:
-        """Whether some of `ys` was computed, while recording, from an attached tensor."""
-        key = self._key
-        return key is not None and any(t._record in key._producer for t in _as_list(ys, "ys"))
-
-    def __or__(self, other):
-        return GradManagerGroup([self]) | other
-
-
-class GradManagerGroup(_RecordingContext):
-    """`gm1 | gm2`: records, releases and runs backward for all its managers together."""
-
-    def __init__(self, managers=()):
-        self._managers = []
-        for gm in managers:
-            self._add(gm)
-
-    def _add(self, gm):
-        members = gm._managers if isinstance(gm, GradManagerGroup) else [gm]
-        for m in members:
-            if not isinstance(m, GradManager):
-                raise TypeError(f"can only group GradManagers, got {type(m).__name__}")
-            if m not in self._managers:
-                self._managers.append(m)
-
-    def __or__(self, other):
-        group = GradManagerGroup(self._managers)
-        group._add(other)
-        return group
-
-    __ror__ = __or__
-
-    def record(self):
-        """Start every member's recording."""
-        for gm in self._managers:
-            gm.record()
-
-    def release(self):
-        """End every member's recording (the last started first)."""
-        for gm in reversed(self._managers):
-            gm.release()
-
-    def backward(self, y=None, dy=None):
-        """Run backward for every member that `y` reaches (at least one must), and end every
-        member's recording."""
-        for gm in self._managers:
-            gm._check_can_backward()
-        if y is not None and not any(gm.reaches_attached(y) for gm in self._managers):
-            self._managers[0]._check_reaches_attached(y)     # says why
-        # Outer (lower priority) keys first: a later key never records an earlier one's backward.
-        for gm in sorted(self._managers, key=lambda m: m._key.priority if m._key else 0):
-            gm.backward(y if gm.reaches_attached(y) else None, dy)
-

@@ -1,4 +1,4 @@
-# Included by _core.pyx: the recording side of scopes and the profiler.
+# Included by _core.pyx: the recording side of scopes and the profiler (was _record.pxi).
 #
 # Recording costs one flag check per op when off. When on, each thread appends small tuples
 # to its own list; names, args and JSON are built only at dump (imperative/profiler.py).

@@ -21,6 +21,8 @@ try:
 except ImportError:         # an old build without the extension: numpy does everything
     _kernels = None
 
+from .epilogue import finish
+
 _FLOAT32 = np.dtype(np.float32)
 # below ~64^3 multiply-adds numpy's call overhead is smaller than packing panels
 _MIN_MACS = 1 << 18
@@ -77,8 +79,8 @@ def active():
 
 
 def matmul(a, b, epilogue=None, streaming=False):
-    """a @ b for 2-D float32 arrays on the native sgemm (with `epilogue`, an
-    ops.epilogue.Epilogue, applied in its stores; `streaming`: the result is read only much
+    """a @ b for 2-D float32 arrays on the native sgemm (with `epilogue`, a
+    backend.epilogue.Epilogue, applied in its stores or else by `finish`; `streaming`: the result is read only much
     later, see _kernels.sgemm), or None when numpy should run it."""
     if (a.dtype != _FLOAT32 or b.dtype != _FLOAT32 or a.ndim != 2 or b.ndim != 2
             or a.shape[0] * a.shape[1] * b.shape[1] < _MIN_MACS or b.shape[1] < _MIN_COLUMNS
@@ -88,12 +90,7 @@ def matmul(a, b, epilogue=None, streaming=False):
     out = _kernels.sgemm(a, b, np.empty((a.shape[0], b.shape[1]), dtype=_FLOAT32),
                          epilogue=epilogue.kind if in_stores else None,
                          y=epilogue.y if in_stores else None, streaming=streaming)
-    return _finish(out, epilogue, in_stores)
-
-
-def _finish(out, epilogue, in_stores):
-    """out, with the epilogue applied by its follower's kernel unless the stores did it."""
-    return out if epilogue is None or in_stores else epilogue.apply(out)
+    return out if in_stores else finish(out, epilogue)
 
 
 def _in_stores(epilogue):
@@ -173,7 +170,7 @@ def conv2d(x, w, stride, padding, dilation, groups, bias=None, epilogue=None):
     in_stores = _in_stores(epilogue)
     out = _kernels.conv2d_s1(x, w, padding, dilation, bias, epilogue.kind if in_stores else None,
                              epilogue.y if in_stores else None)
-    return _finish(out, epilogue, in_stores)
+    return out if in_stores else finish(out, epilogue)
 
 
 def conv2d_grad_weight(x, dy, kernel_hw, stride, padding, dilation, groups, with_bias=False):

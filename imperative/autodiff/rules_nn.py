@@ -1,17 +1,21 @@
-"""Backward rules of the neural-network ops (imperative/ops/nn.py); see grad_rules.py for
-the rule interface. Like every rule, these compute with imperative ops only."""
+"""Backward rules of the neural-network ops (imperative/ops/conv.py, pool.py, softmax.py,
+norm.py, and Embedding and LeakyRelu); see registry.py for the rule interface. Like every
+rule, these compute with imperative ops only."""
 import numpy as np
 
-from . import functional as F
-from ._core import apply
-from .grad_rules import (_as_input_grad, _is_float, _no_grads, _scatter_add, _single_output,
-                         _wants, defgrad)
-from .ops.base import cached_op
-from .ops.indexing import TENSOR
-from .ops.nn import (BatchNormForward, Convolution, ConvolutionBackwardData,
-                     ConvolutionBackwardFilter, CrossEntropy, Embedding, LayerNormForward,
-                     LeakyRelu, LogSoftmax, Pooling, Softmax, _valid_counts)
-from .tensor import Tensor
+from .. import functional as F
+from .._core import apply
+from ..ops.base import cached_op
+from ..ops.indexing import TENSOR
+from ..ops.conv import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
+from ..ops.elemwise import LeakyRelu
+from ..ops.indexing import Embedding
+from ..ops.norm import BatchNormForward, LayerNormForward
+from ..ops.pool import Pooling, valid_counts
+from ..ops.softmax import CrossEntropy, LogSoftmax, Softmax
+from ..tensor import Tensor
+from .registry import as_input_grad, defgrad, is_float, no_grads, single_output, wants
+from .rules_indexing import scatter_add
 
 
 # ---------------------------------------------------------------------------------------
@@ -37,7 +41,7 @@ def _conv(params, x, w):
 
 
 @defgrad(Convolution, inputs=(0, 1))
-@_single_output
+@single_output
 def _conv_backward(op, ctx, dy):
     """gx = ConvolutionBackwardData(dy, w), gw = ConvolutionBackwardFilter(x, dy), each
     computed only when the engine uses it; the bias gradient (dy summed per channel) comes
@@ -45,19 +49,19 @@ def _conv_backward(op, ctx, dy):
     x, w = ctx.inputs[:2]
     params = _conv_params(op)
     gx = gw = gb = None
-    want_bias = len(ctx.in_shapes) == 3 and _wants(ctx, 2)
-    if _wants(ctx, 1):
+    want_bias = len(ctx.in_shapes) == 3 and wants(ctx, 2)
+    if wants(ctx, 1):
         gw = _filter_grad(params, x.astype(dy.dtype), dy, ctx.in_shapes[1][2:], want_bias)
         if want_bias:
             gw, gb = gw
     elif want_bias:
         gb = dy.sum(axis=(0, 2, 3))
     # the input's gradient last: next to the op that consumes it (a ReLU's gradient), which
-    # its kernel can then do on the way out (ops/epilogue.py)
-    if _wants(ctx, 0):
+    # its kernel can then do on the way out (backend/epilogue.py)
+    if wants(ctx, 0):
         gx = _data_grad(params, dy, w.astype(dy.dtype), ctx.in_shapes[0][2:])
     grads = (gx, gw, gb)[:len(ctx.in_shapes)]
-    return tuple(_as_input_grad(gr, ctx, i) for i, gr in enumerate(grads))
+    return tuple(as_input_grad(gr, ctx, i) for i, gr in enumerate(grads))
 
 
 # Both gradient ops are bilinear, and their gradients are the three ops again:
@@ -66,14 +70,14 @@ def _conv_backward(op, ctx, dy):
 
 
 @defgrad(ConvolutionBackwardData, inputs=(0, 1))
-@_single_output
+@single_output
 def _conv_data_backward(op, ctx, g):
     dy, w = ctx.inputs
     params = _conv_params(op)
-    g_dy = _conv(params, g, w.astype(g.dtype)) if _wants(ctx, 0) else None
+    g_dy = _conv(params, g, w.astype(g.dtype)) if wants(ctx, 0) else None
     g_w = _filter_grad(params, g, dy.astype(g.dtype), ctx.in_shapes[1][2:]) \
-        if _wants(ctx, 1) else None
-    return _as_input_grad(g_dy, ctx, 0), _as_input_grad(g_w, ctx, 1)
+        if wants(ctx, 1) else None
+    return as_input_grad(g_dy, ctx, 0), as_input_grad(g_w, ctx, 1)
 
 
 @defgrad(ConvolutionBackwardFilter, inputs=(0, 1))
@@ -82,18 +86,18 @@ def _conv_filter_backward(op, ctx, grads):
     with_bias) reaches dy broadcast over images and positions."""
     g, g_b = grads[0], grads[1] if op.with_bias else None
     if g is None and g_b is None:
-        return _no_grads(ctx)
+        return no_grads(ctx)
     x, dy = ctx.inputs
     params = _conv_params(op)
     g_x = g_dy = None
-    if g is not None and _wants(ctx, 0):
+    if g is not None and wants(ctx, 0):
         g_x = _data_grad(params, dy.astype(g.dtype), g, ctx.in_shapes[0][2:])
-    if g is not None and _wants(ctx, 1):
+    if g is not None and wants(ctx, 1):
         g_dy = _conv(params, x.astype(g.dtype), g)
-    if g_b is not None and _wants(ctx, 1):
+    if g_b is not None and wants(ctx, 1):
         by_channel = F.broadcast_to(g_b.reshape((1, -1, 1, 1)), ctx.in_shapes[1])
         g_dy = by_channel if g_dy is None else g_dy + by_channel
-    return _as_input_grad(g_x, ctx, 0), _as_input_grad(g_dy, ctx, 1)
+    return as_input_grad(g_x, ctx, 0), as_input_grad(g_dy, ctx, 1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -141,7 +145,7 @@ def _average_pool_contributions(op, ctx, dy):
         share = dy * (1 / (op.window[0] * op.window[1]))
     else:
         # the divisor depends on the shapes only: a constant
-        counts = [_valid_counts(size, o, k, s, p) for size, o, k, s, p in
+        counts = [valid_counts(size, o, k, s, p) for size, o, k, s, p in
                   zip(shape[2:], out_hw, op.window, op.stride, op.padding)]
         share = dy / Tensor(np.outer(*counts).astype(dy.dtype), device=dy.device)
     for tap in _taps(op, out_hw):
@@ -150,16 +154,16 @@ def _average_pool_contributions(op, ctx, dy):
 
 @defgrad(Pooling, inputs=lambda op: (0,) if op.mode == "MAX" else (),
          outputs=lambda op: (0,) if op.mode == "MAX" else ())
-@_single_output
+@single_output
 def _pooling_backward(op, ctx, dy):
-    if not _is_float(ctx.in_dtypes[0]):
+    if not is_float(ctx.in_dtypes[0]):
         return (None,)
     contributions = (_max_pool_contributions if op.mode == "MAX"
                      else _average_pool_contributions)(op, ctx, dy)
     gpad = F.zeros(_padded_shape(op, ctx.in_shapes[0]), dy.dtype)
     for tap, contribution in contributions:
         gpad[tap] = gpad[tap] + contribution
-    return (_as_input_grad(gpad[_crop_index(op, ctx.in_shapes[0])], ctx, 0),)
+    return (as_input_grad(gpad[_crop_index(op, ctx.in_shapes[0])], ctx, 0),)
 
 
 # ---------------------------------------------------------------------------------------
@@ -172,28 +176,28 @@ def _class_axis(op, ctx):
 
 
 @defgrad(Softmax, outputs=(0,))
-@_single_output
+@single_output
 def _softmax_backward(op, ctx, dy):
     y = ctx.outputs[0]
     dx = y * (dy - (dy * y).sum(axis=_class_axis(op, ctx), keepdims=True))
-    return (_as_input_grad(dx, ctx, 0),)
+    return (as_input_grad(dx, ctx, 0),)
 
 
 @defgrad(LogSoftmax, outputs=(0,))
-@_single_output
+@single_output
 def _log_softmax_backward(op, ctx, dy):
     y = ctx.outputs[0]
     dx = dy - F.exp(y) * dy.sum(axis=_class_axis(op, ctx), keepdims=True)
-    return (_as_input_grad(dx, ctx, 0),)
+    return (as_input_grad(dx, ctx, 0),)
 
 
 @defgrad(CrossEntropy, inputs=(0, 1))
-@_single_output
+@single_output
 def _cross_entropy_backward(op, ctx, dy):
     """d loss_k / d logits = softmax(logits) - onehot(label_k), times dy_k (divided by the
     number of items for a mean)."""
-    if not _is_float(ctx.in_dtypes[0]):
-        return _no_grads(ctx)
+    if not is_float(ctx.in_dtypes[0]):
+        return no_grads(ctx)
     logits, labels = ctx.inputs
     axis = op.axis % len(ctx.in_shapes[0])
     classes = ctx.in_shapes[0][axis]
@@ -205,7 +209,7 @@ def _cross_entropy_backward(op, ctx, dy):
     elif op.reduction == "mean":
         dy = dy * (1 / max(int(np.prod(ctx.in_shapes[1], dtype=np.int64)), 1))
     dx = (F.softmax(logits.astype(dy.dtype), axis) - onehot) * dy
-    return _as_input_grad(dx, ctx, 0), None
+    return as_input_grad(dx, ctx, 0), None
 
 
 # ---------------------------------------------------------------------------------------
@@ -225,7 +229,7 @@ def _normalized_input_grad(dxhat, xhat, rstd, axes):
 
 
 @defgrad(LayerNormForward, inputs=(0, 1))   # (1: the weight, when given)
-@_single_output
+@single_output
 def _layer_norm_backward(op, ctx, dy):
     k = len(op.normalized_shape)
     ndim = len(ctx.in_shapes[0])
@@ -236,11 +240,11 @@ def _layer_norm_backward(op, ctx, dy):
     grads = [_normalized_input_grad(dxhat, xhat, rstd, axes)]
     if affine:
         grads += [(dy * xhat).sum(axis=batch), dy.sum(axis=batch)]
-    return tuple(_as_input_grad(g, ctx, i) for i, g in enumerate(grads))
+    return tuple(as_input_grad(g, ctx, i) for i, g in enumerate(grads))
 
 
 @defgrad(BatchNormForward, inputs=lambda op: (0, 1) if op.training else (0, 1, 3, 4))
-@_single_output
+@single_output
 def _batch_norm_backward(op, ctx, dy):
     """Gradients of x, weight and bias from the normalised output; the running statistics
     (inputs 3, 4, and the updated ones, outputs 1, 2) are buffers without gradients."""
@@ -255,7 +259,7 @@ def _batch_norm_backward(op, ctx, dy):
         xhat = (x - as_channels(ctx.inputs[3].astype(dy.dtype))) * rstd
         gx = dy * as_channels(weight) * rstd
     grads = (gx, (dy * xhat).sum(axis=axes), dy.sum(axis=axes))
-    return tuple(_as_input_grad(g, ctx, i) for i, g in enumerate(grads)) + \
+    return tuple(as_input_grad(g, ctx, i) for i, g in enumerate(grads)) + \
         (None,) * (len(ctx.in_shapes) - 3)
 
 
@@ -264,17 +268,17 @@ def _batch_norm_backward(op, ctx, dy):
 
 
 @defgrad(Embedding, inputs=(0,))
-@_single_output
+@single_output
 def _embedding_backward(op, ctx, dy):
     # rows picked several times accumulate: a scatter-add
-    if not _is_float(ctx.in_dtypes[1]):
-        return _no_grads(ctx)
-    g = _scatter_add(ctx.in_shapes[1], ctx.in_dtypes[1], dy, (TENSOR,), (ctx.inputs[0],))
+    if not is_float(ctx.in_dtypes[1]):
+        return no_grads(ctx)
+    g = scatter_add(ctx.in_shapes[1], ctx.in_dtypes[1], dy, (TENSOR,), (ctx.inputs[0],))
     return None, g
 
 
 @defgrad(LeakyRelu, inputs=(0,))
-@_single_output
+@single_output
 def _leaky_relu_backward(op, ctx, dy):
     x = ctx.inputs[0]
-    return (_as_input_grad(F.where(x >= 0, dy, dy * op.negative_slope), ctx, 0),)
+    return (as_input_grad(F.where(x >= 0, dy, dy * op.negative_slope), ctx, 0),)

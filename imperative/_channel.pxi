@@ -1,0 +1,600 @@
+# Included by _core.pyx: the Channel, caller side. Its options, the handle table, values
+# that arrive from the host, dispatch (inference, handles, the command), host compute, the
+# buffer that folds Del into the last reader, release and delete, waits, sync and close.
+#
+# The worker thread (imperative/_worker.pxi) and the executor (imperative/_execute.pxi) are
+# the Channel's methods too, written as module functions that take it as `self`: Cython
+# allows no `include` in a class body. The owning thread of each field is written beside it:
+# [C] caller threads, [W] the worker, [C/W] either, under the GIL; "nogil": under `_mutex`.
+
+# Small ops whose inputs are resident run on the caller's thread: handing one to the
+# worker costs more than running it (PERF_NOTES: a wake-up is 10-100 us, a tiny add 0.5 us,
+# and ops under ~1 ms never overlap with the caller because of the GIL). The limit counts
+# the elements of the inputs and outputs together.
+HOST_COMPUTE_MAX_ELEMENTS = 4096
+cdef Py_ssize_t _host_max_elements = HOST_COMPUTE_MAX_ELEMENTS
+
+
+
+
+# Called as hook(op, input_infos, output_infos) after every op is issued, while any
+# gradient recording is active (imperative.autodiff); None costs one pointer check per op.
+cdef object _grad_hook = None
+
+
+def set_grad_hook(hook):
+    global _grad_hook
+    _grad_hook = hook
+
+
+def get_grad_hook():
+    return _grad_hook
+
+
+# --------------------------------------------------------------------------- the channel
+
+cdef class MemoryManager
+
+
+@cython.final
+cdef class Channel:
+    cdef long long _opts[N_OPTIONS]
+    cdef MemoryManager mm            # drop, swap, DTR (imperative/_memory.pxi)
+    cdef bint _memory_on             # any of enable_drop/swap, record_computing_path, DTR
+    # handle table [C]
+    cdef list _table
+    cdef vector[long long] _free_handles   # whole handles: a free slot's id and next generation
+    cdef Py_ssize_t _live
+    # command flow: [C] appends to _buffer and _pending; [W] takes _pending whole
+    cdef list _buffer
+    cdef list _pending
+    cdef long long _seq            # [C] last sequence number queued
+    cdef long long _processed      # [W] commands run by the worker (read by waiters under _mutex)
+    # worker thread and its wake-up; the "nogil" fields live under _mutex
+    cdef object _thread
+    cdef pthread_mutex_t _mutex
+    cdef pthread_cond_t _wake_cond
+    cdef pthread_cond_t _done_cond
+    cdef int _wake                 # nogil
+    cdef long long _notify_at      # nogil: smallest sequence number a waiter waits for
+    cdef int _worker_sleeping      # [C/W]
+    cdef int _worker_awake         # nogil: set by the worker once it holds the GIL again
+    cdef int _n_waiters            # [C]
+    cdef int _stopping             # [C]
+    cdef int _discarding           # [C] at exit: the worker drops the commands left
+    cdef str _closed_by            # who called close(), for the errors after it
+    cdef int _worker_dead          # [W]
+    # errors
+    cdef list _errors              # [C/W] ErrorRecords not yet raised
+    # lifecycle: 0 usable, 1 closed, 2 forked child
+    cdef int _state
+    cdef public Device default_device
+    cdef object _pid
+
+    def __cinit__(self):
+        pthread_mutex_init(&self._mutex, NULL)
+        pthread_cond_init(&self._wake_cond, NULL)
+        pthread_cond_init(&self._done_cond, NULL)
+        self._table = []
+        self._buffer = []
+        self._pending = []
+        self._errors = []
+        self._notify_at = LLONG_MAX
+        self.default_device = as_device("cpu0")
+        self._pid = os.getpid()
+        values = _options_from_environment()
+        for i, name in enumerate(_OPTION_NAMES):
+            self._opts[i] = values[name]
+        self._update_memory_flag()
+
+    # ---- options
+
+    def set_option(self, str name, value):
+        cdef long long v = _validate_option(name, value)
+        self._opts[<int>_OPTION_INDEX[name]] = v
+        if name == "buffer_length":
+            self._flush_buffer(v)
+        if name == "enable_swap" and v:
+            # (from the main thread, where signal handlers can be installed: the first
+            # swap may happen on the worker)
+            guard_signals(self.mm.swap)
+        self._update_memory_flag()
+
+    cdef void _update_memory_flag(self):
+        self._memory_on = (self._opts[OPT_ENABLE_DROP] or self._opts[OPT_ENABLE_SWAP]
+                           or self._opts[OPT_RECORD_PATH] or self._opts[OPT_DTR_AUTO])
+        if not self._memory_on and self.mm is not None:
+            self.mm.candidates.clear()    # nothing is evicted while off; hold no records
+            self.mm.sweep_kept()
+            self.mm.size_pool(0)
+
+    def get_option(self, str name):
+        if name not in _OPTION_INDEX:
+            _validate_option(name, 0)
+        return self._opts[<int>_OPTION_INDEX[name]]
+
+    def options(self):
+        return {name: self._opts[i] for i, name in enumerate(_OPTION_NAMES)}
+
+    # ---- lifecycle checks
+
+    cdef inline int check_usable(self) except -1:
+        if self._state != 0:
+            self._raise_unusable()
+        return 0
+
+    cdef int _raise_unusable(self) except -1:
+        if self._state == 1:
+            raise RuntimeError(f"interpreter closed by {self._closed_by}: no tensor can be "
+                               "used or made after that")
+        raise RuntimeError(
+            f"this process (pid {os.getpid()}) was forked from pid {self._pid} after imperative "
+            "started; the parent's interpreter cannot be used in a child: use the 'spawn' start "
+            "method or import imperative only in the children")
+
+    # ---- handle table
+
+    cdef TensorInfo new_info(self, tuple shape, object dtype, Device device,
+                             bint maybe_packed=True):
+        cdef TensorInfo info = TensorInfo.__new__(TensorInfo)
+        info.shape = shape
+        info.dtype = dtype
+        info.device = device
+        info.status = ALLOCATED
+        if maybe_packed and dtype.metadata is not None:
+            # quantized dtypes: numpy ignores their metadata in == and hash, so every
+            # dtype-keyed cache must step around them
+            info.quantized = True
+            info.packed = _dtype_is_packed(dtype)
+        if shape is not None:
+            info.numel = _num_elements(shape)
+            info.size = _nbytes_of(info.numel, dtype, info.packed)
+        self._add_handle(info)
+        return info
+
+    cdef inline void _add_handle(self, TensorInfo info):
+        # The free list holds whole handles: a slot's id with its next generation.
+        if self._free_handles.size():
+            info.handle = self._free_handles.back()
+            self._free_handles.pop_back()
+            self._table[info.handle & 0xFFFFFFFF] = info
+        else:
+            info.handle = len(self._table)
+            self._table.append(info)
+        self._live += 1
+
+    cdef void _retire_handle(self, TensorInfo info):
+        cdef long long idx = info.handle & 0xFFFFFFFF
+        cdef long long gen = (info.handle >> 32) + 1
+        if info.handle < 0 or self._table[idx] is not info:
+            return
+        self._table[idx] = None
+        self._free_handles.push_back(idx | ((gen & 0x7FFFFFFF) << 32))
+        self._live -= 1
+
+    cpdef TensorInfo lookup(self, long long handle):
+        """The live record for a handle, or None if it was deleted (stale generation)."""
+        cdef Py_ssize_t idx = handle & 0xFFFFFFFF
+        if handle < 0 or idx >= len(self._table):
+            return None
+        info = self._table[idx]
+        if info is None or (<TensorInfo>info).handle != handle:
+            return None
+        return info
+
+    # ---- values that arrive from the host
+
+    cdef TensorInfo put(self, object array, tuple shape, object dtype, Device device):
+        """A tensor whose value the caller already has (the array is owned by the runtime)."""
+        cdef TensorInfo info = self.new_info(shape, dtype, device)
+        info.scope = _current_scope
+        if self._memory_on and self._processed == self._seq:
+            # under a DTR budget, data is budgeted like an op's output (the 0-d constant
+            # F.multiply(0.5, x) makes too): room first, when no op of the worker's runs
+            # beside (at async level 0, always)
+            self.mm.make_room(info.size, device)
+        self._set_value(info, array, None)
+        return info
+
+    cdef int _set_value(self, TensorInfo info, object array, Storage shared) except -1:
+        """Make `array` the value of `info`: in `shared` (a view of an input's storage), or
+        in a storage of its own, C-ordered."""
+        return self._adopt(info, array if shared is not None else _c_ordered(array), shared)
+
+    cdef int _adopt(self, TensorInfo info, object array, Storage shared) except -1:
+        """Make `array` the value of `info` as it is laid out (a swapped value coming back
+        must keep the strides it left with, so that later ops round the same)."""
+        cdef Storage storage = shared
+        if storage is None:
+            root = array
+            while isinstance(root.base, _ndarray):
+                root = root.base
+            storage = _new_storage(root.nbytes, info.device)
+        storage.refs += 1
+        info.storage = storage
+        info.value = array
+        info.status = PRODUCED
+        if self._memory_on:
+            self.mm.on_produced(info)
+
+    cdef void _free_value(self, TensorInfo info):
+        cdef Storage storage = info.storage
+        if self._memory_on:
+            self.mm.forget(info)
+        info.value = None
+        info.storage = None
+        if storage is not None:
+            storage.refs -= 1
+            if storage.refs == 0:
+                (<Device>storage.device).stats.allocated -= storage.nbytes
+
+    # ---- dispatch
+
+    cdef list dispatch(self, OpDef op, list inputs):
+        """Infer outputs, allocate handles and run or queue the op. Returns the output infos."""
+        cdef TensorInfo first, info
+        cdef Py_ssize_t i, n = len(inputs)
+        cdef bint fast = False
+        cdef long long t0 = _now_ns() if _profiling else 0
+        self.check_usable()
+        for i in range(n):
+            info = inputs[i]
+            if info.status >= DELETED:
+                self._raise_unusable_input(op, info)
+            if info.shape is None:      # value-dependent shape: inference needs it
+                self.wait_produced(info, "shape")
+        if n:
+            first = inputs[0]
+            device = first.device
+            for i in range(1, n):
+                if (<TensorInfo>inputs[i]).device is not device:
+                    raise ValueError(
+                        f"op {op!r} got inputs on different devices: "
+                        + ", ".join(str((<TensorInfo>x).device) for x in inputs)
+                        + "; copy them to one device first (Tensor.to / functional.copy)")
+        else:
+            first = None
+            device = self.default_device
+        # Elementwise fast path: equal shapes and dtypes need no broadcasting or promotion.
+        if op.ufunc is not None and n:
+            fast = True
+            for i in range(1, n):
+                info = inputs[i]
+                if info.dtype is not first.dtype or (info.shape is not first.shape
+                                                     and info.shape != first.shape):
+                    fast = False
+                    break
+            if fast and first.shape is not None and not first.quantized:
+                out_dtype = op._same_dtype_out.get(first.dtype)
+                if out_dtype is None:
+                    descs = op.infer(tuple(inputs))
+                    out_dtype = descs[0][1]
+                    op._same_dtype_out[first.dtype] = out_dtype
+                outputs = [self.new_info(first.shape, out_dtype, device)]
+            else:
+                fast = False
+        if not fast:
+            descs = _infer_cached(op, inputs)
+            outputs = []
+            for desc in descs:
+                outputs.append(self.new_info(
+                    None if desc[0] is None else tuple(desc[0]), desc[1],
+                    as_device(desc[2]) if len(desc) > 2 else device))
+        cdef Command cmd = Command.__new__(Command)
+        cmd.kind = CMD_APPLY
+        cmd.op = op
+        cmd.inputs = inputs
+        cmd.outputs = outputs
+        cmd.fast = fast
+        cmd.scope = _current_scope
+        cmd.blame = _blame
+        if self._memory_on and op.recomputable:
+            self.mm.record(op, inputs, outputs)
+        for i in range(len(outputs)):
+            info = outputs[i]
+            info.op = op
+            info.scope = _current_scope
+            info.out_index = i
+        _capture_site(cmd)
+        self._submit(cmd)
+        if _profiling and t0:
+            _record_dispatch(t0, cmd)
+        if _grad_hook is not None:
+            _grad_hook(op, inputs, outputs)
+        return outputs
+
+    cdef int _raise_unusable_input(self, op, TensorInfo info) except -1:
+        if info.status == DELETED:
+            raise RuntimeError(f"op {op!r} got a deleted tensor")
+        rec = info.error
+        if not rec.raised:
+            self._errors.remove(rec) if rec in self._errors else None
+            rec.raised = True
+            raise AsyncError(rec.message) from rec.exc
+        raise RuntimeError(
+            f"tensor {info.shape} {info.dtype} is unusable because of "
+            f"an earlier error: {rec.message}") from rec.exc
+
+    cdef int _submit(self, Command cmd) except -1:
+        cdef TensorInfo info
+        cdef bint ready = True
+        cdef int level = self._opts[OPT_ASYNC_LEVEL]
+        for info in cmd.inputs:
+            if info.status != PRODUCED:
+                ready = False
+                break
+        if ready and (level == 0 or (self._opts[OPT_HOST_COMPUTE] and self._is_tiny(cmd)
+                                     and not self._worker_busy_under_budget())):
+            self._run_inline(cmd, level == 0)
+            return 0
+        for info in cmd.inputs:
+            info.pending_uses += 1
+        for info in cmd.outputs:
+            info.pending_uses += 1
+        self._push(cmd)
+        if level == 0 or (level == 1 and (<OpDef>cmd.op).value_dependent):
+            self._flush_buffer(0)
+            _wait_seq(self, cmd.seq)
+            self._raise_error_of(cmd, level == 0)
+        return 0
+
+    cdef bint _worker_busy_under_budget(self):
+        """DTR has a budget and the worker has commands still to run: an op run here now
+        would run beside the worker's, each having made room without the other's output,
+        and the peak could pass the budget by both (issue 12, rule 1)."""
+        return (self._opts[OPT_DTR_AUTO] and self._opts[OPT_DTR_THRESHOLD] > 0
+                and self._processed != self._seq)
+
+    cdef bint _is_tiny(self, Command cmd):
+        cdef TensorInfo info
+        cdef Py_ssize_t n = 0
+        for info in cmd.outputs:
+            if info.shape is None:
+                return False
+            n += info.numel
+        for info in cmd.inputs:
+            n += info.numel
+        return n <= _host_max_elements
+
+    cdef TensorInfo host_ufunc(self, OpDef op, TensorInfo a, TensorInfo b):
+        """The fast path of elementwise operators: equal shapes and dtypes, resident inputs
+        and a small size (any size at async level 0) run now on the caller's thread.
+        Returns None when it does not apply or the kernel raised; the general path then
+        runs the op (again) and reports any error by the usual protocol."""
+        cdef Py_ssize_t limit
+        cdef long long t0 = _now_ns() if _profiling else 0
+        if self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on:
+            return None
+        if b is not None and (b.status != PRODUCED or b.dtype is not a.dtype
+                              or b.device is not a.device
+                              or (b.shape is not a.shape and b.shape != a.shape)):
+            return None
+        out_dtype = op._same_dtype_out.get(a.dtype)
+        if out_dtype is None:
+            return None
+        if self._opts[OPT_ASYNC_LEVEL] != 0:
+            limit = _host_max_elements if self._opts[OPT_HOST_COMPUTE] else -1
+            if a.numel * (2 if b is None else 3) > limit:
+                return None
+        try:
+            r = op.ufunc(a.value) if b is None else op.ufunc(a.value, b.value)
+        except Exception:
+            return None
+        if type(r) is not _ndarray or r.dtype is not out_dtype:
+            r = _np_asarray(r, dtype=out_dtype)
+        r = _c_ordered(r)
+        cdef TensorInfo info = self.new_info(a.shape, out_dtype, a.device, False)
+        cdef Storage st = _new_storage(info.size, info.device)
+        st.refs = 1
+        info.storage = st
+        info.value = r
+        info.status = PRODUCED
+        info.op = op
+        info.scope = _current_scope
+        if _profiling and t0:
+            _record_host_op(t0, op, a, b, info)
+        if _grad_hook is not None:
+            _grad_hook(op, [a] if b is None else [a, b], [info])
+        return info
+
+    cdef int _run_inline(self, Command cmd, bint raise_original) except -1:
+        """Host compute: run the op on the caller's thread, now."""
+        cdef TensorInfo info
+        for info in cmd.inputs:
+            info.pins += 1
+        try:
+            _execute_apply(self, cmd)
+        finally:
+            for info in cmd.inputs:
+                info.pins -= 1
+        self._raise_error_of(cmd, raise_original)
+        return 0
+
+    cdef int _raise_error_of(self, Command cmd, bint raise_original) except -1:
+        """At level 0 a failed op raises its original exception at the call."""
+        cdef TensorInfo info
+        if not raise_original or not cmd.outputs:
+            return 0
+        cdef TensorInfo out = cmd.outputs[0]
+        if out.status != INVALID:
+            return 0
+        for info in cmd.outputs:      # no Tensor will ever hold them
+            self._retire_handle(info)
+        rec = out.error
+        if rec in self._errors:
+            self._errors.remove(rec)
+        rec.raised = True
+        exc = rec.exc
+        if isinstance(exc, BaseException) and hasattr(exc, "add_note"):
+            exc.add_note(rec.message)
+        raise exc
+
+    # ---- the buffer that folds Del into the last reader
+
+    cdef void _push(self, Command cmd):
+        self._buffer.append(cmd)
+        if len(self._buffer) > self._opts[OPT_BUFFER_LENGTH]:
+            _enqueue(self, self._buffer.pop(0))
+
+    cdef void _flush_buffer(self, long long keep):
+        while len(self._buffer) > keep:
+            _enqueue(self, self._buffer.pop(0))
+
+    cdef void release(self, TensorInfo info):
+        """The last Tensor sharing `info` is gone."""
+        cdef Command cmd
+        cdef Py_ssize_t i
+        if self._state != 0:
+            return
+        self._retire_handle(info)
+        if info.pending_uses == 0:
+            # Nothing queued touches it: free it here instead of queueing a Del.
+            self._delete(info)
+            return
+        for i in range(len(self._buffer) - 1, -1, -1):
+            cmd = self._buffer[i]
+            if cmd.kind == CMD_APPLY:
+                if _contains(cmd.inputs, info):
+                    if cmd.dels is None:
+                        cmd.dels = []
+                    cmd.dels.append(info)
+                    return
+                if _contains(cmd.outputs, info):
+                    break
+        cmd = Command.__new__(Command)
+        cmd.kind = CMD_DEL
+        cmd.target = info
+        info.pending_uses += 1
+        self._push(cmd)
+
+    cdef void _delete(self, TensorInfo info):
+        """No Tensor refers to `info` any more. While producers are recorded, a tensor that
+        can be recomputed is dropped (its record stays for whoever needs it again) and a
+        leaf that a recorded producer reads keeps its value while an evicted tensor needs
+        it (imperative/_memory.pxi, release_leaf)."""
+        # (records made while recording keep these rules after it is turned off: what was
+        # dropped then can still be recomputed)
+        if ((self._memory_on or info.producer is not None or info.users is not None)
+                and info.status in (PRODUCED, DROPPED, SWAPPED)):
+            self.mm.note_death()
+            if info.producer is not None:
+                if info.status == PRODUCED:
+                    self.mm.drop_dead(info, "deleted")
+                elif info.uf_class is not None:     # evicted earlier, and now dead
+                    _member_dies(info.uf_class)
+                return
+            if _read_by_a_recipe(info):
+                self.mm.forget(info)
+                if not self.mm.release_leaf(info):
+                    return
+        self._finish_delete(info)
+
+    cdef void _finish_delete(self, TensorInfo info):
+        """Free the value (and any swap file) of a record nothing needs any more."""
+        self._free_value(info)
+        if info.swap_path is not None:
+            _remove_swap_file(info)
+            (<Device>info.device).stats.swapped -= info.size
+        info.status = DELETED
+
+    # ---- waiting for values
+
+    cdef int wait_produced(self, TensorInfo info, str why="value") except -1:
+        """Wait until `info` has a value or has failed; raise pending async errors."""
+        self.check_usable()
+        if info.status == ALLOCATED:
+            if info.ready_seq == 0:       # its producer still sits in the buffer
+                self._flush_buffer(0)
+            _wait_seq(self, info.ready_seq, why)
+        self.raise_pending_errors()
+        if info.status == INVALID:
+            self._raise_unusable_input("read", info)
+        if info.status == DELETED:
+            raise RuntimeError("tensor was deleted")
+        if info.status == DROPPED or info.status == SWAPPED:
+            self.sync_quietly()           # the worker is idle now: restore on this thread
+            self.mm.restore(info)
+        return 0
+
+    cpdef object get_value(self, TensorInfo info):
+        """The value as users see it (4-bit unpacked); waits for the worker."""
+        self.wait_produced(info)
+        return _unpacked_value(info)
+
+    cpdef object get_readonly_view(self, TensorInfo info):
+        """A zero-copy read-only view of the value (a copy for packed 4-bit storage)."""
+        self.wait_produced(info, "numpy()")
+        if info.packed:
+            return _unpacked_value(info)
+        view = info.value.view()
+        view.flags.writeable = False
+        info.storage.exported = True   # never overwrite it in place from now on
+        return view
+
+    cpdef int sync(self) except -1:
+        if self._state != 0:
+            return 0
+        self._flush_buffer(0)
+        _wait_seq(self, self._seq)
+        self.raise_pending_errors()
+        return 0
+
+    cpdef int raise_pending_errors(self) except -1:
+        cdef ErrorRecord rec
+        if not self._errors:
+            return 0
+        rec = self._errors.pop(0)
+        rec.raised = True
+        raise AsyncError(rec.message) from rec.exc
+
+    def sync_quietly(self):
+        """Wait for every issued command without raising pending errors."""
+        if self._state == 0:
+            self._flush_buffer(0)
+            _wait_seq(self, self._seq)
+
+    def close(self, bint quiet=False, bint discard=False):
+        """Free every tensor and stop the worker. Idempotent. With `discard` (at exit, when
+        nobody can read a result any more) queued commands are dropped, not run."""
+        if self._state != 0:
+            return
+        thread = threading.current_thread()
+        self._closed_by = ("the interpreter's exit" if discard else
+                           f"imp.close() in thread {thread.name!r}"
+                           + ("" if thread is threading.main_thread() else
+                              ", not the main thread"))
+        errors = None
+        if discard:
+            self._discarding = 1
+            self._buffer = []
+            self._pending = []
+        else:
+            try:
+                self._flush_buffer(0)
+                _wait_seq(self, self._seq)
+            except RuntimeError:
+                pass
+        errors = self._errors
+        self._errors = []
+        _stop_worker(self)
+        for info in self._table:
+            if info is not None:
+                self._free_value(info)
+                (<TensorInfo>info).status = DELETED
+        self._table = []
+        self._free_handles.clear()
+        self._live = 0
+        self.mm.remove_swap_files()
+        self._state = 1
+        if errors and not quiet:
+            rec = errors[0]
+            raise AsyncError(rec.message) from rec.exc
+
+    def mark_forked(self):
+        self._state = 2
+        self._thread = None
+
+    def stats(self):
+        """Debug counters: live handles, queued commands, buffered commands."""
+        return {"live_handles": self._live, "queued": self._seq - self._processed,
+                "buffered": len(self._buffer), "pending_errors": len(self._errors)}

@@ -1,0 +1,274 @@
+# Included by _core.pyx: the executor. Running one command, on the worker or on the
+# caller's thread (host compute, async level 0): the elementwise ufunc fast path, a kernel and
+# the storing of its results, in-place reuse of a dying input's buffer, the memory manager's
+# managed run, epilogue planning, and failures as ErrorRecords. Each function takes the
+# Channel as `self` (see imperative/_channel.pxi).
+
+from .backend.epilogue import Epilogue     # imports nothing of the package
+
+
+cdef void _plan_epilogue(Channel self, Command cmd, Command nxt):
+    """Let `cmd` (a product) do `nxt`'s work in its kernel (backend/epilogue.py) when `nxt`
+    has an epilogue kind (ReLU, ReLU's gradient: the op says so) and reads cmd's one output, that output dies at `nxt` (nothing
+    else can read it), and `nxt` can take over its buffer. Not under the memory manager,
+    whose recomputation and eviction see each op's own output."""
+    if self._memory_on or nxt.kind != CMD_APPLY or nxt.dels is None:
+        return
+    if len(cmd.outputs) != 1 or len(nxt.outputs) != 1 or not nxt.inputs:
+        return
+    cdef TensorInfo product = cmd.outputs[0], out = nxt.outputs[0]
+    if nxt.inputs[0] is not product or (<OpDef>nxt.op).epilogue_kind is None:
+        return
+    if out.dtype is not product.dtype or out.shape != product.shape:
+        return
+    # (its other input: a separate array of the product's own shape)
+    if any(info is product or info.shape != product.shape for info in nxt.inputs[1:]):
+        return
+    if not any(info is product for info in nxt.dels):
+        return
+    cmd.epilogue = nxt
+    nxt.prefused = True
+
+
+cdef object _epilogue_of(Channel self, Command cmd):
+    """The Epilogue to hand cmd's kernel, or None (then the follower runs by itself)."""
+    cdef Command nxt = cmd.epilogue
+    cdef TensorInfo info
+    arrays = []
+    for info in nxt.inputs[1:]:
+        if info.status != PRODUCED:
+            nxt.prefused = False
+            return None
+        arrays.append(_unpacked_value(info))
+    return Epilogue(nxt.op, *arrays)
+
+
+cdef int _execute(Channel self, Command cmd) except -1:
+    cdef TensorInfo info
+    cdef long long t0
+    if cmd.kind == CMD_APPLY:
+        t0 = _now_ns() if _profiling else 0
+        try:
+            _execute_apply(self, cmd)
+            if _profiling and t0:    # recording started while it ran: skip it
+                _record_exec(t0, cmd)
+        finally:
+            for info in cmd.inputs:
+                info.pending_uses -= 1
+            for info in cmd.outputs:
+                info.pending_uses -= 1
+        # after the counts: a dying input must not look held by its own last reader to
+        # the memory manager deciding what may go
+        _free_dels(self, cmd)
+    elif cmd.kind == CMD_DEL:
+        info = cmd.target
+        info.pending_uses -= 1
+        self._delete(info)
+    return 0
+
+
+cdef int _execute_apply(Channel self, Command cmd) except -1:
+    """Run one op's kernel (worker, or caller for host compute); never raises
+    unless catch_worker_exception is 0."""
+    cdef TensorInfo info
+    cdef OpDef op = cmd.op
+    cdef bint gone = False           # an input dropped or swapped out: restore first
+    for info in cmd.inputs:
+        if info.status == INVALID:
+            for out in cmd.outputs:
+                _mark_invalid(self, out, info.error)
+            return 0
+        if info.status == DROPPED or info.status == SWAPPED:
+            gone = True
+    try:
+        if self._memory_on or gone:
+            _run_managed(self, cmd)
+        elif cmd.fast:
+            _run_ufunc(self, cmd)
+        else:
+            _run_kernel(self, cmd)
+    except BaseException as exc:
+        if not self._opts[OPT_CATCH] and threading.current_thread() is self._thread:
+            raise
+        rec = ErrorRecord(exc, _describe_failure(cmd, exc))
+        for out in cmd.outputs:
+            _mark_invalid(self, out, rec)
+        self._errors.append(rec)
+    return 0
+
+
+cdef int _run_managed(Channel self, Command cmd) except -1:
+    """Run an op under the memory manager: its inputs pinned and resident (recomputed or
+    swapped in), room made for its outputs under the budget."""
+    cdef TensorInfo info
+    cdef Py_ssize_t needed = 0
+    cdef long long t0
+    for info in cmd.inputs:
+        info.pins += 1
+    try:
+        for info in cmd.inputs:
+            if info.status == DROPPED or info.status == SWAPPED:
+                self.mm.restore(info)
+        for info in cmd.outputs:
+            needed += info.size
+        if cmd.outputs:
+            self.mm.make_room(needed, (<TensorInfo>cmd.outputs[0]).device)
+        t0 = _now_ns()
+        if cmd.fast:
+            _run_ufunc(self, cmd)
+        else:
+            _run_kernel(self, cmd)
+        self.mm.measured(cmd.outputs, _now_ns() - t0)
+    finally:
+        self.mm.clock += 1
+        for info in cmd.inputs:
+            info.pins -= 1
+            info.last_use = self.mm.clock
+            info.read_since_produced = True
+    return 0
+
+
+cdef void _mark_invalid(Channel self, TensorInfo out, ErrorRecord rec):
+    if out.status == PRODUCED:
+        self._free_value(out)
+    out.status = INVALID
+    out.error = rec
+
+
+cdef void _free_dels(Channel self, Command cmd):
+    cdef TensorInfo info
+    if cmd.dels is None:
+        return
+    for info in cmd.dels:
+        self._delete(info)
+    cmd.dels = None
+
+
+cdef int _run_ufunc(Channel self, Command cmd) except -1:
+    cdef OpDef op = cmd.op
+    cdef TensorInfo out = cmd.outputs[0]
+    cdef TensorInfo reuse = _inplace_candidate(self, cmd, out)
+    cdef list inputs = cmd.inputs
+    cdef Py_ssize_t n = len(inputs)
+    a = (<TensorInfo>inputs[0]).value
+    if reuse is not None:
+        target = reuse.value
+        if cmd.prefused and reuse is inputs[0]:
+            pass                # the product before it wrote this result (its epilogue)
+        elif n == 1:
+            op.ufunc(a, out=target)
+        else:
+            op.ufunc(a, (<TensorInfo>inputs[1]).value, out=target)
+        _take_over(self, reuse, out, target)
+        return 0
+    if n == 1:
+        r = op.ufunc(a)
+    else:
+        r = op.ufunc(a, (<TensorInfo>inputs[1]).value)
+    if type(r) is not _ndarray or r.dtype is not out.dtype:
+        r = _np_asarray(r, dtype=out.dtype)
+    self._set_value(out, r, None)
+    return 0
+
+
+cdef void _take_over(Channel self, TensorInfo dying, TensorInfo out, object value):
+    """`out`'s value was written over the dying input's: the storage passes to `out`,
+    and the input, whose value is gone, no longer holds it (nothing may take it for a
+    value another tensor shares)."""
+    self._set_value(out, value, dying.storage)
+    self._free_value(dying)
+    (<Device>out.device).stats.inplace_reuses += 1
+
+
+cdef TensorInfo _inplace_candidate(Channel self, Command cmd, TensorInfo out):
+    """A dying input whose storage the output may overwrite; first the product whose
+    epilogue wrote this op's result (prefused), if it qualifies."""
+    cdef TensorInfo info
+    if cmd.dels is None or cmd.outputs is None:
+        return None
+    if cmd.prefused:
+        for info in cmd.dels:
+            if info is cmd.inputs[0] and _overwritable(self, info, out):
+                return info
+    for info in cmd.dels:
+        if _overwritable(self, info, out):
+            return info
+    return None
+
+
+cdef bint _overwritable(Channel self, TensorInfo info, TensorInfo out):
+    """A dying input's storage can hold `out`: same shape and dtype, contiguous, owning
+    its whole storage, and no view of it anywhere."""
+    cdef Storage st = info.storage
+    if self._memory_on and not _may_overwrite_dying(info):
+        return False
+    return (st is not None and st.refs == 1 and not st.exported
+            and info.dtype is out.dtype and info.shape == out.shape
+            and info.value.flags.c_contiguous and info.value.nbytes == st.nbytes
+            and info.value.flags.writeable)
+
+
+cdef int _run_kernel(Channel self, Command cmd) except -1:
+    cdef OpDef op = cmd.op
+    cdef TensorInfo info, out
+    cdef Py_ssize_t i
+    arrays = [_unpacked_value(info) for info in cmd.inputs]
+    cdef TensorInfo reuse = None
+    if op.inplace_capable and len(cmd.outputs) == 1:
+        reuse = _inplace_candidate(self, cmd, cmd.outputs[0])
+    if reuse is not None:
+        # The op may write into the dying input's buffer (INPLACE_CAPABLE ops take `out=`),
+        # where the product before it may have written its result already (its epilogue).
+        if cmd.prefused and reuse is cmd.inputs[0]:
+            result = reuse.value
+        else:
+            result = op.kernel(*arrays, out=reuse.value)
+        if result is reuse.value:
+            _take_over(self, reuse, cmd.outputs[0], result)
+            return 0
+    elif cmd.epilogue is not None:
+        epilogue = _epilogue_of(self, cmd)
+        result = op.kernel(*arrays) if epilogue is None else op.kernel(*arrays, epilogue=epilogue)
+    else:
+        result = op.kernel(*arrays)
+    if not isinstance(result, tuple):
+        result = (result,)
+    if len(result) != len(cmd.outputs):
+        raise RuntimeError(f"kernel of {op!r} returned {len(result)} arrays, "
+                           f"infer declared {len(cmd.outputs)}")
+    for i in range(len(result)):
+        out = cmd.outputs[i]
+        r = result[i]
+        if type(r) is not _ndarray:
+            r = _np_asarray(r)
+        if out.shape is None:       # value-dependent shape: known now
+            out.shape = r.shape
+            out.numel = _num_elements(out.shape)
+            out.size = _nbytes_of(out.numel, out.dtype, out.packed)
+        elif r.shape != out.shape:
+            raise RuntimeError(f"kernel of {op!r} produced shape {r.shape}, "
+                               f"infer declared {out.shape}")
+        if out.packed:
+            r = _pack_4bit(r)
+        if op.aliases_input:
+            self._set_value(out, r, _shared_storage(r, cmd.inputs))
+        else:
+            self._set_value(out, r, None)
+    return 0
+
+
+cdef Storage _shared_storage(object array, list inputs):
+    """The input Storage that `array` is a view of, or None for a fresh array."""
+    cdef TensorInfo info
+    root = array
+    while isinstance(root.base, _ndarray):
+        root = root.base
+    for info in inputs:
+        if info.value is None:
+            continue
+        base = info.value
+        while isinstance(base.base, _ndarray):
+            base = base.base
+        if base is root:
+            return info.storage
+    return None

@@ -1,0 +1,18 @@
+/* Memory-bound float32 loops (_loops.c): one pass each over C-contiguous arrays. */
+#ifndef IMP_LOOPS_H
+#define IMP_LOOPS_H
+
+/* out = dy where y > 0 else 0 (dy * (y > 0), exact); out may be dy */
+void imp_relu_grad(long n, const float *dy, const float *y, float *out);
+/* out = x + alpha * y, a product then a sum (numpy's rounding); out may be x or y */
+void imp_axpy(long n, const float *x, float alpha, const float *y, float *out);
+/* mean and biased variance per channel of x (n, c, l) */
+void imp_channel_moments(long n, long c, long l, const float *x, float *mean, float *var);
+/* y = (x - mean) * scale + shift per channel of x (n, c, l), in that order */
+void imp_channel_affine(long n, long c, long l, const float *x, const float *mean,
+                        const float *scale, const float *shift, float *y);
+/* each of `rows` rows of `size` floats normalised; then * weight + bias when weight is given */
+void imp_layer_norm_rows(long rows, long size, const float *x, const float *weight,
+                         const float *bias, float eps, float *y);
+
+#endif

@@ -1,0 +1,155 @@
+# Included by _core.pyx: the records the channel keeps (imperative/_core.pxd declares their
+# fields, with the thread that writes each): Storage, ErrorRecord, TensorInfo, Command and
+# the OpDef base, with the helpers that size a record's value and memoise inference.
+
+cdef inline object _c_ordered(object array):
+    """`array` as the runtime keeps a value it owns: C-contiguous. numpy gives a result the
+    layout of its inputs (a Fortran-ordered input makes a Fortran-ordered sum), while a
+    result written into a dying input's buffer is C-ordered; without one rule for both, the
+    layout, and so the rounding of later products and reductions, would depend on whether
+    a buffer was reused, that is on the async level."""
+    return array if array.flags.c_contiguous else _np_ascontiguousarray(array)
+
+# --------------------------------------------------------------------------- records
+
+cdef class Storage:
+    pass
+
+
+cdef inline Storage _new_storage(Py_ssize_t nbytes, Device device):
+    cdef Storage st = Storage.__new__(Storage)
+    st.nbytes = nbytes
+    st.device = device
+    device.stats.add(nbytes)
+    return st
+
+
+cdef class ErrorRecord:
+    def __cinit__(self, exc, str message):
+        self.exc = exc
+        self.message = message
+        self.raised = False
+
+
+cdef class TensorInfo:
+    def __dealloc__(self):
+        # A record kept alive only by producers that read it (a leaf whose tensors are
+        # gone) still held its value: release the accounting (and any swap file) now.
+        cdef Storage st = self.storage
+        if st is not None:
+            st.refs -= 1
+            if st.refs == 0:
+                (<Device>st.device).stats.allocated -= st.nbytes
+        if self.swap_path is not None:
+            try:
+                os.remove(self.swap_path)
+            except OSError:
+                pass
+            (<Device>self.device).stats.swapped -= self.size
+        if self.uf_class is not None:       # DTR: its class no longer waits on it
+            _leave_evicted_class(self.uf_class, self.cost)
+
+    @property
+    def id(self):
+        return self.handle & 0xFFFFFFFF
+
+    @property
+    def generation(self):
+        return self.handle >> 32
+
+    def __repr__(self):
+        return (f"<TensorInfo {self.handle & 0xFFFFFFFF} status={Status(self.status).name} "
+                f"shape={self.shape} dtype={self.dtype} device={self.device}>")
+
+
+cdef class Command:
+    def __cinit__(self):
+        self.dels = None
+
+
+cdef class OpDef:
+    """Subclasses (see imperative.ops) set the class attributes RECOMPUTABLE,
+    INPLACE_CAPABLE, ALIASES_INPUT, VALUE_DEPENDENT, EPILOGUE_CAPABLE and EPILOGUE_KIND (or
+    the instance's `epilogue_kind`, where it depends on a parameter) and implement `infer`
+    and `kernel`."""
+
+    def __cinit__(self, *args, **kwargs):
+        cls = type(self)
+        self.recomputable = getattr(cls, "RECOMPUTABLE", True)
+        self.inplace_capable = getattr(cls, "INPLACE_CAPABLE", False)
+        self.aliases_input = getattr(cls, "ALIASES_INPUT", False)
+        self.value_dependent = getattr(cls, "VALUE_DEPENDENT", False)
+        self.epilogue_capable = getattr(cls, "EPILOGUE_CAPABLE", False)
+        self.epilogue_kind = getattr(cls, "EPILOGUE_KIND", None)
+        self.ufunc = None
+        self._same_dtype_out = {}
+        self._infer_cache = {}
+
+    def infer(self, inputs):
+        """inputs: tuple of TensorInfo (.shape, .dtype, .device).
+        Returns a tuple of (shape, dtype) or (shape, dtype, device) per output."""
+        raise NotImplementedError(f"{type(self).__name__}.infer")
+
+    def kernel(self, *arrays):
+        """numpy arrays in, an array or a tuple of arrays out."""
+        raise NotImplementedError(f"{type(self).__name__}.kernel")
+
+
+cdef inline Py_ssize_t _num_elements(tuple shape):
+    cdef Py_ssize_t n = 1
+    for s in shape:
+        n *= <Py_ssize_t>s
+    return n
+
+
+# 4-bit quantized values are stored packed two per byte; kernels see them unpacked.
+cdef object _is_4bit = _dtypes.is_4bit
+cdef object _pack_4bit = _dtypes.pack_4bit
+cdef object _unpack_4bit = _dtypes.unpack_4bit
+
+
+cdef inline bint _dtype_is_packed(object dtype):
+    return dtype.metadata is not None and _is_4bit(dtype)
+
+
+cdef inline Py_ssize_t _nbytes_of(Py_ssize_t numel, object dtype, bint packed):
+    """Bytes of storage for `numel` elements (4-bit values: two per byte)."""
+    if packed:
+        return (numel + 1) // 2
+    return numel * dtype.itemsize
+
+
+cdef inline object _unpacked_value(TensorInfo info):
+    """The value as kernels and users see it (4-bit storage unpacked)."""
+    if info.packed:
+        return _unpack_4bit(info.value, info.shape, info.dtype)
+    return info.value
+
+
+cdef object _infer_cached(OpDef op, list inputs):
+    """op.infer, memoised on the inputs' descriptions (infer never looks at values)."""
+    cdef TensorInfo info
+    if op.value_dependent:
+        return op.infer(tuple(inputs))
+    key = []
+    for info in inputs:
+        if info.quantized:      # numpy ignores metadata in == and hash
+            return op.infer(tuple(inputs))
+        key.append(info.shape)
+        key.append(info.dtype)
+        key.append(info.device)
+    key = tuple(key)
+    descs = op._infer_cache.get(key)
+    if descs is None:
+        descs = op.infer(tuple(inputs))
+        if len(op._infer_cache) >= 256:
+            op._infer_cache.clear()
+        op._infer_cache[key] = descs
+    return descs
+
+
+cdef inline bint _contains(list infos, object info):
+    for x in infos:
+        if x is info:
+            return True
+    return False

@@ -1,0 +1,404 @@
+# Included by _core.pyx: TensorBase, the fast part of imperative.Tensor (its record and its
+# operators), `apply`, and the operands of binary operators (Python scalars, arrays, dtype
+# promotion). The facade (imperative/tensor.py) binds its Tensor class and the ops the
+# operators issue at its import (bind_facade).
+
+cdef object _tensor_cls = None   # imperative.tensor.Tensor
+cdef object _typecvt_op = None   # imperative.ops.TypeCvt: casts operands of mixed dtypes
+
+
+def bind_facade(tensor_cls, typecvt, dict operator_ops):
+    """Called once, by imperative/tensor.py at its import: the class of the Tensors the core
+    makes (a TensorBase subclass), the TypeCvt op factory, and the ops the operators issue
+    by name (ADD, SUB, ..., MATMUL)."""
+    global _tensor_cls, _typecvt_op
+    if not issubclass(tensor_cls, TensorBase):
+        raise TypeError("the tensor class must derive from TensorBase")
+    _tensor_cls = tensor_cls
+    _typecvt_op = typecvt
+    _set_operator_ops(operator_ops)
+
+
+# --------------------------------------------------------------------------- tensors
+
+cdef tuple _EMPTY_TUPLE = ()
+
+
+cdef inline TensorBase _wrap(TensorInfo info):
+    """A new Tensor object for a record (every result goes through here)."""
+    # Call the type's tp_new directly: `TensorBase.__new__(cls)` would look `__new__` up by name.
+    cdef TensorBase t = <TensorBase>(<PyTypeObject*>_tensor_cls).tp_new(
+        _tensor_cls, <PyObject*>_EMPTY_TUPLE, NULL)
+    t._info = info
+    t.name = ""
+    info.tensor_refs += 1
+    return t
+
+
+def wrap_info(TensorInfo info):
+    return _wrap(info)
+
+
+cpdef tuple apply_infos(OpDef op, list infos):
+    """Run `op` on records; returns new Tensors for its outputs."""
+    cdef list outs = _channel.dispatch(op, infos)
+    if len(outs) == 1:
+        return (_wrap(outs[0]),)
+    return tuple([_wrap(o) for o in outs])
+
+
+def apply(op, *tensors):
+    """Run one op on Tensors; returns a tuple of Tensors."""
+    if not isinstance(op, OpDef):
+        raise TypeError(f"apply expects an op (imperative.ops.*) first, got {type(op).__name__}")
+    cdef list infos = []
+    for t in tensors:
+        if not isinstance(t, TensorBase):
+            raise TypeError(f"op {type(op).__name__} expects Tensor inputs, got {type(t).__name__}")
+        infos.append((<TensorBase>t)._info)
+    return apply_infos(<OpDef>op, infos)
+
+
+cdef object _promote = _dtypes.dtype_promotion
+cdef object _promote_pair = _dtypes.promote_pair
+cdef object _as_tensor_data = _dtypes.as_tensor_data    # user data to (array, dtype)
+
+
+cdef object _BOOL = np.dtype(np.bool_)
+cdef object _INT32 = np.dtype(np.int32)
+cdef object _FLOAT32 = np.dtype(np.float32)
+
+
+cdef inline int _category(object dtype):
+    k = dtype.kind
+    if k == "f":
+        return 3
+    if k == "i" or k == "u":
+        return 2
+    if k == "b":
+        return 1
+    return 0
+
+
+cdef TensorInfo _scalar_info(object value, object dtype, Device device):
+    """A resident 0-d constant for a Python scalar operand (no handle, never freed by Del)."""
+    cdef TensorInfo info = TensorInfo.__new__(TensorInfo)
+    info.handle = -1
+    info.shape = ()
+    info.dtype = dtype
+    info.device = device
+    info.size = dtype.itemsize
+    try:
+        info.value = np.array(value, dtype=dtype)
+    except OverflowError:      # numpy's words for a Python int past 64 bits name no operand
+        raise OverflowError(f"the scalar operand {value} does not fit {dtype}, the "
+                            f"tensor's dtype") from None
+    info.status = PRODUCED
+    return info
+
+
+cdef TensorInfo _cast_info(TensorInfo info, object dtype):
+    """`info` converted to `dtype` through a TypeCvt op (used when operands' dtypes differ)."""
+    if info.dtype is dtype or info.dtype == dtype:
+        return info
+    return _channel.dispatch(_typecvt_op(dtype), [info])[0]
+
+
+cdef list _binary_infos(object x, object y):
+    """Operands of a binary operator as records of one promoted dtype."""
+    cdef TensorInfo a, b
+    if isinstance(x, TensorBase) and isinstance(y, TensorBase):
+        a = (<TensorBase>x)._info
+        b = (<TensorBase>y)._info
+        if a.dtype is b.dtype:
+            return [a, b]
+        dt = _promote_pair(a.dtype, b.dtype)
+        return [_cast_info(a, dt), _cast_info(b, dt)]
+    if isinstance(x, TensorBase):
+        return _tensor_and_other((<TensorBase>x)._info, y, False)
+    return _tensor_and_other((<TensorBase>y)._info, x, True)
+
+
+cdef list _tensor_and_other(TensorInfo a, object other, bint other_first):
+    cdef TensorInfo b
+    cdef int cat_scalar
+    tp = type(other)
+    if tp is float or tp is int or tp is bool:
+        # Python scalars: the tensor's dtype wins unless the scalar's category is higher.
+        cat_scalar = 3 if tp is float else (2 if tp is int else 1)
+        if cat_scalar > _category(a.dtype):
+            dt = _FLOAT32 if tp is float else (_INT32 if tp is int else _BOOL)
+            a = _cast_info(a, dt)
+        else:
+            dt = a.dtype
+        b = _scalar_info(other, dt, a.device)
+    else:
+        # numpy arrays/scalars and lists count as tensors in promotion (API.md section 5)
+        arr, arr_dtype = _as_tensor_data(other, None)
+        dt = _promote((a, arr))
+        a = _cast_info(a, dt)
+        b = _channel.put(arr.astype(dt, copy=False), tuple(arr.shape), dt, a.device)
+    return [b, a] if other_first else [a, b]
+
+
+cdef tuple _OPERAND_TYPES = (int, float, bool, np.ndarray, np.generic, list, tuple)
+
+
+cdef object _binary(object x, object y, OpDef op, bint reflected):
+    """Operator dispatch: `x op y` (or `y op x` when reflected)."""
+    tp = type(y)
+    if not (isinstance(y, TensorBase) or tp is float or tp is int or tp is bool):
+        if y is None:
+            raise TypeError(f"unsupported operand for {op!r}: None (expected a Tensor, array or number)")
+        if not isinstance(y, _OPERAND_TYPES):
+            return NotImplemented
+    cdef TensorInfo fast
+    if op.ufunc is not None and isinstance(y, TensorBase):
+        fast = (_channel.host_ufunc(op, (<TensorBase>y)._info, (<TensorBase>x)._info) if reflected
+                else _channel.host_ufunc(op, (<TensorBase>x)._info, (<TensorBase>y)._info))
+        if fast is not None:
+            return _wrap(fast)
+    cdef list infos = _binary_infos(y, x) if reflected else _binary_infos(x, y)
+    cdef list outs
+    try:
+        outs = _channel.dispatch(op, infos)
+    finally:
+        _release_temporaries(infos)
+    return _wrap(outs[0])
+
+
+cdef void _release_temporaries(list infos):
+    """Operands created for this call only (numpy arrays) have no Tensor: release them."""
+    cdef TensorInfo info
+    for info in infos:
+        if info.tensor_refs == 0 and info.handle >= 0 and info.status != DELETED:
+            _channel.release(info)
+
+
+cdef object _unary(object x, OpDef op):
+    cdef TensorInfo fast
+    if op.ufunc is not None:
+        fast = _channel.host_ufunc(op, (<TensorBase>x)._info, None)
+        if fast is not None:
+            return _wrap(fast)
+    cdef list outs = _channel.dispatch(op, [(<TensorBase>x)._info])
+    return _wrap(outs[0])
+
+
+# Ops used by the operators, bound by imperative.tensor at import. Module globals, not a
+# dict: an operator call reads one pointer.
+cdef OpDef _ADD, _SUB, _MUL, _TRUE_DIV, _FLOOR_DIV, _MOD, _POW, _AND, _OR, _XOR
+cdef OpDef _EQ, _NE, _LT, _LEQ, _NEGATE, _ABS, _NOT, _MATMUL
+
+
+cdef void _set_operator_ops(dict ops) except *:
+    global _ADD, _SUB, _MUL, _TRUE_DIV, _FLOOR_DIV, _MOD, _POW, _AND, _OR, _XOR
+    global _EQ, _NE, _LT, _LEQ, _NEGATE, _ABS, _NOT, _MATMUL
+    _ADD, _SUB, _MUL, _TRUE_DIV = ops["ADD"], ops["SUB"], ops["MUL"], ops["TRUE_DIV"]
+    _FLOOR_DIV, _MOD, _POW = ops["FLOOR_DIV"], ops["MOD"], ops["POW"]
+    _AND, _OR, _XOR = ops["AND"], ops["OR"], ops["XOR"]
+    _EQ, _NE, _LT, _LEQ = ops["EQ"], ops["NE"], ops["LT"], ops["LEQ"]
+    _NEGATE, _ABS, _NOT, _MATMUL = ops["NEGATE"], ops["ABS"], ops["NOT"], ops["MATMUL"]
+
+
+cdef class TensorBase:
+    """The fast part of imperative.Tensor: its record and its operators."""
+    cdef TensorInfo _info
+    cdef public object name          # user name
+    cdef public object _grad_slot    # used by autodiff
+    cdef object __weakref__
+
+    __array_priority__ = 1000        # ndarray <op> Tensor defers to the Tensor
+
+    def __dealloc__(self):
+        cdef TensorInfo info = self._info
+        if info is None:
+            return
+        info.tensor_refs -= 1
+        if info.tensor_refs == 0 and _channel is not None:
+            _channel.release(info)
+
+    # ---- record access
+
+    @property
+    def _handle(self):
+        return self._info.handle
+
+    @property
+    def _record(self):
+        return self._info
+
+    @property
+    def shape(self):
+        """The shape as a tuple; waits only for ops whose output shape depends on values."""
+        cdef TensorInfo info = self._info
+        if info.shape is None:
+            _channel.wait_produced(info, "shape")
+        return info.shape
+
+    @property
+    def dtype(self):
+        return self._info.dtype
+
+    @property
+    def device(self):
+        return self._info.device
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return _num_elements(self.shape)
+
+    def _value(self):
+        """The value as a numpy array (waits for the worker; not a copy: do not write)."""
+        return _channel.get_value(self._info)
+
+    def numpy(self):
+        """The value as a read-only numpy array (zero-copy where the storage allows)."""
+        return _channel.get_readonly_view(self._info)
+
+    def _use_cnt(self):
+        return self._info.tensor_refs
+
+    def _isscalar(self):
+        return self._info.shape == ()
+
+    def _share(self, TensorBase other):
+        """Make this (fresh) object share `other`'s value."""
+        if self._info is not None:
+            raise RuntimeError("tensor already initialised")
+        self._info = other._info
+        self._info.tensor_refs += 1
+
+    def _set_info_from(self, TensorBase other):
+        """Rebind this tensor to `other`'s value (in-place operators, __setitem__, optimizer
+        updates). The new value is persistent for the memory manager."""
+        cdef TensorInfo old = self._info
+        self._info = other._info
+        self._info.tensor_refs += 1
+        if _channel._memory_on:
+            _channel.mm.make_persistent(self._info)
+        if old is not None:
+            old.tensor_refs -= 1
+            if old.tensor_refs == 0:
+                _channel.release(old)
+
+    def _init_value(self, array, dtype, device):
+        """Initialise from a runtime-owned array (already copied and converted)."""
+        if self._info is not None:
+            raise RuntimeError("tensor already initialised")
+        _channel.check_usable()
+        cdef TensorInfo info = _channel.put(array, tuple(array.shape), dtype, as_device(device))
+        self._info = info
+        info.tensor_refs += 1
+
+    def _init_packed(self, packed, shape, dtype, device):
+        """Initialise a 4-bit tensor from its packed bytes and logical shape."""
+        _channel.check_usable()
+        cdef TensorInfo info = _channel.put(packed, tuple(shape), dtype, as_device(device))
+        self._info = info
+        info.tensor_refs += 1
+
+    # ---- operators
+
+    def __add__(self, other):
+        return _binary(self, other, _ADD, False)
+
+    def __radd__(self, other):
+        return _binary(self, other, _ADD, True)
+
+    def __sub__(self, other):
+        return _binary(self, other, _SUB, False)
+
+    def __rsub__(self, other):
+        return _binary(self, other, _SUB, True)
+
+    def __mul__(self, other):
+        return _binary(self, other, _MUL, False)
+
+    def __rmul__(self, other):
+        return _binary(self, other, _MUL, True)
+
+    def __truediv__(self, other):
+        return _binary(self, other, _TRUE_DIV, False)
+
+    def __rtruediv__(self, other):
+        return _binary(self, other, _TRUE_DIV, True)
+
+    def __floordiv__(self, other):
+        return _binary(self, other, _FLOOR_DIV, False)
+
+    def __rfloordiv__(self, other):
+        return _binary(self, other, _FLOOR_DIV, True)
+
+    def __mod__(self, other):
+        return _binary(self, other, _MOD, False)
+
+    def __rmod__(self, other):
+        return _binary(self, other, _MOD, True)
+
+    def __pow__(self, other, mod=None):
+        return _binary(self, other, _POW, False)
+
+    def __rpow__(self, other, mod=None):
+        return _binary(self, other, _POW, True)
+
+    def __and__(self, other):
+        return _binary(self, other, _AND, False)
+
+    def __rand__(self, other):
+        return _binary(self, other, _AND, True)
+
+    def __or__(self, other):
+        return _binary(self, other, _OR, False)
+
+    def __ror__(self, other):
+        return _binary(self, other, _OR, True)
+
+    def __xor__(self, other):
+        return _binary(self, other, _XOR, False)
+
+    def __rxor__(self, other):
+        return _binary(self, other, _XOR, True)
+
+    def __eq__(self, other):
+        return _binary(self, other, _EQ, False)
+
+    def __ne__(self, other):
+        return _binary(self, other, _NE, False)
+
+    def __lt__(self, other):
+        return _binary(self, other, _LT, False)
+
+    def __le__(self, other):
+        return _binary(self, other, _LEQ, False)
+
+    def __gt__(self, other):
+        return _binary(self, other, _LT, True)
+
+    def __ge__(self, other):
+        return _binary(self, other, _LEQ, True)
+
+    def __matmul__(self, other):
+        return _binary(self, other, _MATMUL, False)
+
+    def __rmatmul__(self, other):
+        return _binary(self, other, _MATMUL, True)
+
+    def __neg__(self):
+        return _unary(self, _NEGATE)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _unary(self, _ABS)
+
+    def __invert__(self):
+        return _unary(self, _NOT)
+
+    def __hash__(self):
+        return id(self) >> 4

@@ -1,0 +1,152 @@
+"""Batch and layer normalisation (the forward ops; their gradients are composite rules)."""
+import numbers
+
+import numpy as np
+
+from ..backend import native
+from .base import Op, float_dtype, reject_quantized
+from .nn_common import along_axis, compute_dtype
+
+
+# ---------------------------------------------------------------------------------------
+# Normalisation
+
+
+def _check_vector(fn, arg, shape, size, what):
+    if shape != (size,):
+        raise ValueError(f"{fn}: {arg} must have shape ({size},) ({what}), got {shape}")
+
+
+class BatchNormForward(Op):
+    """`BatchNormForward(training=False, momentum=0.1, eps=1e-5)`: batch normalisation over
+    every axis but 1 of x (N, C, ...). Inputs: x, weight (C,), bias (C,) and, optionally,
+    running_mean and running_var (C,). Training normalises with the batch's statistics
+    (biased variance) and, given running statistics, also outputs their update
+    `(1 - momentum) * running + momentum * batch` (the variance unbiased), as PyTorch does.
+    Otherwise it normalises with the running statistics, which are then required."""
+
+    _fields = ("training", "momentum", "eps")
+
+    def __init__(self, training=False, momentum=0.1, eps=1e-5):
+        self._set(training=bool(training), momentum=float(momentum), eps=float(eps))
+
+    def infer(self, inputs):
+        if len(inputs) not in (3, 5):
+            raise ValueError(f"op {self!r} takes 3 inputs (x, weight, bias) or 5 (x, weight, "
+                             f"bias, running_mean, running_var), got {len(inputs)}")
+        reject_quantized(self, inputs)
+        x = inputs[0]
+        if len(x.shape) < 2:
+            raise ValueError(f"batch_norm: input must be at least 2-D (N, C, ...), got shape {x.shape}")
+        c = x.shape[1]
+        names = ("weight", "bias", "running_mean", "running_var")
+        for name, t in zip(names, inputs[1:]):
+            _check_vector("batch_norm", name, t.shape, c, f"channels of input {x.shape}")
+        out = float_dtype([x.dtype] + [t.dtype for t in inputs[1:3]])
+        if not self.training:
+            if len(inputs) != 5:
+                raise ValueError("batch_norm: running_mean and running_var are required when "
+                                 "training=False")
+            return ((x.shape, out),)
+        if x.shape[0] * int(np.prod(x.shape[2:])) < 2:
+            raise ValueError(f"batch_norm: training needs more than one value per channel, "
+                             f"got input of shape {x.shape}")
+        if len(inputs) == 3:
+            return ((x.shape, out),)
+        running = tuple((t.shape, float_dtype([t.dtype])) for t in inputs[3:])
+        return ((x.shape, out),) + running
+
+    def kernel(self, x, weight, bias, running_mean=None, running_var=None):
+        out_dtype = float_dtype([x.dtype, weight.dtype, bias.dtype])
+        compute = compute_dtype(out_dtype)
+        axes = (0,) + tuple(range(2, x.ndim))
+        as_channels = (1, -1) + (1,) * (x.ndim - 2)
+        x = x.astype(compute, copy=False)
+        moments = native.channel_moments(x) if self.training else None
+        if moments is not None:
+            mean, var = moments
+        elif self.training:
+            mean = x.mean(axis=axes)
+            var = np.square(x - mean.reshape(as_channels)).mean(axis=axes)
+        else:
+            mean = running_mean.astype(compute)
+            var = running_var.astype(compute)
+        scale = weight.astype(compute) / np.sqrt(var + compute.type(self.eps))
+        shift = bias.astype(compute)
+        y = native.channel_affine(x, mean, scale, shift)
+        if y is None:
+            y = x - mean.reshape(as_channels)
+            y *= scale.reshape(as_channels)
+            y += shift.reshape(as_channels)
+        y = y.astype(out_dtype, copy=False)
+        if not self.training or running_mean is None:
+            return y
+        count = x.size // x.shape[1]
+        m = self.momentum
+        new_mean = (1 - m) * running_mean + m * mean
+        new_var = (1 - m) * running_var + m * var * (count / (count - 1))
+        return (y, new_mean.astype(float_dtype([running_mean.dtype])),
+                new_var.astype(float_dtype([running_var.dtype])))
+
+
+class LayerNormForward(Op):
+    """`LayerNormForward(normalized_shape, eps=1e-5)`: normalise over the trailing
+    dimensions `normalized_shape` of x (biased variance), then, given weight and bias of
+    that shape as inputs 2 and 3, scale and shift."""
+
+    _fields = ("normalized_shape", "eps")
+
+    def __init__(self, normalized_shape, eps=1e-5):
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self._set(normalized_shape=tuple(int(s) for s in normalized_shape), eps=float(eps))
+
+    def infer(self, inputs):
+        if len(inputs) not in (1, 3):
+            raise ValueError(f"op {self!r} takes 1 input (x) or 3 (x, weight, bias), "
+                             f"got {len(inputs)}")
+        reject_quantized(self, inputs)
+        x = inputs[0]
+        k = len(self.normalized_shape)
+        if x.shape[len(x.shape) - k:] != self.normalized_shape or len(x.shape) < k:
+            raise ValueError(f"layer_norm: input shape {x.shape} must end with "
+                             f"normalized_shape {self.normalized_shape}")
+        for name, t in zip(("weight", "bias"), inputs[1:]):
+            if t.shape != self.normalized_shape:
+                raise ValueError(f"layer_norm: {name} must have shape {self.normalized_shape} "
+                                 f"(normalized_shape), got {t.shape}")
+        return ((x.shape, float_dtype(t.dtype for t in inputs)),)
+
+    def kernel(self, x, weight=None, bias=None):
+        out_dtype = float_dtype(a.dtype for a in (x, weight, bias) if a is not None)
+        compute = compute_dtype(out_dtype)
+        x = x.astype(compute, copy=False)
+        if x.size == 0:
+            return x.astype(out_dtype)
+        # each normalised group as one row: the blocked row loop of along_axis applies
+        size = int(np.prod(self.normalized_shape))
+        rows = x.reshape(-1, size)
+        inv_size = compute.type(1.0 / size)
+        affine = None if weight is None else (weight.astype(compute).reshape(-1),
+                                              bias.astype(compute).reshape(-1))
+        y = native.layer_norm_rows(rows, *(affine or (None, None)), self.eps)
+        if y is not None:
+            return y.reshape(x.shape).astype(out_dtype, copy=False)
+
+        def normalize(block, out, axis):
+            # row sums by einsum: one pass each and no squared temporary
+            mean = np.einsum("ij->i", block)
+            mean *= inv_size
+            np.subtract(block, mean[:, None], out=out)
+            var = np.einsum("ij,ij->i", out, out)
+            var *= inv_size
+            var += compute.type(self.eps)
+            rstd = np.sqrt(var, out=var)
+            np.reciprocal(rstd, out=rstd)
+            out *= rstd[:, None]
+            if affine is not None:
+                out *= affine[0]
+                out += affine[1]
+
+        y = along_axis(normalize, rows, -1).reshape(x.shape)
+        return y.astype(out_dtype, copy=False)

@@ -1,0 +1,69 @@
+"""Selecting ops: Where (elementwise choice by a condition) and Clip."""
+import numbers
+
+import numpy as np
+
+from .. import dtype as D
+from .base import Op, check_arity, promote_inputs, reject_quantized
+
+
+class Where(Op):
+    """`Where()`: numpy.where(condition, x, y) with broadcasting; x and y promoted."""
+
+    def __init__(self):
+        pass
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 3)
+        reject_quantized(self, inputs)
+        cond, x, y = inputs
+        try:
+            shape = np.broadcast_shapes(cond.shape, x.shape, y.shape)
+        except ValueError:
+            raise ValueError(f"where: condition {cond.shape}, x {x.shape} and y {y.shape} "
+                             "cannot be broadcast together") from None
+        return ((shape, promote_inputs(self, (x, y))),)
+
+    def kernel(self, cond, x, y):
+        dt = D.dtype_promotion([x.dtype, y.dtype])
+        return np.where(cond, x, y).astype(dt, copy=False)
+
+
+def _check_bound(value, name):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"clip: {name} must be a number or None, got {type(value).__name__}")
+    return value
+
+
+class Clip(Op):
+    """`Clip(lower=None, upper=None)`: numpy.clip with scalar bounds (None: unbounded) in
+    the input's dtype. The bounds are cast to that dtype, so `functional.clip` promotes an
+    integer tensor to float32 first when a bound is a float (as `int_tensor + 1.5` does);
+    that keeps equal ops (`Clip(0, 1) == Clip(0.0, 1.0)`) equal in behaviour too."""
+
+    _fields = ("lower", "upper")
+    INPLACE_CAPABLE = True
+
+    def __init__(self, lower=None, upper=None):
+        if lower is None and upper is None:
+            raise ValueError("clip: at least one of lower and upper must be given")
+        self._set(lower=_check_bound(lower, "lower"), upper=_check_bound(upper, "upper"))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        reject_quantized(self, inputs)
+        return ((inputs[0].shape, inputs[0].dtype),)
+
+    def _bound(self, value, dtype):
+        # a 0-d array of x's dtype: numpy then neither upcasts nor overflows
+        if value is None:
+            return None
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            value = min(max(int(value), info.min), info.max)
+        return np.asarray(value).astype(dtype)
+
+    def kernel(self, x, out=None):
+        return np.clip(x, self._bound(self.lower, x.dtype), self._bound(self.upper, x.dtype), out=out)

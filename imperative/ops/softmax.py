@@ -1,0 +1,109 @@
+"""The softmax family: Softmax, LogSoftmax and CrossEntropy."""
+import numpy as np
+
+from .base import Op, check_arity, float_dtype, normalize_axis, reject_quantized
+from .nn_common import along_axis, check_int_dtype, compute_dtype
+
+
+# ---------------------------------------------------------------------------------------
+# Softmax family
+
+
+def _softmax_into(x, out, axis):
+    np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    np.exp(out, out=out)
+    out /= out.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax_into(x, out, axis):
+    np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    out -= np.log(np.exp(out).sum(axis=axis, keepdims=True))
+
+
+class _AlongAxis(Op):
+    """A float function of one tensor along one axis (PyTorch's `dim`)."""
+
+    _fields = ("axis",)
+    _fn = None
+
+    def __init__(self, axis=-1):
+        self._set(axis=int(axis))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 1)
+        reject_quantized(self, inputs)
+        (x,) = inputs
+        # a 0-d tensor counts as one value along one axis (0 or -1), as in PyTorch
+        normalize_axis(self.axis, max(len(x.shape), 1), type(self).__name__.lower())
+        return ((x.shape, float_dtype([x.dtype])),)
+
+    def kernel(self, x):
+        out_dtype = float_dtype([x.dtype])
+        x = x.astype(compute_dtype(out_dtype), copy=False)
+        if x.size == 0:     # a max over an empty axis has no identity
+            return x.astype(out_dtype)
+        r = along_axis(type(self)._fn, np.atleast_1d(x), self.axis).reshape(x.shape)
+        return r.astype(out_dtype, copy=False)
+
+
+class Softmax(_AlongAxis):
+    """`Softmax(axis=-1)`: exp(x - max) / sum, along `axis`."""
+
+    _fn = staticmethod(_softmax_into)
+
+
+class LogSoftmax(_AlongAxis):
+    """`LogSoftmax(axis=-1)`: x - max - log(sum(exp(x - max))), along `axis`."""
+
+    _fn = staticmethod(_log_softmax_into)
+
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+class CrossEntropy(Op):
+    """`CrossEntropy(axis=-1, reduction="mean")`: inputs logits (float) and integer class
+    labels whose shape is the logits' without `axis`; -log_softmax(logits)[label],
+    averaged ("mean"), summed ("sum") or per item ("none"). A label outside
+    [0, classes) is an IndexError when the op runs."""
+
+    _fields = ("axis", "reduction")
+
+    def __init__(self, axis=-1, reduction="mean"):
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, "
+                             f"got {reduction!r}")
+        self._set(axis=int(axis), reduction=reduction)
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 2)
+        reject_quantized(self, inputs)
+        logits, labels = inputs
+        if not logits.shape:
+            raise ValueError("cross_entropy: logits must have a class axis, got a 0-d tensor")
+        axis = normalize_axis(self.axis, len(logits.shape), "cross_entropy")
+        check_int_dtype("cross_entropy", "labels", labels.dtype)
+        expected = logits.shape[:axis] + logits.shape[axis + 1:]
+        if labels.shape != expected:
+            raise ValueError(f"cross_entropy: labels must have shape {expected} (logits "
+                             f"{logits.shape} without axis {self.axis}), got {labels.shape}")
+        shape = expected if self.reduction == "none" else ()
+        return ((shape, float_dtype([logits.dtype])),)
+
+    def kernel(self, logits, labels):
+        out_dtype = float_dtype([logits.dtype])
+        logits = logits.astype(compute_dtype(out_dtype), copy=False)
+        axis = normalize_axis(self.axis, logits.ndim, "cross_entropy")
+        classes = logits.shape[axis]
+        if labels.size and (labels.min() < 0 or labels.max() >= classes):
+            bad = labels[(labels < 0) | (labels >= classes)].flat[0]
+            raise IndexError(f"cross_entropy: label {bad} is out of range for {classes} classes")
+        logp = along_axis(_log_softmax_into, logits, axis) if logits.size else logits
+        picked = np.take_along_axis(logp, np.expand_dims(labels, axis).astype(np.intp), axis)
+        loss = -np.squeeze(picked, axis)
+        if self.reduction == "sum":
+            loss = loss.sum()
+        elif self.reduction == "mean":
+            # the mean of no items is nan, as in PyTorch
+            loss = loss.sum() / loss.size if loss.size else np.asarray(np.nan)
+        return np.asarray(loss).astype(out_dtype, copy=False)
