@@ -616,6 +616,7 @@ cdef class Channel:
         cdef bint fast = False
         cdef long long t0 = _now_ns() if _profiling else 0
         self.check_usable()
+        if _deferred: _place_waits(inputs)     # collectives: their waits (_collective.pxi)
         for i in range(n):
             info = inputs[i]
             if info.status >= DELETED:
@@ -1253,6 +1254,7 @@ cdef class Channel:
     cdef int wait_produced(self, TensorInfo info, str why="value") except -1:
         """Wait until `info` has a value or has failed; raise pending async errors."""
         self.check_usable()
+        if _deferred: _place_waits([info])
         if info.status == ALLOCATED:
             if info.ready_seq == 0:       # its producer still sits in the buffer
                 self._flush_buffer(0)
@@ -1285,6 +1287,7 @@ cdef class Channel:
     cpdef int sync(self) except -1:
         if self._state != 0:
             return 0
+        if _deferred: _place_all_waits()
         self._flush_buffer(0)
         self._wait_seq(self._seq)
         self.raise_pending_errors()
@@ -2085,3 +2088,6 @@ cdef class TensorBase:
 
     def __hash__(self):
         return id(self) >> 4
+
+
+include "_collective.pxi"
