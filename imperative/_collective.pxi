@@ -31,23 +31,24 @@ cdef int _place_all_waits() except -1:
 
 
 def deferred_result(tuple shape, dtype, device, placer):
-    """A Tensor of `shape`/`dtype` on `device` whose producing command is issued by
-    `placer()` (through issue_into) when something first needs it."""
+    """(Tensor, record): a Tensor of `shape`/`dtype` on `device` whose producing command is
+    issued by `placer()` (through issue_into, given the record) when something first needs
+    it. Keep the record weakly: a dead record, or one whose status is DELETED, needs none."""
     _channel.check_usable()
     cdef TensorInfo info = _channel.new_info(shape, np.dtype(dtype), as_device(device))
     _deferred[info] = placer
-    return _wrap(info)
+    return _wrap(info), info
 
 
 def issue_into(OpDef op, inputs, outputs):
-    """Queue `op` reading the Tensors `inputs` and producing the records of the Tensors
-    `outputs` (deferred results, not yet produced): one command on the worker, in issue
-    order, like any op's. Outputs already deleted must be left out by the caller."""
+    """Queue `op` reading the Tensors `inputs` and producing `outputs`, records of deferred
+    results: one command on the worker, in issue order, like any op's. Records already
+    deleted must be left out by the caller."""
     cdef TensorInfo info
     cdef long long t0 = _now_ns() if _profiling else 0
     _channel.check_usable()
     cdef list ins = [(<TensorBase>t)._info for t in inputs]
-    cdef list outs = [(<TensorBase>t)._info for t in outputs]
+    cdef list outs = [<TensorInfo?>r for r in outputs]
     for info in ins:
         if info.status >= DELETED:
             _channel._raise_unusable_input(op, info)
@@ -78,3 +79,8 @@ def record_comm_slice(long long t0, str what):
     MPI thread of imperative.distributed)."""
     if _profiling:
         _record_wait(t0, what)
+
+
+def tensor_status_of(TensorInfo info):
+    """A record's status name (PRODUCED, DELETED, ...)."""
+    return Status(info.status).name

@@ -538,19 +538,29 @@ def _collective(kind, inputs, op, root, shape, dtype, pack, unpack, out_descs):
     job = engine.issue(kind, op, root, shape, dtype)
     (token,) = _core.apply(_Start(job, pack), *inputs) if inputs else \
         _core.apply(_Start(job, pack), Tensor(np.zeros(_TOKEN, np.int64)))
-    results = []
+    results, records = [], []
+    device = inputs[0].device if inputs else _core.get_default_device()
+    for (shape_, dtype_) in out_descs:
+        t, rec = _core.deferred_result(tuple(shape_), dtype_, device, lambda: place())
+        results.append(t)
+        records.append(weakref.ref(rec))
 
     def place():
-        live = [i for i, r in enumerate(refs) if r() is not None]
-        outs = [refs[i]() for i in live]
-        if outs:
-            _core.issue_into(_Wait(job, unpack, live), [token], outs)
-
-    for (s, d) in out_descs:
-        results.append(_core.deferred_result(tuple(s), d, inputs[0].device if inputs
-                                             else _core.get_default_device(), place))
-    refs = [weakref.ref(r) for r in results]
+        live = _live(records)
+        if live:
+            _core.issue_into(_Wait(job, unpack, [i for i, _ in live]), [token],
+                             [r for _, r in live])
     return results
+
+
+def _live(refs):
+    """(index, record) of the records still needed (alive, not deleted)."""
+    out = []
+    for i, ref in enumerate(refs):
+        rec = ref()
+        if rec is not None and _core.tensor_status_of(rec) != "DELETED":
+            out.append((i, rec))
+    return out
 
 
 def all_reduce(t, op="sum"):
@@ -659,8 +669,8 @@ class _AllreduceCallback:
         self.bucket = None
 
     def __call__(self, param, grad):
-        if get_world_size() == 1 and _engine is None:
-            return grad
+        if get_world_size() == 1:
+            return grad            # the sum or mean over one rank
         _require()
         b = self.bucket
         if b is not None and (b.dtype != grad.dtype or b.device != grad.device):
@@ -689,9 +699,9 @@ class _Bucket:
         self.grads.append(grad)
         self.shapes.append(grad.shape)
         self.nbytes += grad.size * grad.dtype.itemsize
-        r = _core.deferred_result(tuple(grad.shape), grad.dtype, grad.device, self.place)
-        self.results.append(weakref.ref(r))
-        return r
+        t, rec = _core.deferred_result(tuple(grad.shape), grad.dtype, grad.device, self.place)
+        self.results.append(weakref.ref(rec))
+        return t
 
     def flush(self):
         if self.flushed:
@@ -719,10 +729,10 @@ class _Bucket:
 
     def place(self):
         self.flush()
-        live = [i for i, r in enumerate(self.results) if r() is not None]
-        outs = [self.results[i]() for i in live]
-        if outs:
-            _core.issue_into(_Wait(self.job, self.unpack, live), [self.token], outs)
+        live = _live(self.results)
+        if live:
+            _core.issue_into(_Wait(self.job, self.unpack, [i for i, _ in live]), [self.token],
+                             [r for _, r in live])
         self.token = None
         self.results = []
 
