@@ -1,6 +1,5 @@
-# Included by _core.pyx: the Channel, caller side. Its options, the handle table, values
-# that arrive from the host, dispatch (inference, handles, the command), host compute, the
-# buffer that folds Del into the last reader, release and delete, waits, sync and close.
+# Included by _core.pyx: the Channel, caller side: options, the handle table, host values,
+# dispatch, host compute, the Del-folding buffer, release and delete, waits, sync and close.
 #
 # The worker thread (imperative/_worker.pxi) and the executor (imperative/_execute.pxi) are
 # the Channel's methods too, written as module functions that take it as `self`: Cython
@@ -13,8 +12,6 @@
 # the elements of the inputs and outputs together.
 HOST_COMPUTE_MAX_ELEMENTS = 4096
 cdef Py_ssize_t _host_max_elements = HOST_COMPUTE_MAX_ELEMENTS
-
-
 
 
 # Called as hook(op, input_infos, output_infos) after every op is issued, while any
@@ -237,6 +234,7 @@ cdef class Channel:
         cdef bint fast = False
         cdef long long t0 = _now_ns() if _profiling else 0
         self.check_usable()
+        if _deferred: _place_waits(inputs)     # collectives: their waits (_collective.pxi)
         for i in range(n):
             info = inputs[i]
             if info.status >= DELETED:
@@ -502,6 +500,7 @@ cdef class Channel:
     cdef int wait_produced(self, TensorInfo info, str why="value") except -1:
         """Wait until `info` has a value or has failed; raise pending async errors."""
         self.check_usable()
+        if _deferred: _place_waits([info])
         if info.status == ALLOCATED:
             if info.ready_seq == 0:       # its producer still sits in the buffer
                 self._flush_buffer(0)
@@ -534,6 +533,7 @@ cdef class Channel:
     cpdef int sync(self) except -1:
         if self._state != 0:
             return 0
+        if _deferred: _place_all_waits()
         self._flush_buffer(0)
         _wait_seq(self, self._seq)
         self.raise_pending_errors()

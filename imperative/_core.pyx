@@ -222,3 +222,4 @@ def _channel_stats():
 
 
 include "_tensor_base.pxi"    # TensorBase, apply, operator dispatch
+include "_collective.pxi"     # MPI collectives as commands (imperative.distributed)

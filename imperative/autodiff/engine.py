@@ -194,17 +194,38 @@ class GradKey:
         grads = {}
         for y, dy in zip(ys, dys):
             _accumulate(grads, y._record, dy)
-        for node in self._nodes_reaching([y._record for y in ys]):
+        nodes = self._nodes_reaching([y._record for y in ys])
+        # An attached record's gradient is final once the last node reading it (in this
+        # latest-first order) has run: its callback runs then, so that a data-parallel
+        # all-reduce of it starts while the rest of the backward pass is still issued
+        # (imperative.distributed.make_allreduce_cb).
+        final_after = {}
+        for i, node in enumerate(nodes):
+            for info in node.inputs:
+                if info in self._callbacks:
+                    final_after[info] = i
+        ready = {}
+        for info in self._callbacks:
+            if info in final_after:
+                ready.setdefault(final_after[info], []).append(info)
+        for i, node in enumerate(nodes):
             # attached records keep their gradient for the callbacks; others are done
             out_grads = [grads.get(o) if o in self._callbacks else grads.pop(o, None)
                          for o in node.outputs]
             if any(g is not None for g in out_grads):
                 self._apply_rule(node, out_grads, grads)
             node.free()
-        for info, callback in list(self._callbacks.items()):
-            grad = grads.get(info)
-            if grad is not None and callback is not None:
-                callback(grad)
+            for info in ready.pop(i, ()):
+                self._call_back(info, grads)
+        for info in list(self._callbacks):
+            if info not in final_after:      # read by no node: a loss attached itself
+                self._call_back(info, grads)
+
+    def _call_back(self, info, grads):
+        callback = self._callbacks.get(info)
+        grad = grads.get(info)
+        if grad is not None and callback is not None:
+            callback(grad)
 
     def _apply_rule(self, node, out_grads, grads):
         producer = self._producer
