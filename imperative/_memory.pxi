@@ -295,12 +295,11 @@ cdef class MemoryManager:
         cdef TensorInfo i
         info.last_use = self.clock
         info.read_since_produced = False
-        if info.producer is None:
-            return
-        if info.persistent:
+        if info.producer is None or info.persistent:
             # Cutting the producer ends the history chain: without this, evicting a
             # parameter would mean recomputing every earlier training step.
             info.producer = None
+            self.consider_swapping(info)
             return
         info.dead_chain = 0
         for i in (<Producer>info.producer).inputs:
@@ -321,7 +320,20 @@ cdef class MemoryManager:
             self.ch.wait_produced(info)
         if info.status == PRODUCED:
             info.producer = None
+            self.consider_swapping(info)
         return 0
+
+    cdef void consider_swapping(self, TensorInfo leaf):
+        """With enable_swap on, a value nothing can recompute (data, a parameter, an
+        optimizer's state) is a candidate too: swapping is its only way out, at the cost of
+        writing and reading it at the measured bandwidth. Without it the floor held every
+        parameter, gradient and momentum buffer (a parameter-heavy MLP's floor was its
+        whole peak), so no budget below that could hold, while the momentum sits unread
+        from one step's update to the next."""
+        if (self.ch._opts[OPT_ENABLE_SWAP] and self.ch._opts[OPT_DTR_AUTO]
+                and leaf.size >= self.ch._opts[OPT_MIN_EVICTEE] and self.swap.calibrate()):
+            leaf.cost = self.swap.seconds_to_swap(leaf.size)
+            self.candidates[_key(leaf)] = _weakref.ref(leaf)
 
     cdef void forget(self, TensorInfo info):
         self.candidates.pop(_key(info), None)
@@ -749,6 +761,14 @@ cdef class MemoryManager:
         """Drop the victim, or swap it out when reading it back is estimated cheaper than
         recomputing it (and its evicted neighbourhood)."""
         victim.device.stats.evictions += 1
+        if victim.producer is None:         # a leaf (consider_swapping): it can only swap
+            try:
+                self.swap_out(victim, "evicted (no recipe: swapped)")
+            except OSError:
+                self.forget(victim)         # not again: the budget passes if need be
+                return 0
+            self.policy.on_evict(victim)
+            return 0
         if self.ch._opts[OPT_ENABLE_SWAP] and self.swap_is_cheaper(victim):
             try:
                 self.swap_out(victim, "evicted (swap cheaper than recompute)")

@@ -291,6 +291,7 @@ def test_training_under_a_budget_recomputes_without_storms():
                 losses.append(float(loss))
         finally:
             imp.dtr.disable()
+            imp.set_option("enable_swap", 0)
         end = imp.memory_stats()
         return losses, end["peak_allocated"], end["recomputes"] - start["recomputes"]
 
@@ -326,15 +327,17 @@ def test_the_demo_trains_under_half_its_peak_with_unchanged_losses(model, batch,
     assert list(tmp_path.glob("*.json")), "no trace written"
 
 
-def _train_under_budget(name, fraction, train_steps=2, **config):
-    """Train zoo model `name` unconstrained, then afresh at `fraction` of its peak P.
-    Returns (P, losses unconstrained, losses under the budget, stats of the budgeted run)."""
+def _train_under_budget(name, fraction, train_steps=2, swap=False, **config):
+    """Train zoo model `name` unconstrained, then afresh at `fraction` of its peak P (with
+    `enable_swap` on when `swap`). Returns (P, losses unconstrained, losses under the
+    budget, stats of the budgeted run)."""
     from imperative.models import trainer
 
     def run(budget):
         step = trainer(name, **config)
         float(step())                                     # the optimizer's state exists
         if budget:
+            imp.set_option("enable_swap", int(swap))
             imp.dtr.enable(eviction_threshold=budget, evictee_minimum_size=16 * 1024)
         imp.sync()
         imp.reset_peak_memory_stats()
@@ -344,8 +347,10 @@ def _train_under_budget(name, fraction, train_steps=2, **config):
             imp.sync()
         finally:
             imp.dtr.disable()
+            imp.set_option("enable_swap", 0)
         end = imp.memory_stats()
         end["recomputes"] -= start["recomputes"]
+        end["swap_outs"] -= start["swap_outs"]
         return losses, end
 
     old = imp.get_option("dtr_eviction_threshold"), imp.get_option("dtr_evictee_minimum_size")
@@ -370,3 +375,22 @@ def test_a_sequence_projection_stays_while_the_time_steps_cut_from_it_come_back(
     assert got == want
     assert stats["peak_allocated"] <= peak
     assert 0 < stats["recomputes"] <= 2 * 1500
+
+
+def test_with_swap_on_parameters_and_optimizer_state_leave_memory_too(tmp_path):
+    """A parameter-heavy ReLU MLP trained with momentum: its parameters and momentum
+    buffers cannot be recomputed, so with drop alone they are a floor near the whole peak
+    and a budget of half of it cannot hold. With enable_swap they are candidates that only
+    swap (the momentum sits unread from one update to the next): the peak falls well below
+    drop's, and the losses stay bit for bit."""
+    imp.dtr.swap_dir = str(tmp_path)
+    try:
+        config = dict(width=256, depth=6, batch=16)
+        peak, want, got_drop, drop = _train_under_budget("relu_wide", 0.5, **config)
+        _, _, got_swap, swap = _train_under_budget("relu_wide", 0.5, swap=True, **config)
+    finally:
+        imp.dtr.swap_dir = None
+    assert got_drop == want and got_swap == want
+    assert drop["peak_allocated"] > 0.8 * peak            # drop alone: the floor is ~P
+    assert swap["swap_outs"] > 0
+    assert swap["peak_allocated"] < 0.8 * drop["peak_allocated"]
