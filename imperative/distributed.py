@@ -99,13 +99,12 @@ def _check_tensor(t, fn):
                         f"support (use one of {[d.name for d in _DTYPES]})")
 
 
-class _Start(Op):
-    """Copies the inputs into the job's buffer and hands it to the MPI thread."""
+class _CollectiveOp(Op):
+    """One of the two commands of collective number `seq` (identity-hashed: never merged
+    with another's in the op cache)."""
     RECOMPUTABLE = False
     _fields = ("kind", "seq")
-
-    def __init__(self, job, pack):
-        self._set(kind=job.kind, seq=job.seq, job=job, pack=pack)
+    _part = ""
 
     def __hash__(self):
         return id(self)
@@ -115,7 +114,15 @@ class _Start(Op):
 
     @property
     def name(self):
-        return f"{self.kind}.start"
+        return f"{self.kind}.{self._part}"
+
+
+class _Start(_CollectiveOp):
+    """Copies the inputs into the job's buffer and hands it to the MPI thread."""
+    _part = "start"
+
+    def __init__(self, job, pack):
+        self._set(kind=job.kind, seq=job.seq, job=job, pack=pack)
 
     def infer(self, inputs):
         return ((_TOKEN, np.dtype(np.int64)),)
@@ -125,23 +132,12 @@ class _Start(Op):
         return np.full(_TOKEN, self.seq, np.int64)
 
 
-class _Wait(Op):
+class _Wait(_CollectiveOp):
     """Waits for the job; its outputs are views of the buffer."""
-    RECOMPUTABLE = False
-    _fields = ("kind", "seq")
+    _part = "wait"
 
     def __init__(self, job, unpack, outs):
         self._set(kind=job.kind, seq=job.seq, job=job, unpack=unpack, outs=outs)
-
-    def __hash__(self):
-        return id(self)
-
-    def __eq__(self, other):
-        return self is other
-
-    @property
-    def name(self):
-        return f"{self.kind}.wait"
 
     def infer(self, inputs):
         raise RuntimeError("a collective's wait is issued by imperative.distributed only")

@@ -21,7 +21,7 @@ ROOT = os.path.normpath(os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
-from bench_train import BATCH, CNN_BATCH, mlp_data  # noqa: E402
+from bench_train import BATCH, CNN_BATCH, mlp_data, torch_mlp  # noqa: E402
 
 
 def imperative_step(model, comm, bucket_mb):
@@ -78,12 +78,7 @@ def torch_step(model, comm, bucket_mb):
                              rank=rank, world_size=size)
     if model == "mlp":
         x, y, ws = mlp_data(np)
-        layers = []
-        for i, w in enumerate(ws):
-            lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
-            lin.weight.data = torch.from_numpy(w.copy())
-            layers += [lin, torch.nn.ReLU()] if i < len(ws) - 1 else [lin]
-        net = torch.nn.Sequential(*layers)
+        net = torch_mlp(torch, ws)
     else:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)

@@ -67,18 +67,23 @@ def run_imperative(model, steps):
     return step
 
 
+def torch_mlp(torch, ws):
+    """The bench MLP in PyTorch with the weights `ws` (ReLU between the linear layers)."""
+    layers = []
+    for i, w in enumerate(ws):
+        lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
+        lin.weight.data = torch.from_numpy(w.copy())
+        layers += [lin, torch.nn.ReLU()] if i < len(ws) - 1 else [lin]
+    return torch.nn.Sequential(*layers)
+
+
 def run_torch(model, steps):
     import numpy as np
     import torch
     torch.set_num_threads(1)
     if model == "mlp":
         x, y, ws = mlp_data(np)
-        layers = []
-        for i, w in enumerate(ws):
-            lin = torch.nn.Linear(w.shape[1], w.shape[0], bias=False)
-            lin.weight.data = torch.from_numpy(w.copy())
-            layers += [lin, torch.nn.ReLU()] if i < len(ws) - 1 else [lin]
-        net = torch.nn.Sequential(*layers)
+        net = torch_mlp(torch, ws)
         params = list(net.parameters())
     else:
         rng = np.random.default_rng(0)
