@@ -62,6 +62,17 @@ cdef class TensorInfo:
                 f"shape={self.shape} dtype={self.dtype} device={self.device}>")
 
 
+cdef inline TensorInfo _ufunc_result_operand(TensorInfo a, TensorInfo b):
+    """For the elementwise host fast path (Channel.host_ufunc): the operand whose shape the
+    result of `a op b` takes when they need no promotion or broadcasting beyond a 0-d side
+    (a Python scalar's constant); None when the fast path does not apply."""
+    if b.status != PRODUCED or b.dtype is not a.dtype or b.device is not a.device or b.quantized:
+        return None
+    if b.shape is a.shape or b.shape == a.shape or b.shape == ():
+        return a
+    return b if a.shape == () else None
+
+
 cdef class Command:
     def __cinit__(self):
         self.dels = None

@@ -289,6 +289,10 @@ class Elemwise(Op):
         self._set(mode=mode, _fn=fn, _nin=nin, _kind=kind, _dtypes={})
         if _has_exact_fast_path(fn, kind):
             self._set(ufunc=fn)   # the core's fast path: equal shapes and dtypes
+        elif isinstance(fn, np.ufunc):
+            # float-only math: numpy's own loop is exact on float inputs (float16 stays
+            # float16, as this kernel computes it), so the core takes it for those only
+            self._set(ufunc=fn, ufunc_floats_only=True)
         if mode == "RELU":        # a product before it may do its work (backend/epilogue.py)
             self._set(epilogue_kind=RELU)
 
