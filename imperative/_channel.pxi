@@ -365,7 +365,7 @@ cdef class Channel:
         if self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on:
             return None
         cdef TensorInfo big = a if b is None else _ufunc_result_operand(a, b)
-        out_dtype = None if big is None else op._same_dtype_out.get(a.dtype)
+        out_dtype = None if big is None else _ufunc_out_dtype(op, a, b)
         if out_dtype is None:
             return None
         if self._opts[OPT_ASYNC_LEVEL] != 0:

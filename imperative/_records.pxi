@@ -73,6 +73,20 @@ cdef inline TensorInfo _ufunc_result_operand(TensorInfo a, TensorInfo b):
     return b if a.shape == () else None
 
 
+cdef object _ufunc_out_dtype(OpDef op, TensorInfo a, TensorInfo b):
+    """The output dtype of the elementwise `op` on operands of a's dtype (memoised in
+    op._same_dtype_out, as dispatch does), or None where the host fast path does not take
+    it: a float-only ufunc on non-float inputs, or a dtype infer rejects."""
+    out = op._same_dtype_out.get(a.dtype)
+    if out is None and not (op.ufunc_floats_only and a.dtype.kind != "f"):
+        try:
+            out = op.infer((a,) if b is None else (a, a))[0][1]
+        except Exception:
+            return None
+        op._same_dtype_out[a.dtype] = out
+    return out
+
+
 cdef class Command:
     def __cinit__(self):
         self.dels = None

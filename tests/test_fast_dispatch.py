@@ -163,3 +163,87 @@ def test_fast_path_results_are_released(assert_no_leak):
     v = imp.Tensor(np.ones(16, np.float32))
     assert_no_leak(lambda: F.exp(v * 2.0 + 1.0) - 1.5, repeat=5)
 
+
+# ---- reductions: the kernel's memoised plan against its general branch and numpy
+
+REDUCE_SHAPES = [(), (5,), (4, 16), (2, 3, 4), (3, 0)]
+REDUCE_AXES = [None, 0, -1, (0, -1)]
+
+
+def _reductions(monkeypatch, plan, mode, x, axis, keepdims):
+    from imperative.ops import reduce as R
+    if not plan:
+        monkeypatch.setattr(R.Reduce, "_plan", lambda self, x: False)
+    t = imp.Tensor(x)
+    fn = {"SUM": F.sum, "MEAN": F.mean, "MAX": F.max, "MIN": F.min, "PRODUCT": F.prod}[mode]
+    out = fn(t, axis=axis, keepdims=keepdims).numpy().copy()
+    monkeypatch.undo()
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.int32, np.bool_])
+@pytest.mark.parametrize("mode", ["SUM", "MEAN", "MAX", "MIN", "PRODUCT"])
+def test_reductions_plan_matches_general_branch_and_numpy(monkeypatch, dtype, mode):
+    rng = np.random.default_rng(3)
+    np_fn = {"SUM": np.sum, "MEAN": np.mean, "MAX": np.max, "MIN": np.min, "PRODUCT": np.prod}[mode]
+    for shape in REDUCE_SHAPES:
+        x = (rng.standard_normal(shape) * 3).astype(dtype)
+        for axis in REDUCE_AXES:
+            if len(shape) == 0 and axis is not None and axis != 0 and axis != -1:
+                continue
+            if len(shape) < 2 and isinstance(axis, tuple):
+                continue
+            for keepdims in (False, True):
+                try:   # (a 0-d tensor's one axis, 0 or -1, holds its one value)
+                    ref = np_fn(x, axis=None if x.ndim == 0 else axis, keepdims=keepdims)
+                except ValueError:
+                    with pytest.raises(ValueError):
+                        _reductions(monkeypatch, True, mode, x, axis, keepdims)
+                    continue
+                fast = _reductions(monkeypatch, True, mode, x, axis, keepdims)
+                slow = _reductions(monkeypatch, False, mode, x, axis, keepdims)
+                assert fast.dtype == slow.dtype and fast.shape == slow.shape
+                np.testing.assert_array_equal(fast, slow)
+                assert fast.shape == np.shape(ref), (shape, axis, keepdims)
+                np.testing.assert_allclose(fast.astype(np.float64), np.asarray(ref, np.float64),
+                                           rtol=2e-3 if dtype == np.float16 else 1e-5, atol=1e-5)
+
+
+def test_reduction_dtypes_and_errors():
+    i8 = imp.Tensor(np.array([[100, 100], [1, 2]], np.int8))
+    assert i8.sum().dtype == np.int32 and int(i8.sum().numpy()) == 203
+    assert i8.mean(axis=0).dtype == np.float32
+    assert imp.Tensor(np.ones(3, np.bool_)).sum().dtype == np.int32
+    with pytest.raises((ValueError, IndexError), match="axis"):
+        i8.sum(axis=2)
+    with pytest.raises(ValueError, match="repeated axis"):
+        i8.sum(axis=(0, -2))
+    with pytest.raises(ValueError, match="no identity"):
+        imp.Tensor(np.ones((0, 2), np.float32)).max(axis=0)
+
+
+# ---- matrix products: the small-product shortcut is numpy's product, as the general branch
+
+@pytest.mark.parametrize("sa,sb", [((16,), (16,)), ((4, 16), (16,)), ((16,), (16, 3)),
+                                   ((2, 3, 4), (4, 5)), ((3, 4), (4, 5)), ((16, 16), (16, 16))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_small_products_match_numpy(sa, sb, dtype):
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal(sa) * 3).astype(dtype)
+    b = (rng.standard_normal(sb) * 3).astype(dtype)
+    fast, slow = both(lambda x, y: x @ y, a, b)
+    assert_same(fast, slow)
+    expected = np.matmul(a, b)
+    assert fast.dtype == expected.dtype and fast.shape == expected.shape
+    np.testing.assert_array_equal(fast, expected)
+
+
+def test_products_of_mixed_dtypes_and_transposes():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.arange(20, dtype=np.int32).reshape(4, 5)
+    fast, slow = both(lambda x, y: x @ y, a, b)
+    assert_same(fast, slow, a @ b.astype(np.float32))
+    fast, slow = both(lambda x, y: F.matmul(x, y, transpose_b=True), a, b.T.copy())
+    assert_same(fast, slow, a @ b.astype(np.float32))
+    with pytest.raises(ValueError):
+        imp.Tensor(a) @ imp.Tensor(a)

@@ -24,6 +24,10 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+# the checkout this file lives in (not whichever imperative is installed); IMPERATIVE_ROOT
+# measures another build (a before/after comparison)
+sys.path.insert(0, os.environ.get("IMPERATIVE_ROOT",
+                                  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import imperative as imp  # noqa: E402
 from imperative import functional as F  # noqa: E402
 
