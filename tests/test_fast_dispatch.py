@@ -106,7 +106,8 @@ def test_shapes_that_broadcast_otherwise_take_the_general_path():
         imp.Tensor(a) + imp.Tensor(np.ones(4, np.float32))
 
 
-@pytest.mark.parametrize("fn", ["exp", "log", "tanh", "sigmoid", "sqrt", "sin", "abs", "neg"])
+@pytest.mark.parametrize("fn", ["exp", "log", "tanh", "sigmoid", "sqrt", "sin", "abs", "neg",
+                                "gelu", "silu", "softplus"])
 @pytest.mark.parametrize("name", ["float32", "float16", "int8", "int32", "0-d"])
 def test_unary_functions(fn, name):
     x = VALUES[name]
@@ -247,3 +248,26 @@ def test_products_of_mixed_dtypes_and_transposes():
     assert_same(fast, slow, a @ b.astype(np.float32))
     with pytest.raises(ValueError):
         imp.Tensor(a) @ imp.Tensor(a)
+
+
+def test_composite_functions_on_large_and_empty_inputs():
+    # the blockwise path (past one block) and the one-call path give the same values
+    x = np.random.default_rng(2).standard_normal(70000).astype(np.float32)
+    for f in (F.sigmoid, F.gelu, F.silu):
+        whole = f(imp.Tensor(x)).numpy()
+        head = f(imp.Tensor(x[:1000])).numpy()
+        np.testing.assert_array_equal(whole[:1000], head)
+        assert f(imp.Tensor(np.zeros((0, 3), np.float32))).shape == (0, 3)
+
+
+def test_transpose_and_python_numbers():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = imp.Tensor(a)
+    np.testing.assert_array_equal(t.T.numpy(), a.T)
+    np.testing.assert_array_equal(t.transpose(1, 0, 2).numpy(), a.transpose(1, 0, 2))
+    with pytest.raises(ValueError, match="permutation"):
+        t.transpose(0, 0, 1)
+    one = imp.Tensor(np.array([[2.5]], np.float32))
+    assert float(one) == 2.5 and int(one) == 2 and bool(one) is True
+    with pytest.raises(TypeError, match="one element"):
+        float(t)
