@@ -271,3 +271,38 @@ def test_transpose_and_python_numbers():
     assert float(one) == 2.5 and int(one) == 2 and bool(one) is True
     with pytest.raises(TypeError, match="one element"):
         float(t)
+
+
+# ---- the softmax family: one block of rows (tiny inputs) vs the blocked loop
+
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+def test_softmax_one_block_matches_blocked_rows(fn):
+    rng = np.random.default_rng(4)
+    big = rng.standard_normal((5000, 16)).astype(np.float32)     # several blocks of rows
+    whole = fn(imp.Tensor(big), -1).numpy()
+    head = fn(imp.Tensor(big[:4]), -1).numpy()
+    np.testing.assert_array_equal(whole[:4], head)
+    three = big[:24].reshape(2, 3, 4, 16)
+    np.testing.assert_array_equal(fn(imp.Tensor(three), -1).numpy().reshape(24, 16), whole[:24])
+    t = big[:16].T.copy()       # axis 0, and a transposed (non-contiguous) input
+    np.testing.assert_allclose(fn(imp.Tensor(t), 0).numpy(), fn(imp.Tensor(big[:16]), -1).numpy().T,
+                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(fn(imp.Tensor(big[:16]).T, 0).numpy(),
+                               fn(imp.Tensor(big[:16]), -1).numpy().T, rtol=1e-6, atol=1e-7)
+
+
+def test_softmax_family_dtypes_and_edges():
+    x16 = np.array([[1.0, 2.0, 3.0]], np.float16)
+    assert F.softmax(imp.Tensor(x16)).dtype == np.float16
+    assert F.softmax(imp.Tensor(np.array([[1, 2]], np.int32))).dtype == np.float32
+    assert F.softmax(imp.Tensor(np.zeros((0, 4), np.float32))).shape == (0, 4)
+    np.testing.assert_array_equal(F.softmax(imp.Tensor(np.array(3.0, np.float32))).numpy(), 1.0)
+    logits = np.random.default_rng(5).standard_normal((4, 16)).astype(np.float32)
+    labels = np.array([1, 5, 0, 15])
+    fast, slow = both(lambda a, b: F.cross_entropy(a, b), logits, labels)
+    assert_same(fast, slow)
+    z = logits - logits.max(-1, keepdims=True)
+    ref = -(z - np.log(np.exp(z).sum(-1, keepdims=True)))[np.arange(4), labels].mean()
+    np.testing.assert_allclose(fast, ref, rtol=1e-6)
+    fast, slow = both(lambda a: F.layer_norm(a, (16,)), logits)
+    assert_same(fast, slow)
