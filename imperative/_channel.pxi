@@ -262,7 +262,8 @@ cdef class Channel:
                                                      and info.shape != first.shape):
                     fast = False
                     break
-            if fast and first.shape is not None and not first.quantized:
+            if fast and first.shape is not None and not first.quantized and not (
+                    op.ufunc_floats_only and first.dtype.kind != "f"):
                 out_dtype = op._same_dtype_out.get(first.dtype)
                 if out_dtype is None:
                     descs = op.infer(tuple(inputs))
@@ -355,24 +356,21 @@ cdef class Channel:
         return n <= _host_max_elements
 
     cdef TensorInfo host_ufunc(self, OpDef op, TensorInfo a, TensorInfo b):
-        """The fast path of elementwise operators: equal shapes and dtypes, resident inputs
-        and a small size (any size at async level 0) run now on the caller's thread.
-        Returns None when it does not apply or the kernel raised; the general path then
-        runs the op (again) and reports any error by the usual protocol."""
+        """The fast path of elementwise operators: equal shapes (or one 0-d operand, a Python
+        scalar's constant) and dtypes, resident inputs and a small size (any size at async
+        level 0) run now on the caller's thread. Returns None when it does not apply or the
+        kernel raised; the general path then runs the op (again) and reports any error."""
         cdef Py_ssize_t limit
         cdef long long t0 = _now_ns() if _profiling else 0
         if self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on:
             return None
-        if b is not None and (b.status != PRODUCED or b.dtype is not a.dtype
-                              or b.device is not a.device
-                              or (b.shape is not a.shape and b.shape != a.shape)):
-            return None
-        out_dtype = op._same_dtype_out.get(a.dtype)
+        cdef TensorInfo big = a if b is None else _ufunc_result_operand(a, b)
+        out_dtype = None if big is None else _ufunc_out_dtype(op, a, b)
         if out_dtype is None:
             return None
         if self._opts[OPT_ASYNC_LEVEL] != 0:
             limit = _host_max_elements if self._opts[OPT_HOST_COMPUTE] else -1
-            if a.numel * (2 if b is None else 3) > limit:
+            if big.numel * (2 if b is None else 3) > limit:
                 return None
         try:
             r = op.ufunc(a.value) if b is None else op.ufunc(a.value, b.value)
@@ -381,7 +379,7 @@ cdef class Channel:
         if type(r) is not _ndarray or r.dtype is not out_dtype:
             r = _np_asarray(r, dtype=out_dtype)
         r = _c_ordered(r)
-        cdef TensorInfo info = self.new_info(a.shape, out_dtype, a.device, False)
+        cdef TensorInfo info = self.new_info(big.shape, out_dtype, a.device, False)
         cdef Storage st = _new_storage(info.size, info.device)
         st.refs = 1
         info.storage = st

@@ -135,5 +135,6 @@ cdef class OpDef:
     cdef public object epilogue_kind   # the epilogue (backend/epilogue.py) that does this
                                        #     op's work on a product it reads, or None
     cdef public object ufunc           # numpy ufunc for the elementwise fast path, or None
+    cdef public bint ufunc_floats_only # the ufunc is exact on float inputs only (exp, tanh)
     cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
     cdef dict _infer_cache             # input descriptions -> infer's result

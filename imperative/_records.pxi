@@ -62,6 +62,31 @@ cdef class TensorInfo:
                 f"shape={self.shape} dtype={self.dtype} device={self.device}>")
 
 
+cdef inline TensorInfo _ufunc_result_operand(TensorInfo a, TensorInfo b):
+    """For the elementwise host fast path (Channel.host_ufunc): the operand whose shape the
+    result of `a op b` takes when they need no promotion or broadcasting beyond a 0-d side
+    (a Python scalar's constant); None when the fast path does not apply."""
+    if b.status != PRODUCED or b.dtype is not a.dtype or b.device is not a.device or b.quantized:
+        return None
+    if b.shape is a.shape or b.shape == a.shape or b.shape == ():
+        return a
+    return b if a.shape == () else None
+
+
+cdef object _ufunc_out_dtype(OpDef op, TensorInfo a, TensorInfo b):
+    """The output dtype of the elementwise `op` on operands of a's dtype (memoised in
+    op._same_dtype_out, as dispatch does), or None where the host fast path does not take
+    it: a float-only ufunc on non-float inputs, or a dtype infer rejects."""
+    out = op._same_dtype_out.get(a.dtype)
+    if out is None and not (op.ufunc_floats_only and a.dtype.kind != "f"):
+        try:
+            out = op.infer((a,) if b is None else (a, a))[0][1]
+        except Exception:
+            return None
+        op._same_dtype_out[a.dtype] = out
+    return out
+
+
 cdef class Command:
     def __cinit__(self):
         self.dels = None

@@ -161,6 +161,10 @@ cdef object _binary(object x, object y, OpDef op, bint reflected):
     cdef list infos = _binary_infos(y, x) if reflected else _binary_infos(x, y)
     cdef list outs
     try:
+        if op.ufunc is not None:     # a Python scalar (a 0-d constant now) or promoted operands
+            fast = _channel.host_ufunc(op, infos[0], infos[1])
+            if fast is not None:
+                return _wrap(fast)
         outs = _channel.dispatch(op, infos)
     finally:
         _release_temporaries(infos)
@@ -183,6 +187,12 @@ cdef object _unary(object x, OpDef op):
             return _wrap(fast)
     cdef list outs = _channel.dispatch(op, [(<TensorBase>x)._info])
     return _wrap(outs[0])
+
+
+def unary(OpDef op, TensorBase x):
+    """An elementwise op of one Tensor as the operators run it (the host fast path, else
+    dispatch): functional's one-argument functions call this for a Tensor argument."""
+    return _unary(x, op)
 
 
 # Ops used by the operators, bound by imperative.tensor at import. Module globals, not a

@@ -96,6 +96,8 @@ def _elemwise(mode: str, name: str, doc: str) -> Callable[..., Tensor]:
     op = cached_op(O.Elemwise, mode)
     if O.elemwise.arity(mode) == 1:
         def fn(x):
+            if isinstance(x, TensorBase):
+                return _core.unary(op, x)      # the operators' path: host fast path first
             return _apply1(op, *_tensors(x))
     else:
         def fn(x, y):

@@ -96,7 +96,7 @@ class Tensor(TensorBase):
         if self.size != 1:
             raise TypeError(f"only a tensor with one element can be converted to {kind.__name__}, "
                             f"got shape {self.shape}")
-        return kind(self.numpy().reshape(()).item())
+        return kind(self.numpy().item())
 
     def __float__(self):
         return self._scalar(float)

@@ -1,6 +1,11 @@
 """Per-op dispatch cost: imperative (async levels 0 and 2) vs raw numpy vs PyTorch CPU eager.
 
-    python tools/bench_dispatch.py [--quick] [--json bench_dispatch.json]
+    python tools/bench_dispatch.py [--quick] [--table-only] [--json bench_dispatch.json]
+
+First the table of >= 20 common eager calls at tiny size (issue 16; the rows are in
+tools/_dispatch_table.py): microseconds per call for numpy, imperative (level 2) and torch,
+interleaved, best and median over rounds, with the ratios imp/torch and imp/numpy of the
+medians. Then a + b, a * b, a @ b, a.sum() at two sizes and async levels 0 and 2.
 
 Every contender runs the same loop in the same process, interleaved over several rounds;
 the table shows the best round (microseconds per op, end to end: the loop plus a final
@@ -19,7 +24,15 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+# the checkout this file lives in (not whichever imperative is installed); IMPERATIVE_ROOT
+# measures another build (a before/after comparison)
+sys.path.insert(0, os.environ.get("IMPERATIVE_ROOT",
+                                  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import imperative as imp  # noqa: E402
+from imperative import functional as F  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _dispatch_table  # noqa: E402
 
 try:
     import torch  # noqa: E402
@@ -90,7 +103,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations (for CI smoke runs)")
     parser.add_argument("--json", default="bench_dispatch.json", help="where to write the results")
+    parser.add_argument("--table-only", action="store_true", help="only the table of common calls")
     args = parser.parse_args()
+    table = _dispatch_table.main_table(imp, F, torch, args.quick, None)
+    if args.table_only:
+        with open(args.json, "w") as f:
+            json.dump({"table": table, "torch": torch.__version__ if torch else None,
+                       "numpy": np.__version__}, f, indent=1)
+        print(f"wrote {args.json}")
+        return 0
+    print()
     n = 2000 if args.quick else 50000
     rounds = 2 if args.quick else 5
     chain_n = 10000 if args.quick else 100000
@@ -131,7 +153,7 @@ def main():
         verdict = "n/a" if value is None else ("ok" if value <= limit else "MISSED")
         print(f"  target {key} <= {limit}: {verdict}")
     with open(args.json, "w") as f:
-        json.dump({"us_per_op": results, "chain_seconds": {f"L{k}": v for k, v in chain_times.items()},
+        json.dump({"table": table, "us_per_op": results, "chain_seconds": {f"L{k}": v for k, v in chain_times.items()},
                    "chain_ops": chain_n, "ratios": ratios, "targets": targets,
                    "torch": torch.__version__ if torch else None, "numpy": np.__version__}, f, indent=2)
     print(f"wrote {args.json}")

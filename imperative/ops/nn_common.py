@@ -134,8 +134,11 @@ def along_axis(fn, x, axis):
     if axis not in (-1, x.ndim - 1) or x.ndim < 2:
         fn(x, out, axis)
         return out
-    rows, flat_out = x.reshape(-1, x.shape[-1]), writable_view(out, (-1, x.shape[-1]))
     step = max(1, _BLOCK_BYTES // max(1, x.shape[-1] * x.itemsize))
+    if 0 < x.size <= step * x.shape[-1] and x.flags.c_contiguous:
+        fn(x, out, -1)      # one block: the same rows, without reshaping them (tiny inputs)
+        return out
+    rows, flat_out = x.reshape(-1, x.shape[-1]), writable_view(out, (-1, x.shape[-1]))
     for start in range(0, rows.shape[0], step):
         fn(rows[start:start + step], flat_out[start:start + step], -1)
     return out

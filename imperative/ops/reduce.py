@@ -80,7 +80,7 @@ class Reduce(Op):
             raise ValueError(f"unknown Reduce mode {mode!r}; valid modes: {', '.join(_MODES)}")
         if isinstance(axis, list):
             axis = tuple(axis)
-        self._set(mode=mode.upper(), axis=axis, keepdims=bool(keepdims))
+        self._set(mode=mode.upper(), axis=axis, keepdims=bool(keepdims), _plans={})
 
     @property
     def name(self):
@@ -112,7 +112,37 @@ class Reduce(Op):
                              f"{self.axis}: the reduction has no identity")
         return ((_reduced_shape(x.shape, axes, self.keepdims), self._out_dtype(x.dtype)),)
 
+    def _plan(self, x):
+        """(ufunc, axis, accumulator dtype, output dtype, mean's count) for the one-call
+        reductions of inputs of x's shape and dtype, or False: the plan the kernel runs
+        without re-deriving axes and dtypes each call (issue 16)."""
+        axis = self.axis if isinstance(self.axis, int) and x.ndim else normalize_axes(self.axis, x.ndim, self.mode)
+        axes = normalize_axes(axis, x.ndim, "sum")
+        long_outer = x.dtype.kind == "f" and any(
+            x.shape[a] >= _PAIRWISE_FROM for a in axes if a != x.ndim - 1)
+        out = self._out_dtype(x.dtype)
+        kind = _MODES[self.mode][2]
+        if self.mode in ("SUM", "PRODUCT") and not (long_outer and self.mode == "SUM"):
+            return (np.add if self.mode == "SUM" else np.multiply), axis, out, out, None
+        if self.mode in ("MAX", "MIN"):
+            return (np.maximum if self.mode == "MAX" else np.minimum), axis, None, out, None
+        if kind == "mean" and x.dtype.kind == "f" and not long_outer:
+            count = int(np.prod([x.shape[a] for a in axes]))
+            return (np.add, axis, None, out, count) if count else False
+        return False
+
     def kernel(self, x):
+        plan = self._plans.get((x.shape, x.dtype))
+        if plan is None and x.dtype.metadata is None:
+            plan = self._plan(x)
+            if len(self._plans) < 64:
+                self._plans[(x.shape, x.dtype)] = plan
+        if plan:
+            ufunc, axis, acc, out, count = plan
+            r = ufunc.reduce(x, axis=axis, dtype=acc, keepdims=self.keepdims)
+            if count is not None:
+                r = np.true_divide(r, count, dtype=x.dtype)
+            return r if r.dtype == out else r.astype(out)
         axis = self.axis if isinstance(self.axis, int) and x.ndim else normalize_axes(self.axis, x.ndim, self.mode)
         run, _, kind = _MODES[self.mode]
         out = self._out_dtype(x.dtype)

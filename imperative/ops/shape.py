@@ -66,9 +66,19 @@ class Reshape(Op):
             raise ValueError(f"reshape: at most one -1 is allowed, got {shape}")
         if any(s < -1 for s in shape):
             raise ValueError(f"reshape: negative size in {shape}")
-        self._set(shape=shape)
+        self._set(shape=shape, _resolved={})
 
     def resolved(self, in_shape):
+        """The output shape for an input of `in_shape` (memoised: it runs at each kernel
+        call, and np.prod costs microseconds)."""
+        found = self._resolved.get(in_shape)
+        if found is None:
+            found = self._resolve(in_shape)
+            if len(self._resolved) < 64:
+                self._resolved[in_shape] = found
+        return found
+
+    def _resolve(self, in_shape):
         size = int(np.prod(in_shape, dtype=np.int64))
         known = int(np.prod([s for s in self.shape if s != -1], dtype=np.int64))
         if -1 in self.shape:
@@ -127,7 +137,7 @@ class Dimshuffle(Op):
         return ((tuple(shape[p] for p in self.pattern), inputs[0].dtype),)
 
     def kernel(self, x):
-        return np.transpose(x, self.pattern)
+        return x.transpose(self.pattern)     # (the method: np.transpose's wrapper costs more)
 
 
 class _AxesOp(Op):

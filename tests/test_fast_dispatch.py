@@ -1,0 +1,308 @@
+"""The eager fast paths (issue 16) give what the general path gives, and what numpy gives.
+
+The general path is forced by turning host compute off at async level 2: every op is then a
+command for the worker, run by its kernel. Each case runs both ways (and at both async levels,
+by the autouse fixture) and compares values and dtypes exactly.
+"""
+import contextlib
+import operator
+
+import numpy as np
+import pytest
+
+import imperative as imp
+from imperative import functional as F
+from imperative.autodiff import GradManager
+
+
+@contextlib.contextmanager
+def general_path():
+    with imp.option("async_level", 2), imp.option("enable_host_compute", 0):
+        yield
+        imp.sync()
+
+
+def both(fn, *arrays):
+    """fn on Tensors of `arrays`, by the fast path and by the general path: two arrays."""
+    fast = fn(*[imp.Tensor(a) for a in arrays])
+    fast = fast.numpy().copy()
+    with general_path():
+        slow = fn(*[imp.Tensor(a) for a in arrays])
+        slow = slow.numpy().copy()
+    return fast, slow
+
+
+def assert_same(fast, slow, expected=None):
+    assert fast.dtype == slow.dtype and fast.shape == slow.shape
+    np.testing.assert_array_equal(fast, slow)
+    if expected is not None:
+        expected = np.asarray(expected)
+        assert fast.dtype == expected.dtype, (fast.dtype, expected.dtype)
+        np.testing.assert_allclose(fast, expected, rtol=1e-6, atol=0)
+
+
+VALUES = {
+    "float32": np.array([-2.5, -1.0, 0.0, 0.5, 3.0], np.float32),
+    "float16": np.array([-2.5, -1.0, 0.0, 0.5, 3.0], np.float16),
+    "int8": np.array([-3, -1, 0, 1, 7], np.int8),
+    "int32": np.array([-3, -1, 0, 1, 7], np.int32),
+    "uint8": np.array([0, 1, 2, 200, 255], np.uint8),
+    "bool": np.array([True, False, True, False, True]),
+    "0-d": np.array(1.5, np.float32),
+}
+OPS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.lt, operator.eq]
+SCALARS = [2.0, 3, True, -1.5]
+
+
+@pytest.mark.parametrize("name", list(VALUES))
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.__name__)
+@pytest.mark.parametrize("scalar", SCALARS, ids=repr)
+def test_python_scalar_operands(name, op, scalar):
+    x = VALUES[name]
+    if x.dtype == np.bool_ and op is operator.sub and type(scalar) is bool:
+        pytest.skip("bool - bool is an error in numpy and here alike")
+    for fn in (lambda t: op(t, scalar), lambda t: op(scalar, t)):
+        fast, slow = both(fn, x)
+        assert_same(fast, slow)
+
+
+def test_scalar_dtype_rules_on_the_fast_path():
+    # the tensor's dtype wins unless the scalar's category is higher (API.md section 5)
+    i8 = imp.Tensor(np.array([1, 2, 3], np.int8))
+    assert (i8 + 1).dtype == np.int8 and (1 - i8).dtype == np.int8
+    assert (i8 * 1.5).dtype == np.float32
+    h = imp.Tensor(np.array([1.0, 2.0], np.float16))
+    assert (h * 2.0).dtype == np.float16
+    np.testing.assert_array_equal((h * 2.0).numpy(), np.array([2.0, 4.0], np.float16))
+    u8 = imp.Tensor(np.array([0, 255], np.uint8))
+    np.testing.assert_array_equal((u8 + 1).numpy(), np.array([1, 0], np.uint8))
+
+
+def test_scalar_that_does_not_fit_names_the_operand():
+    i8 = imp.Tensor(np.array([1, 2], np.int8))
+    with pytest.raises(OverflowError, match="scalar operand 1000"):
+        i8 + 1000
+    with pytest.raises(OverflowError, match="scalar operand"):
+        2 ** 70 * i8
+
+
+def test_zero_d_tensor_broadcasts_on_the_fast_path():
+    v = np.arange(5, dtype=np.float32)
+    s = np.array(2.0, np.float32)
+    for fn in (lambda a, b: a * b, lambda a, b: b - a, lambda a, b: a / b):
+        fast, slow = both(fn, v, s)
+        assert_same(fast, slow, fn(v, s))
+    fast, slow = both(lambda a, b: a + b, s, s)
+    assert fast.shape == ()
+    assert_same(fast, slow, s + s)
+
+
+def test_shapes_that_broadcast_otherwise_take_the_general_path():
+    a = np.ones((2, 3), np.float32)
+    b = np.arange(3, dtype=np.float32)
+    fast, slow = both(lambda x, y: x + y, a, b)
+    assert_same(fast, slow, a + b)
+    with pytest.raises(ValueError, match="cannot be broadcast"):
+        imp.Tensor(a) + imp.Tensor(np.ones(4, np.float32))
+
+
+@pytest.mark.parametrize("fn", ["exp", "log", "tanh", "sigmoid", "sqrt", "sin", "abs", "neg",
+                                "gelu", "silu", "softplus"])
+@pytest.mark.parametrize("name", ["float32", "float16", "int8", "int32", "0-d"])
+def test_unary_functions(fn, name):
+    x = VALUES[name]
+    f = getattr(F, fn)
+    with np.errstate(all="ignore"):
+        fast, slow = both(f, x)
+    assert_same(fast, slow)
+    if name.startswith("int") and fn not in ("abs", "neg"):
+        assert fast.dtype == np.float32          # float-only math of ints is float32
+    if fn in ("exp", "tanh", "sqrt", "sin") and name in ("float32", "0-d"):
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(fast, getattr(np, fn)(x))
+
+
+def test_unary_functions_take_non_tensors():
+    np.testing.assert_allclose(F.exp(1.0).numpy(), np.exp(np.float32(1.0)))
+    a = np.array([0.5, 1.0], np.float32)
+    np.testing.assert_array_equal(F.tanh(a).numpy(), np.tanh(a))
+    with pytest.raises(TypeError, match="None"):
+        F.exp(None)
+
+
+def test_the_20_op_chain():
+    v = np.linspace(-1, 1, 16).astype(np.float32)
+    w = np.linspace(0.5, 1.5, 16).astype(np.float32)
+
+    def chain(x, y, exp, tanh):
+        for _ in range(4):
+            x = x * y + 1.0
+            x = tanh(x)
+            x = x - y
+            x = exp(x * 0.25)
+            x = x / 2.0
+        return x
+    fast, slow = both(lambda x, y: chain(x, y, F.exp, F.tanh), v, w)
+    assert_same(fast, slow)
+    np.testing.assert_array_equal(fast, chain(v, w, np.exp, np.tanh))
+
+
+def test_gradients_through_scalar_operands_and_unary_functions():
+    def grad(general):
+        ctx = general_path() if general else contextlib.nullcontext()
+        with ctx:
+            w = imp.Parameter(np.linspace(-1, 1, 6).astype(np.float32))
+            gm = GradManager().attach(w)
+            with gm:
+                y = F.exp(w * 0.5 + 1.0) - 2.0 * F.tanh(w)
+                gm.backward((y / 3.0).sum())
+            return w.grad.numpy().copy()
+    assert_same(grad(False), grad(True))
+
+
+def test_fast_path_results_are_released(assert_no_leak):
+    v = imp.Tensor(np.ones(16, np.float32))
+    assert_no_leak(lambda: F.exp(v * 2.0 + 1.0) - 1.5, repeat=5)
+
+
+# ---- reductions: the kernel's memoised plan against its general branch and numpy
+
+REDUCE_SHAPES = [(), (5,), (4, 16), (2, 3, 4), (3, 0)]
+REDUCE_AXES = [None, 0, -1, (0, -1)]
+
+
+def _reductions(monkeypatch, plan, mode, x, axis, keepdims):
+    from imperative.ops import reduce as R
+    if not plan:
+        monkeypatch.setattr(R.Reduce, "_plan", lambda self, x: False)
+    t = imp.Tensor(x)
+    fn = {"SUM": F.sum, "MEAN": F.mean, "MAX": F.max, "MIN": F.min, "PRODUCT": F.prod}[mode]
+    out = fn(t, axis=axis, keepdims=keepdims).numpy().copy()
+    monkeypatch.undo()
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.int32, np.bool_])
+@pytest.mark.parametrize("mode", ["SUM", "MEAN", "MAX", "MIN", "PRODUCT"])
+def test_reductions_plan_matches_general_branch_and_numpy(monkeypatch, dtype, mode):
+    rng = np.random.default_rng(3)
+    np_fn = {"SUM": np.sum, "MEAN": np.mean, "MAX": np.max, "MIN": np.min, "PRODUCT": np.prod}[mode]
+    for shape in REDUCE_SHAPES:
+        x = (rng.standard_normal(shape) * 3).astype(dtype)
+        for axis in REDUCE_AXES:
+            if len(shape) == 0 and axis is not None and axis != 0 and axis != -1:
+                continue
+            if len(shape) < 2 and isinstance(axis, tuple):
+                continue
+            for keepdims in (False, True):
+                try:   # (a 0-d tensor's one axis, 0 or -1, holds its one value)
+                    ref = np_fn(x, axis=None if x.ndim == 0 else axis, keepdims=keepdims)
+                except ValueError:
+                    with pytest.raises(ValueError):
+                        _reductions(monkeypatch, True, mode, x, axis, keepdims)
+                    continue
+                fast = _reductions(monkeypatch, True, mode, x, axis, keepdims)
+                slow = _reductions(monkeypatch, False, mode, x, axis, keepdims)
+                assert fast.dtype == slow.dtype and fast.shape == slow.shape
+                np.testing.assert_array_equal(fast, slow)
+                assert fast.shape == np.shape(ref), (shape, axis, keepdims)
+                np.testing.assert_allclose(fast.astype(np.float64), np.asarray(ref, np.float64),
+                                           rtol=2e-3 if dtype == np.float16 else 1e-5, atol=1e-5)
+
+
+def test_reduction_dtypes_and_errors():
+    i8 = imp.Tensor(np.array([[100, 100], [1, 2]], np.int8))
+    assert i8.sum().dtype == np.int32 and int(i8.sum().numpy()) == 203
+    assert i8.mean(axis=0).dtype == np.float32
+    assert imp.Tensor(np.ones(3, np.bool_)).sum().dtype == np.int32
+    with pytest.raises((ValueError, IndexError), match="axis"):
+        i8.sum(axis=2)
+    with pytest.raises(ValueError, match="repeated axis"):
+        i8.sum(axis=(0, -2))
+    with pytest.raises(ValueError, match="no identity"):
+        imp.Tensor(np.ones((0, 2), np.float32)).max(axis=0)
+
+
+# ---- matrix products: the small-product shortcut is numpy's product, as the general branch
+
+@pytest.mark.parametrize("sa,sb", [((16,), (16,)), ((4, 16), (16,)), ((16,), (16, 3)),
+                                   ((2, 3, 4), (4, 5)), ((3, 4), (4, 5)), ((16, 16), (16, 16))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_small_products_match_numpy(sa, sb, dtype):
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal(sa) * 3).astype(dtype)
+    b = (rng.standard_normal(sb) * 3).astype(dtype)
+    fast, slow = both(lambda x, y: x @ y, a, b)
+    assert_same(fast, slow)
+    expected = np.matmul(a, b)
+    assert fast.dtype == expected.dtype and fast.shape == expected.shape
+    np.testing.assert_array_equal(fast, expected)
+
+
+def test_products_of_mixed_dtypes_and_transposes():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.arange(20, dtype=np.int32).reshape(4, 5)
+    fast, slow = both(lambda x, y: x @ y, a, b)
+    assert_same(fast, slow, a @ b.astype(np.float32))
+    fast, slow = both(lambda x, y: F.matmul(x, y, transpose_b=True), a, b.T.copy())
+    assert_same(fast, slow, a @ b.astype(np.float32))
+    with pytest.raises(ValueError):
+        imp.Tensor(a) @ imp.Tensor(a)
+
+
+def test_composite_functions_on_large_and_empty_inputs():
+    # the blockwise path (past one block) and the one-call path give the same values
+    x = np.random.default_rng(2).standard_normal(70000).astype(np.float32)
+    for f in (F.sigmoid, F.gelu, F.silu):
+        whole = f(imp.Tensor(x)).numpy()
+        head = f(imp.Tensor(x[:1000])).numpy()
+        np.testing.assert_array_equal(whole[:1000], head)
+        assert f(imp.Tensor(np.zeros((0, 3), np.float32))).shape == (0, 3)
+
+
+def test_transpose_and_python_numbers():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = imp.Tensor(a)
+    np.testing.assert_array_equal(t.T.numpy(), a.T)
+    np.testing.assert_array_equal(t.transpose(1, 0, 2).numpy(), a.transpose(1, 0, 2))
+    with pytest.raises(ValueError, match="permutation"):
+        t.transpose(0, 0, 1)
+    one = imp.Tensor(np.array([[2.5]], np.float32))
+    assert float(one) == 2.5 and int(one) == 2 and bool(one) is True
+    with pytest.raises(TypeError, match="one element"):
+        float(t)
+
+
+# ---- the softmax family: one block of rows (tiny inputs) vs the blocked loop
+
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+def test_softmax_one_block_matches_blocked_rows(fn):
+    rng = np.random.default_rng(4)
+    big = rng.standard_normal((5000, 16)).astype(np.float32)     # several blocks of rows
+    whole = fn(imp.Tensor(big), -1).numpy()
+    head = fn(imp.Tensor(big[:4]), -1).numpy()
+    np.testing.assert_array_equal(whole[:4], head)
+    three = big[:24].reshape(2, 3, 4, 16)
+    np.testing.assert_array_equal(fn(imp.Tensor(three), -1).numpy().reshape(24, 16), whole[:24])
+    t = big[:16].T.copy()       # axis 0, and a transposed (non-contiguous) input
+    np.testing.assert_allclose(fn(imp.Tensor(t), 0).numpy(), fn(imp.Tensor(big[:16]), -1).numpy().T,
+                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(fn(imp.Tensor(big[:16]).T, 0).numpy(),
+                               fn(imp.Tensor(big[:16]), -1).numpy().T, rtol=1e-6, atol=1e-7)
+
+
+def test_softmax_family_dtypes_and_edges():
+    x16 = np.array([[1.0, 2.0, 3.0]], np.float16)
+    assert F.softmax(imp.Tensor(x16)).dtype == np.float16
+    assert F.softmax(imp.Tensor(np.array([[1, 2]], np.int32))).dtype == np.float32
+    assert F.softmax(imp.Tensor(np.zeros((0, 4), np.float32))).shape == (0, 4)
+    np.testing.assert_array_equal(F.softmax(imp.Tensor(np.array(3.0, np.float32))).numpy(), 1.0)
+    logits = np.random.default_rng(5).standard_normal((4, 16)).astype(np.float32)
+    labels = np.array([1, 5, 0, 15])
+    fast, slow = both(lambda a, b: F.cross_entropy(a, b), logits, labels)
+    assert_same(fast, slow)
+    z = logits - logits.max(-1, keepdims=True)
+    ref = -(z - np.log(np.exp(z).sum(-1, keepdims=True)))[np.arange(4), labels].mean()
+    np.testing.assert_allclose(fast, ref, rtol=1e-6)
+    fast, slow = both(lambda a: F.layer_norm(a, (16,)), logits)
+    assert_same(fast, slow)
