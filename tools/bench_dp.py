@@ -21,7 +21,7 @@ ROOT = os.path.normpath(os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
-from bench_train import BATCH, CNN_BATCH, mlp_data, torch_mlp  # noqa: E402
+from bench_train import BATCH, CNN_BATCH, imp_mlp, mlp_data, torch_mlp  # noqa: E402
 
 
 def imperative_step(model, comm, bucket_mb):
@@ -33,12 +33,7 @@ def imperative_step(model, comm, bucket_mb):
     dist.init()
     if model == "mlp":
         x, y, ws = mlp_data(np)
-        layers = []
-        for i, w in enumerate(ws):
-            lin = nn.Linear(w.shape[1], w.shape[0], bias=False)
-            lin.weight = imp.Parameter(w)
-            layers += [lin, nn.ReLU()] if i < len(ws) - 1 else [lin]
-        net, head = nn.Sequential(*layers), None
+        net, head = imp_mlp(ws), None
     else:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)

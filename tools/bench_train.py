@@ -33,12 +33,7 @@ def run_imperative(model, steps):
     from imperative.autodiff import GradManager
     if model == "mlp":
         x, y, ws = mlp_data(np)
-        layers = []
-        for i, w in enumerate(ws):
-            lin = nn.Linear(w.shape[1], w.shape[0], bias=False)
-            lin.weight = imp.Parameter(w)
-            layers += [lin, nn.ReLU()] if i < len(ws) - 1 else [lin]
-        net = nn.Sequential(*layers)
+        net = imp_mlp(ws)
     else:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)
@@ -65,6 +60,18 @@ def run_imperative(model, steps):
         imp.sync()          # the whole step, not just the forward pass that `loss` needs
         return value
     return step
+
+
+def imp_mlp(ws):
+    """The bench MLP in imperative with the weights `ws` (ReLU between the linear layers)."""
+    import imperative as imp
+    from imperative import nn
+    layers = []
+    for i, w in enumerate(ws):
+        lin = nn.Linear(w.shape[1], w.shape[0], bias=False)
+        lin.weight = imp.Parameter(w)
+        layers += [lin, nn.ReLU()] if i < len(ws) - 1 else [lin]
+    return nn.Sequential(*layers)
 
 
 def torch_mlp(torch, ws):

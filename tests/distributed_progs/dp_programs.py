@@ -50,6 +50,18 @@ def train(params_out, batch, steps, bucket_bytes, dtr=False, seed_by_rank=False,
     np.savez(params_out, *[p.numpy() for p in params])
 
 
+def _all_reduce_after_a_failure(x, out):
+    """One more collective, which another rank's failure must end: write how long it took
+    and the error to out/error.txt, then fail too."""
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(x).numpy()
+    except RuntimeError as e:
+        with open(os.path.join(out, "error.txt"), "w") as f:
+            f.write(f"{time.monotonic() - t0:.2f}\n{e}\n{e.__cause__}")
+        raise
+
+
 def main():
     name, out = sys.argv[1], sys.argv[2]
     dist.init()
@@ -74,25 +86,13 @@ def main():
         dist.all_reduce(x).numpy()
         if rank == 1:
             raise ValueError("rank 1 gives up")
-        t0 = time.monotonic()
-        try:
-            dist.all_reduce(x).numpy()
-        except RuntimeError as e:
-            with open(os.path.join(out, "error.txt"), "w") as f:
-                f.write(f"{time.monotonic() - t0:.2f}\n{e}\n{e.__cause__}")
-            raise
+        _all_reduce_after_a_failure(x, out)
     elif name == "kill":
         x = imp.Tensor(np.ones(1000, np.float32))
         dist.all_reduce(x).numpy()
         if rank == 1:
             os.kill(os.getpid(), 9)
-        t0 = time.monotonic()
-        try:
-            dist.all_reduce(x).numpy()
-        except RuntimeError as e:
-            with open(os.path.join(out, "error.txt"), "w") as f:
-                f.write(f"{time.monotonic() - t0:.2f}\n{e}\n{e.__cause__}")
-            raise
+        _all_reduce_after_a_failure(x, out)
     elif name == "shapes":
         x = imp.Tensor(np.ones((3, 4) if rank == 0 else (4, 3), np.float32))
         try:
