@@ -759,23 +759,22 @@ cdef class MemoryManager:
 
     cdef int evict(self, TensorInfo victim) except -1:
         """Drop the victim, or swap it out when reading it back is estimated cheaper than
-        recomputing it (and its evicted neighbourhood)."""
+        recomputing it (and its evicted neighbourhood), or when it has no recipe (a leaf
+        that consider_swapping made a candidate: swapping is its only way out)."""
+        cdef bint leaf = victim.producer is None
         victim.device.stats.evictions += 1
-        if victim.producer is None:         # a leaf (consider_swapping): it can only swap
+        if leaf or (self.ch._opts[OPT_ENABLE_SWAP] and self.swap_is_cheaper(victim)):
             try:
-                self.swap_out(victim, "evicted (no recipe: swapped)")
+                self.swap_out(victim, "evicted (no recipe: swapped)" if leaf
+                              else "evicted (swap cheaper than recompute)")
             except OSError:
-                self.forget(victim)         # not again: the budget passes if need be
-                return 0
-            self.policy.on_evict(victim)
-            return 0
-        if self.ch._opts[OPT_ENABLE_SWAP] and self.swap_is_cheaper(victim):
-            try:
-                self.swap_out(victim, "evicted (swap cheaper than recompute)")
+                if leaf:                  # not again: the budget passes if need be
+                    self.forget(victim)
+                    return 0
+                # else fall back to dropping it
+            else:
                 self.policy.on_evict(victim)
                 return 0
-            except OSError:
-                pass                      # fall back to dropping it
         self.policy.on_evict(victim)
         self.drop(victim, "evicted")
         return 0
