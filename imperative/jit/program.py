@@ -1,0 +1,57 @@
+"""A recorded program: what `imp.jit.trace` records, what replay runs and what ONNX export
+reads. Plain data, no behaviour: the recorder fills it in, the compiler plans it, the
+exporter translates it.
+
+Every tensor the traced function touches is a `Value`, numbered in the order it was first
+seen. Every op it issued is a `Step` that reads and writes values by number.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+# how a value entered the program (API.md §9)
+ARGUMENT = "argument"   # a tensor passed in as an argument (any depth of args/kwargs)
+EXTERNAL = "external"   # a tensor made outside and reached otherwise (a Parameter, a global)
+CONSTANT = "constant"   # a Python scalar or array literal, compared by value on later calls
+INTERNAL = "internal"   # made by a step of this program
+
+
+@dataclass
+class Value:
+    id: int
+    shape: tuple
+    dtype: np.dtype
+    kind: str
+    # a readable name where one is known: the argument's or the Parameter's
+    name: str = ""
+    # CONSTANT: the value; EXTERNAL: its value at record time (kept only with
+    # capture_as_const, which ONNX export needs); otherwise None
+    data: Optional[np.ndarray] = None
+
+
+@dataclass
+class Step:
+    op: object                  # an imperative.ops Op instance (immutable, hashable)
+    inputs: tuple               # value ids read, in the op's input order
+    outputs: tuple              # value ids written, in the op's output order
+    where: str = ""             # "file:line" of the user code that issued it
+    scope: str = ""             # the scope path at record time (profiler slice names)
+
+
+@dataclass
+class Program:
+    values: dict = field(default_factory=dict)      # id -> Value
+    steps: list = field(default_factory=list)       # in issue order
+    arguments: list = field(default_factory=list)   # value ids of the tensor arguments, by position
+    results: list = field(default_factory=list)     # value ids of the tensor results, in order
+    # writes the call makes to tensors that outlive it: (external value id, value id whose
+    # contents it takes), e.g. a Parameter's update or a `.grad`
+    effects: list = field(default_factory=list)
+
+    def new_value(self, shape, dtype, kind, name="", data=None) -> Value:
+        value = Value(len(self.values), tuple(shape), np.dtype(dtype), kind, name, data)
+        self.values[value.id] = value
+        return value
