@@ -29,7 +29,8 @@ def _timeout():
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"IMPERATIVE_DIST_TIMEOUT must be a number of seconds, got {text!r}")
+        raise ValueError(f"IMPERATIVE_DIST_TIMEOUT must be a number of seconds, "
+                         f"got {text!r}") from None
     if not value > 0:
         raise ValueError(f"IMPERATIVE_DIST_TIMEOUT must be > 0, got {text!r}")
     return value

@@ -249,7 +249,8 @@ def train(args, runs):
             usual = unconstrained.records[i]["seconds"]
             budgeted.step(profile=bool(args.profile) and i >= args.steps - PROFILED_STEPS,
                           patience=max(STORM_FACTOR * usual, STORM_MIN_SECONDS),
-                          on_slow=lambda seconds: progress.note(storm_warning(i, seconds, usual)))
+                          on_slow=lambda seconds, i=i, usual=usual:
+                          progress.note(storm_warning(i, seconds, usual)))
             progress.step(i, *step_texts(budgeted.records, usual))
     finally:
         progress.close()

@@ -8,7 +8,6 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from . import _core
 from . import dtype as D
 from . import functional as F
 from . import random as R

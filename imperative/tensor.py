@@ -11,7 +11,7 @@ import numpy as np
 from . import _core
 from . import dtype as D
 from . import ops as O
-from .ops import cached_op
+from .ops.base import cached_op
 from .ops.shape import check_int_tuple, check_shape_arg
 from .scope import auto_name
 from .torch_hints import (TENSOR_ATTRIBUTE_HINTS, PyTorchFlag, add_pytorch_names, keyword_error,

@@ -1,4 +1,5 @@
-import numpy as np, pytest
+import numpy as np
+import pytest
 from imperative.dtype import (
     SUPPORTED,
     canonical_dtype,

@@ -9,6 +9,7 @@ compute in float32 (float64 inputs are downcast by the contract), so the differe
 taken on float32 outputs accumulated in float64, with an eps large enough that float32
 rounding stays small and inputs chosen away from kinks (relu at 0, ties of max, ...).
 Where PyTorch imports, the NN rules are also compared with its autograd."""
+import functools
 import math
 from typing import NamedTuple
 
@@ -499,7 +500,8 @@ def test_softmax_family_matches_torch(rng):
     labels = rng.integers(0, 5, (3, 4)).astype(np.int64)
     for reduction in ("mean", "sum", "none"):
         _compare_with_torch(O.CrossEntropy(1, reduction), [x, labels],
-                            lambda t, l: torch.nn.functional.cross_entropy(t, l, reduction=reduction),
+                            functools.partial(torch.nn.functional.cross_entropy,
+                                              reduction=reduction),
                             rng, grad_of=[0])
 
 

@@ -84,7 +84,7 @@ def _random_index(rng, shape):
         mask = rng.random(shape[axes[i]:axes[i] + width]) < 0.5
         items[i] = AsTensor(mask) if kind == "tmask" else mask
         target = (int(mask.sum()),)
-    for i, ((kind, width), ax) in enumerate(zip(kinds, axes)):
+    for i, ((kind, _), ax) in enumerate(zip(kinds, axes)):
         n = shape[ax]
         if items[i] is not None:
             continue

@@ -211,7 +211,7 @@ def test_dtr_keeps_a_forward_chain_under_the_budget_with_identical_results(polic
 
     def run():
         t, outs = x, []
-        for i in range(20):
+        for _ in range(20):
             t = imp.F.tanh(t * 0.9 + 0.1)
             outs.append(t)
         return outs

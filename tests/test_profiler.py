@@ -103,7 +103,9 @@ def test_trace_has_named_tracks_ops_flows_scopes_waits_and_memory(tmp_path):
     names, slices = tracks(trace)
     at_async_0 = imp.get_async_level() == 0
     caller, worker = slices["MainThread"], slices.get("imperative-worker", [])
-    by = lambda evs, cat: [e for e in evs if e["cat"] == cat]
+
+    def by(evs, cat):
+        return [e for e in evs if e["cat"] == cat]
     # every op appears once as an execution: on the worker, or on the caller when run there
     executed = by(caller, "op") + by(worker, "op")
     assert sorted(e["name"] for e in executed) == sorted(["MatrixMul", "Elemwise.ADD", "Elemwise.MUL"] * 3)

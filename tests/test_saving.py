@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import imperative as imp
-from imperative import F, dtype as D, nn, optim
+from imperative import dtype as D, nn, optim
 from test_training import blobs, train
 
 

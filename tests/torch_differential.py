@@ -927,7 +927,7 @@ def check_program(program, tally):
         for i, what in enumerate(("forward", "grad", "grad2")):
             if what == "grad2" and not second_order:
                 continue
-            pick = (lambda r: [r[i]]) if i == 0 else (lambda r: r[i])
+            pick = (lambda r, i=i: [r[i]]) if i == 0 else (lambda r, i=i: r[i])
             found = _compare_results(tally, what, [pick(r) for r in results], pick(ref32),
                                      pick(ref64), pick(perturbed))
             if found:

@@ -4,8 +4,6 @@ Each row is (name, numpy, imperative, torch): three builders that take the row's
 that library's arrays and return a zero-argument call, or None where the library has no
 such call (numpy has no conv2d; `numpy()` is imperative's and torch's own).
 """
-import math
-
 import numpy as np
 
 
@@ -179,7 +177,7 @@ def measure(imp, F, torch, rounds, target_s, quick=False):
         n = min(n, 20000)
         times = {lib: [] for lib in calls}
         order = list(calls)
-        for r in range(rounds):
+        for _ in range(rounds):
             order = order[1:] + order[:1]
             for lib in order:
                 fn = calls[lib]

@@ -181,7 +181,7 @@ def main():
           f"{'samples/s (best)':>16s}")
     for m in models:
         entry = {}
-        for name, engine, ranks, comm in configs:
+        for name, _, ranks, _ in configs:
             ts = times[(m, name)]
             best, med = min(ts), statistics.median(ts)
             entry[name] = {"best_ms": best * 1e3, "median_ms": med * 1e3,

@@ -59,7 +59,7 @@ def _mode_from_env():
     if mode is None:      # a typo must not pass silently for a choice ("alway" is "auto")
         warnings.warn(f"ignoring environment variable IMPERATIVE_NATIVE_KERNELS={text!r}: "
                       f"expected one of {', '.join(_MODES)}; using the default auto",
-                      RuntimeWarning)
+                      RuntimeWarning, stacklevel=1)   # the environment is at fault, no caller
         mode = "auto"
     return mode
 

@@ -19,7 +19,7 @@ The vocabulary, one module per family:
 
 Kernels run on numpy or, below the ops, on the native kernels (imperative/backend/).
 """
-from .base import Op, cached_op
+from .base import Op
 from .conv import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
 from .convert import Copy, TypeCvt
 from .creation import Arange, Fill, Linspace
