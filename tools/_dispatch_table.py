@@ -4,6 +4,7 @@ Each row is (name, numpy, imperative, torch): three builders that take the row's
 that library's arrays and return a zero-argument call, or None where the library has no
 such call (numpy has no conv2d; `numpy()` is imperative's and torch's own).
 """
+import _harness
 import numpy as np
 
 
@@ -154,7 +155,6 @@ def convert(data, lib, imp, torch):
 def measure(imp, F, torch, rounds, target_s, quick=False):
     """{row: {lib: [us per call, one per round]}}, the libraries interleaved within each
     round (one round of a row = each library once, the order rotating)."""
-    import time
     rng = np.random.default_rng(0)
     data = inputs(rng)
     libs = ["numpy", "imperative"] + (["torch"] if torch is not None else [])
@@ -165,52 +165,33 @@ def measure(imp, F, torch, rounds, target_s, quick=False):
         for lib, build in zip(("numpy", "imperative", "torch"), builders):
             if lib in libs and build is not None:
                 calls[lib] = build(conv[lib])
-        # iterations per timing: about target_s for the slowest contender
-        n = 1
-        for fn in calls.values():
-            fn()
-            t0 = time.perf_counter()
-            for _ in range(20):
-                fn()
-            per = (time.perf_counter() - t0) / 20
-            n = max(n, int(target_s / max(per, 1e-8)))
-        n = min(n, 20000)
-        times = {lib: [] for lib in calls}
-        order = list(calls)
-        for _ in range(rounds):
-            order = order[1:] + order[:1]
-            for lib in order:
-                fn = calls[lib]
-                t0 = time.perf_counter()
-                for _ in range(n):
-                    fn()
-                if lib == "imperative":
-                    imp.sync()
-                times[lib].append((time.perf_counter() - t0) / n * 1e6)
-        results[name] = times
+        n = _harness.repeats_for(calls.values(), target_s, most=20000)
+        runs = {lib: _us_per_call(fn, imp.sync if lib == "imperative" else None, n)
+                for lib, fn in calls.items()}
+        results[name] = _harness.interleaved(runs, rounds, rotate=True)
     return results
+
+
+def _us_per_call(fn, finish, n):
+    return lambda: _harness.seconds(fn, finish, repeat=n) * 1e6
 
 
 def summarise(results, torch_on):
     """Print the table (best and median per library) and return the JSON of ratios."""
     import statistics
     libs = ["numpy", "imperative"] + (["torch"] if torch_on else [])
-    print(f"{'call':<22}" + "".join(f"{lib + ' best/med':>22}" for lib in libs)
-          + f"{'imp/torch':>11}{'imp/numpy':>11}")
-    ratios = {}
+    ratios, rows = {}, {}
     for name, times in results.items():
-        best = {lib: min(v) for lib, v in times.items()}
+        best = {lib: _harness.best(v) for lib, v in times.items()}
         med = {lib: statistics.median(v) for lib, v in times.items()}
-        line = f"{name:<22}"
-        for lib in libs:
-            line += (f"{best[lib]:>11.2f}/{med[lib]:<10.2f}" if lib in best else f"{'-':>22}")
         r_t = med["imperative"] / med["torch"] if "torch" in med else None
         r_n = med["imperative"] / med["numpy"] if "numpy" in med else None
-        line += f"{r_t:>11.2f}" if r_t is not None else f"{'-':>11}"
-        line += f"{r_n:>11.2f}" if r_n is not None else f"{'-':>11}"
-        print(line)
+        rows[name] = {**{f"{lib} best/med": f"{best[lib]:.2f}/{med[lib]:.2f}" for lib in best},
+                      "imp/torch": r_t, "imp/numpy": r_n}
         ratios[name] = {"imp_over_torch": r_t, "imp_over_numpy": r_n,
                         "best_us": best, "median_us": med}
+    _harness.print_table(rows, {**{f"{lib} best/med": None for lib in libs},
+                                "imp/torch": ".2f", "imp/numpy": ".2f"}, label="call")
     vs_torch = sorted(r["imp_over_torch"] for r in ratios.values() if r["imp_over_torch"])
     if vs_torch:
         mid = statistics.median(vs_torch)
@@ -220,14 +201,11 @@ def summarise(results, torch_on):
 
 
 def main_table(imp, F, torch, quick, json_path):
-    import json
     rounds = 3 if quick else 7
     results = measure(imp, F, torch, rounds, 0.002 if quick else 0.02, quick)
     print(f"\nus per call, tiny inputs, imperative at async level {imp.get_option('async_level')}; "
           f"{rounds} interleaved rounds, best/median")
     ratios = summarise(results, torch is not None)
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump({"rows": ratios, "rounds": rounds}, f, indent=1)
-        print(f"wrote {json_path}")
+        _harness.write_json(json_path, {"rows": ratios, "rounds": rounds}, indent=1)
     return ratios

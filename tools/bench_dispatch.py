@@ -12,15 +12,14 @@ the table shows the best round (microseconds per op, end to end: the loop plus a
 sync), and the JSON holds the ratios the targets are stated in.
 """
 import argparse
-import json
 import os
 import sys
 import time
 
+import _harness
+
 # One BLAS thread for everyone, so that the comparison is of dispatch, not of thread pools.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+_harness.one_blas_thread()
 
 import numpy as np  # noqa: E402
 
@@ -31,58 +30,50 @@ sys.path.insert(0, os.environ.get("IMPERATIVE_ROOT",
 import imperative as imp  # noqa: E402
 from imperative import functional as F  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _dispatch_table  # noqa: E402
+import _dispatch_table  # noqa: E402  (next to this file, on sys.path as the script's folder)
 
-try:
-    import torch  # noqa: E402
-    torch.set_num_threads(1)
-except ImportError:
-    torch = None
+torch = _harness.import_torch()
 
+# each builds, from the operands, the zero-argument call that is timed
 OPS = {
-    "a + b": lambda a, b: a + b,
-    "a * b": lambda a, b: a * b,
-    "a @ b": lambda a, b: a @ b,
-    "a.sum()": lambda a, b: a.sum(),
+    "a + b": lambda a, b: lambda: a + b,
+    "a * b": lambda a, b: lambda: a * b,
+    "a @ b": lambda a, b: lambda: a @ b,
+    "a.sum()": lambda a, b: lambda: a.sum(),
 }
 SHAPES = [(16,), (32, 32)]
 
 
-def time_loop(fn, a, b, n, finish):
-    """Seconds per iteration of `fn(a, b)` over n iterations, plus one final `finish()`."""
-    start = time.perf_counter()
-    for _ in range(n):
-        fn(a, b)
-    finish()
-    return (time.perf_counter() - start) / n
-
-
 def contenders(shape):
+    """{name: (operands, the final sync or None, the async level or None)}."""
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     y = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-    out = {"numpy": ((x, y), lambda: None)}
+    out = {"numpy": ((x, y), None, None)}
     for level in (0, 2):
         out[f"imperative L{level}"] = ((imp.Tensor(x), imp.Tensor(y)), imp.sync, level)
     if torch is not None:
-        out["torch"] = ((torch.from_numpy(x.copy()), torch.from_numpy(y.copy())), lambda: None)
+        out["torch"] = ((torch.from_numpy(x.copy()), torch.from_numpy(y.copy())), None, None)
     return out
 
 
-def run_case(fn, shape, n, rounds):
-    best = {}
-    entries = contenders(shape)
-    for _ in range(rounds):
-        for name, entry in entries.items():
-            (a, b), finish = entry[0], entry[1]
-            level = entry[2] if len(entry) > 2 else None
-            if level is not None:
-                imp.config_async_level(level)
-            fn(a, b)  # warm caches (and the op's inference cache)
-            t = time_loop(fn, a, b, n, finish)
-            best[name] = min(best.get(name, t), t)
+def timed(call, finish, level, n):
+    """One timing: seconds per call over n calls at async `level`, after a warm-up call
+    (caches, and the op's inference cache)."""
+    def run():
+        if level is not None:
+            imp.config_async_level(level)
+        call()
+        return _harness.seconds(call, finish, repeat=n)
+    return run
+
+
+def run_case(build, shape, n, rounds):
+    """{contender: best seconds per call} for the op `build` makes at `shape`."""
+    runs = {name: timed(build(*operands), finish, level, n)
+            for name, (operands, finish, level) in contenders(shape).items()}
+    times = _harness.interleaved(runs, rounds)
     imp.config_async_level(2)
-    return best
+    return {name: _harness.best(samples) for name, samples in times.items()}
 
 
 def chain(level, n):
@@ -107,10 +98,8 @@ def main():
     args = parser.parse_args()
     table = _dispatch_table.main_table(imp, F, torch, args.quick, None)
     if args.table_only:
-        with open(args.json, "w") as f:
-            json.dump({"table": table, "torch": torch.__version__ if torch else None,
-                       "numpy": np.__version__}, f, indent=1)
-        print(f"wrote {args.json}")
+        _harness.write_json(args.json, {"table": table, "numpy": np.__version__,
+                                        "torch": torch.__version__ if torch else None}, indent=1)
         return 0
     print()
     n = 2000 if args.quick else 50000
@@ -118,24 +107,17 @@ def main():
     chain_n = 10000 if args.quick else 100000
 
     results = {}
-    names = None
     print(f"microseconds per op (best of {rounds} interleaved rounds of {n}); "
-          f"torch {'%s' % torch.__version__ if torch else 'not installed'}, numpy {np.__version__}")
+          f"torch {torch.__version__ if torch else 'not installed'}, numpy {np.__version__}")
     for shape in SHAPES:
-        for label, fn in OPS.items():
-            best = run_case(fn, shape, n, rounds)
+        for label, build in OPS.items():
+            best = run_case(build, shape, n, rounds)
             results[f"{label} {shape}"] = {k: v * 1e6 for k, v in best.items()}
-            names = list(best)
-    header = f"{'case':<22}" + "".join(f"{name:>16}" for name in names)
-    print(header)
-    for case, row in results.items():
-        print(f"{case:<22}" + "".join(f"{row[name]:>16.3f}" for name in names))
+    _harness.print_table(results, dict.fromkeys(next(iter(results.values())), ".3f"))
 
-    chain_times = {}
-    for _ in range(3):
-        for level in (0, 2):
-            t = chain(level, chain_n)
-            chain_times[level] = min(chain_times.get(level, t), t)
+    chain_runs = _harness.interleaved({0: lambda: chain(0, chain_n),
+                                       2: lambda: chain(2, chain_n)}, 3)
+    chain_times = {level: _harness.best(samples) for level, samples in chain_runs.items()}
     print(f"chain of {chain_n} dependent tiny adds + numpy(): "
           f"L0 {chain_times[0] * 1e3:.1f} ms, L2 {chain_times[2] * 1e3:.1f} ms "
           f"({chain_times[2] / chain_n * 1e6:.3f} us/op)")
@@ -146,17 +128,14 @@ def main():
         "add16_L2_over_torch": add16["imperative L2"] / add16["torch"] if torch else None,
         "chain_L2_over_L0": chain_times[2] / chain_times[0],
     }
-    print("ratios:", json.dumps({k: (round(v, 3) if v is not None else None) for k, v in ratios.items()}))
+    _harness.print_ratios(ratios)
     targets = {"add16_L2_over_torch": 0.7, "add16_L2_over_numpy": 2.5, "chain_L2_over_L0": 1.1}
-    for key, limit in targets.items():
-        value = ratios[key]
-        verdict = "n/a" if value is None else ("ok" if value <= limit else "MISSED")
-        print(f"  target {key} <= {limit}: {verdict}")
-    with open(args.json, "w") as f:
-        json.dump({"table": table, "us_per_op": results, "chain_seconds": {f"L{k}": v for k, v in chain_times.items()},
-                   "chain_ops": chain_n, "ratios": ratios, "targets": targets,
-                   "torch": torch.__version__ if torch else None, "numpy": np.__version__}, f, indent=2)
-    print(f"wrote {args.json}")
+    _harness.check_targets(ratios, targets)
+    _harness.write_json(args.json, {
+        "table": table, "us_per_op": results,
+        "chain_seconds": {f"L{k}": v for k, v in chain_times.items()}, "chain_ops": chain_n,
+        "ratios": ratios, "targets": targets, "torch": torch.__version__ if torch else None,
+        "numpy": np.__version__})
 
 
 if __name__ == "__main__":

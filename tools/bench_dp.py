@@ -8,19 +8,18 @@ its median step time.
     python tools/bench_dp.py [--steps 8] [--rounds 3] [--json bench_dp.json]
 """
 import argparse
-import json
+import itertools
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
+import _harness  # noqa: E402
 from bench_train import BATCH, CNN_BATCH, imp_mlp, mlp_data, torch_mlp  # noqa: E402
 
 
@@ -110,14 +109,10 @@ def worker(args):
     step()
     step()                                  # warm-up
     barrier()
-    times = []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
+    times = _harness.call_times(step, args.steps, warmup=0)
     barrier()
     if rank == 0:
-        print("RESULT " + json.dumps({"step_s": statistics.median(times)}), flush=True)
+        _harness.report({"step_s": statistics.median(times)})
 
 
 CONFIGS = [  # (name, engine, ranks, comm)
@@ -130,17 +125,27 @@ CONFIGS = [  # (name, engine, ranks, comm)
 
 
 def run_config(engine, ranks, comm, model, steps, bucket_mb, port):
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               MKL_NUM_THREADS="1", BENCH_PORT=str(port),
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = ["mpiexec", "-n", str(ranks), sys.executable, os.path.abspath(__file__),
-           "--worker", engine, "--model", model, "--steps", str(steps),
-           "--bucket-mb", str(bucket_mb)] + ([] if comm else ["--no-comm"])
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    for line in p.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])["step_s"]
-    raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout}\n{p.stderr}")
+    """Seconds per step (the median of rank 0's steps) of one configuration's MPI job."""
+    env = _harness.child_env(BENCH_PORT=port,
+                             PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = ["mpiexec", "-n", str(ranks), *_harness.python_child(
+        __file__, "--worker", engine, "--model", model, "--steps", steps,
+        "--bucket-mb", bucket_mb, *([] if comm else ["--no-comm"]))]
+    record, _ = _harness.run_child(cmd, timeout=600, env=env)
+    if "step_s" not in record:
+        raise RuntimeError(f"{' '.join(cmd)}: {record}")
+    return record["step_s"]
+
+
+def config_run(model, config, args, ports):
+    """One round of a configuration: its seconds per step, printed as it comes."""
+    name, engine, ranks, comm = config
+
+    def run():
+        t = run_config(engine, ranks, comm, model, args.steps, args.bucket_mb, next(ports))
+        print(f"{model:3s} {name:22s} {t * 1e3:8.1f} ms/step", flush=True)
+        return t
+    return run
 
 
 def main():
@@ -165,29 +170,22 @@ def main():
         print("torch not installed: PyTorch DDP is left out", file=sys.stderr)
         configs = [c for c in CONFIGS if c[1] != "torch"]
     models = args.models.split(",")
-    times = {(m, c[0]): [] for m in models for c in configs}
-    port = 29500 + os.getpid() % 1000
-    for r in range(args.rounds):
-        for m in models:
-            for name, engine, ranks, comm in configs:
-                port += 1
-                t = run_config(engine, ranks, comm, m, args.steps, args.bucket_mb, port)
-                times[(m, name)].append(t)
-                print(f"round {r + 1} {m:3s} {name:22s} {t * 1e3:8.1f} ms/step", flush=True)
+    ports = itertools.count(29501 + os.getpid() % 1000)     # a fresh one per job
+    times = _harness.interleaved({(m, c[0]): config_run(m, c, args, ports)
+                                  for m in models for c in configs}, args.rounds)
     batch = {"mlp": BATCH, "cnn": CNN_BATCH}
     result = {"steps": args.steps, "rounds": args.rounds, "bucket_mb": args.bucket_mb,
               "models": {}}
-    print(f"\n{'model':5s} {'configuration':22s} {'best ms':>8s} {'median ms':>9s} "
-          f"{'samples/s (best)':>16s}")
+    rows = {}
     for m in models:
         entry = {}
         for name, _, ranks, _ in configs:
             ts = times[(m, name)]
-            best, med = min(ts), statistics.median(ts)
+            best, med = _harness.best(ts), statistics.median(ts)
             entry[name] = {"best_ms": best * 1e3, "median_ms": med * 1e3,
                            "samples_per_s": ranks * batch[m] / best}
-            print(f"{m:5s} {name:22s} {best * 1e3:8.1f} {med * 1e3:9.1f} "
-                  f"{ranks * batch[m] / best:16.0f}")
+            rows[f"{m} {name}"] = {"best ms": best * 1e3, "median ms": med * 1e3,
+                                   "samples/s (best)": ranks * batch[m] / best}
         ratios = {"imp_2_over_1_throughput": entry["imp 2 ranks"]["samples_per_s"]
                   / entry["imp 1 rank"]["samples_per_s"],
                   "imp_step_2_ranks_over_no_comm": entry["imp 2 ranks"]["best_ms"]
@@ -202,10 +200,12 @@ def main():
                 / entry["torch DDP 2 ranks"]["samples_per_s"])
         entry["ratios"] = ratios
         result["models"][m] = entry
-    print(json.dumps({m: result["models"][m]["ratios"] for m in models}, indent=1))
+    print()
+    _harness.print_table(rows, {"best ms": ".1f", "median ms": ".1f", "samples/s (best)": ".0f"},
+                         label="model configuration")
+    _harness.print_ratios({m: result["models"][m]["ratios"] for m in models})
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        _harness.write_json(args.json, result, indent=1)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,11 @@ milliseconds (imperative end to end: dispatch, kernel and a final sync), and the
 holds the times and the ratios. Each result is checked against PyTorch's first.
 """
 import argparse
-import json
-import os
 import sys
-import time
 
-# One BLAS thread for everyone, set before numpy loads OpenBLAS.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+import _harness
+
+_harness.one_blas_thread()      # before numpy loads OpenBLAS
 
 import numpy as np  # noqa: E402
 from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
@@ -26,13 +22,8 @@ from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 import imperative as imp  # noqa: E402
 
 F = imp.functional
-
-try:
-    import torch  # noqa: E402
-    import torch.nn.functional as TF  # noqa: E402
-    torch.set_num_threads(1)
-except ImportError:
-    torch = None
+torch = _harness.import_torch()
+TF = torch.nn.functional if torch is not None else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -156,23 +147,21 @@ def check(cases):
                                        err_msg=f"{name}: {who} disagrees with imperative")
 
 
-def time_once(who, fn):
-    start = time.perf_counter()
-    result = fn()
-    if who == "imperative":
-        imp.sync()      # the op may still run on the worker
-    elapsed = time.perf_counter() - start
-    del result
-    return elapsed
+def timed(who, fn):
+    """One timing of `fn`: seconds for a call, imperative's with a final sync (the op may
+    still run on the worker)."""
+    finish = imp.sync if who == "imperative" else None
+    return lambda: _harness.seconds(fn, finish)
 
 
 def run(cases, rounds):
+    """{case: {contender: best seconds}}; every (case, contender) runs once per round."""
+    contenders = {(name, who): timed(who, fn) for name, fns in cases.items()
+                  for who, fn in fns.items()}
+    times = _harness.interleaved(contenders, rounds)
     best = {name: {} for name in cases}
-    for _ in range(rounds):
-        for name, fns in cases.items():
-            for who, fn in fns.items():
-                t = time_once(who, fn)
-                best[name][who] = min(best[name].get(who, t), t)
+    for (name, who), samples in times.items():
+        best[name][who] = _harness.best(samples)
     return best
 
 
@@ -188,32 +177,28 @@ def main():
     check(cases)
     best = run(cases, rounds)
 
-    names = ["imperative", "numpy"] + (["torch"] if torch is not None else [])
     print(f"milliseconds, best of {rounds} interleaved rounds, 1 thread; numpy {np.__version__}, "
           f"torch {torch.__version__ if torch else 'not installed'}")
-    print(f"{'case':<40}" + "".join(f"{n:>12}" for n in names)
-          + f"{'imp/numpy':>11}" + (f"{'imp/torch':>11}" if torch else ""))
-    ratios = {}
+    ratios, rows = {}, {}
     for case, row in best.items():
         ratios[case] = {"imperative_over_numpy": row["imperative"] / row["numpy"]}
         if torch is not None:
             ratios[case]["imperative_over_torch"] = row["imperative"] / row["torch"]
-        line = f"{case:<40}" + "".join(f"{row[n] * 1e3:>12.2f}" for n in names)
-        line += "".join(f"{r:>11.2f}" for r in ratios[case].values())
-        print(line)
+        rows[case] = {**{who: t * 1e3 for who, t in row.items()},
+                      "imp/numpy": ratios[case]["imperative_over_numpy"],
+                      "imp/torch": ratios[case].get("imperative_over_torch")}
+    names = ["imperative", "numpy"] + (["torch"] if torch is not None else [])
+    _harness.print_table(rows, dict.fromkeys([*names, "imp/numpy", "imp/torch"], ".2f"))
+    _harness.print_ratios(ratios)
 
     conv = next(c for c in best if c.startswith("conv2d"))
-    target = ratios[conv].get("imperative_over_torch")
-    if target is not None:
-        print(f"target conv2d imperative/torch <= 2.0: {target:.2f} "
-              f"({'ok' if target <= 2.0 else 'MISSED'})")
-    with open(args.json, "w") as f:
-        json.dump({"ms": {c: {k: v * 1e3 for k, v in row.items()} for c, row in best.items()},
-                   "ratios": ratios, "rounds": rounds, "quick": args.quick,
-                   "targets": {"conv2d imperative_over_torch": 2.0},
-                   "numpy": np.__version__, "torch": torch.__version__ if torch else None},
-                  f, indent=2)
-    print(f"wrote {args.json}")
+    targets = {"conv2d imperative_over_torch": 2.0}
+    _harness.check_targets({"conv2d imperative_over_torch":
+                            ratios[conv].get("imperative_over_torch")}, targets)
+    _harness.write_json(args.json, {
+        "ms": {c: {k: v * 1e3 for k, v in row.items()} for c, row in best.items()},
+        "ratios": ratios, "rounds": rounds, "quick": args.quick, "targets": targets,
+        "numpy": np.__version__, "torch": torch.__version__ if torch else None})
 
 
 if __name__ == "__main__":

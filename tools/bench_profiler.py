@@ -11,23 +11,20 @@ JSON's bytes divided by the number of ops it holds.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import _harness
+
+_harness.one_blas_thread()
 
 import numpy as np  # noqa: E402
 
 import imperative as imp  # noqa: E402
 
-try:
-    import torch  # noqa: E402
-    import torch.profiler  # noqa: E402
-    torch.set_num_threads(1)
-except ImportError:
-    torch = None
+torch = _harness.import_torch()
+if torch is not None:
+    import torch.profiler
 
 
 def tiny_loop(a, b, n):
@@ -61,18 +58,12 @@ def imp_relu(t):
     return imp.apply(imp.ops.Elemwise("RELU"), t)[0]
 
 
-def timed(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def run_imperative(loop, profile, tmpdir):
     """Seconds for `loop()` (with a final sync), and the trace's bytes when profiled."""
     if not profile:
-        return timed(lambda: (loop(), imp.sync())), None
+        return _harness.seconds(loop, imp.sync), None
     imp.start_profile({"record_shapes": True, "record_memory": True})
-    elapsed = timed(lambda: (loop(), imp.sync()))
+    elapsed = _harness.seconds(loop, imp.sync)
     dump = imp.stop_profile()
     path = dump(os.path.join(tmpdir, "bench"))
     size = os.path.getsize(path)
@@ -82,12 +73,30 @@ def run_imperative(loop, profile, tmpdir):
 
 
 def run_torch(loop, mode):
+    """Seconds for `loop()` with torch.profiler off, on (default) or on with shapes+memory."""
     if mode == "off":
-        return timed(loop)
+        return _harness.seconds(loop)
     kwargs = {"record_shapes": True, "profile_memory": True} if mode == "shapes+memory" else {}
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], **kwargs):
-        elapsed = timed(loop)
+        elapsed = _harness.seconds(loop)
     return elapsed
+
+
+def variants(loop, warm, torch_loop, tmpdir):
+    """{variant: one timing, (seconds, the trace's (bytes, ops) or None)}. Imperative's runs
+    follow a short warm-up run: a torch.profiler session leaves background work behind
+    that otherwise lands on whatever runs next."""
+    def imperative(profile):
+        def run():
+            warm()
+            return run_imperative(loop, profile, tmpdir)
+        return run
+
+    out = {"imperative off": imperative(False), "imperative on": imperative(True)}
+    if torch_loop is not None:
+        for mode in ("off", "default", "shapes+memory"):
+            out[f"torch {mode}"] = lambda mode=mode: (run_torch(torch_loop, mode), None)
+    return out
 
 
 def main():
@@ -108,70 +117,54 @@ def main():
     x16 = np.ones(16, np.float32)
     a, b = imp.Tensor(x16), imp.Tensor(x16)
     mx, mws = make_mlp("imperative")
-    # (timed loop, short warm-up run before every timing: a torch.profiler session leaves
-    # background work behind that otherwise lands on whatever runs next)
+    # (timed loop, its short warm-up run)
     cases = {
         "tiny": (lambda: tiny_loop(a, b, n_tiny), lambda: (tiny_loop(a, b, 1000), imp.sync())),
         "mlp": (lambda: [mlp_step(mx, mws, imp_relu) for _ in range(n_steps)],
                 lambda: (mlp_step(mx, mws, imp_relu), imp.sync())),
     }
+    torch_loop = None
     if torch is not None:
         ta, tb = torch.from_numpy(x16.copy()), torch.from_numpy(x16.copy())
         tx, tws = make_mlp("torch")
-        torch_cases = {
+        torch_loop = {
             "tiny": lambda: tiny_loop(ta, tb, n_tiny),
             "mlp": lambda: [mlp_step(tx, tws, torch.relu) for _ in range(n_steps)],
-        }
-    best = {}
-    sizes = {}
+        }[args.case]
+    case = args.case
+    loop, warm = cases[case]
+    # a pause before each run: torch.profiler's background work settles
+    runs = _harness.interleaved(variants(loop, warm, torch_loop, tmpdir), rounds, pause=0.2)
 
-    def keep(key, t):
-        best[key] = min(best.get(key, t), t)
-
-    cases = {args.case: cases[args.case]}
-    for _ in range(rounds):
-        for case, (loop, warm) in cases.items():
-            warm()
-            keep((case, "imperative off"), run_imperative(loop, False, tmpdir)[0])
-            warm()
-            t, size = run_imperative(loop, True, tmpdir)
-            keep((case, "imperative on"), t)
-            sizes[case] = size
-            if torch is not None:
-                for mode in ("off", "default", "shapes+memory"):
-                    time.sleep(0.2)
-                    keep((case, f"torch {mode}"), run_torch(torch_cases[case], mode))
-            time.sleep(0.2)
-
-    per = {"tiny": n_tiny, "mlp": n_steps}
+    per = {"tiny": n_tiny, "mlp": n_steps}[case]
+    unit, scale = ("us/op", 1e6 / per) if case == "tiny" else ("ms/step", 1e3 / per)
+    best = {variant: _harness.best(samples, key=0)[0] * scale
+            for variant, samples in runs.items()}
     results = {}
-    for case in cases:
-        unit, scale = ("us/op", 1e6 / per[case]) if case == "tiny" else ("ms/step", 1e3 / per[case])
-        for variant in ["imperative off", "imperative on", "torch off", "torch default", "torch shapes+memory"]:
-            if (case, variant) not in best:
-                continue
-            t = best[(case, variant)] * scale
-            base = best[(case, variant.split()[0] + " off")] * scale
-            results[f"{case} {variant}"] = {"time": t, "unit": unit, "added": t - base, "ratio": t / base}
-        size = sizes[case]
-        results[f"{case} trace bytes per op"] = size[0] / size[1] if size and size[1] else None
+    for variant, t in best.items():
+        base = best[variant.split()[0] + " off"]
+        results[f"{case} {variant}"] = {"time": t, "unit": unit, "added": t - base,
+                                        "ratio": t / base}
+    size = runs["imperative on"][-1][1]         # the last round's trace
+    results[f"{case} trace bytes per op"] = size[0] / size[1] if size and size[1] else None
     with open(args.json, "w") as f:
         json.dump(results, f)
+    _harness.report(results)
 
 
 def run_cases_in_subprocesses(args):
     results = {}
     for case in ("tiny", "mlp"):
-        out = os.path.join(tempfile.mkdtemp(prefix="bench_profiler_"), f"{case}.json")
-        cmd = [sys.executable, __file__, "--case", case, "--json", out] + (["--quick"] if args.quick else [])
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        with open(out) as f:
-            results.update(json.load(f))
-    print(f"{'case':<8}{'variant':<26}{'per op/step':>14}{'added':>12}")
-    for key, r in results.items():
-        if isinstance(r, dict):
-            case, variant = key.split(" ", 1)
-            print(f"{case:<8}{variant:<26}{r['time']:>10.3f} {r['unit']:<7}{r['added']:>+8.3f} ({r['ratio']:.3f}x)")
+        cmd = _harness.python_child(__file__, "--case", case, "--json", os.devnull,
+                                    *(["--quick"] if args.quick else []))
+        record, _ = _harness.run_child(cmd)
+        if "failed" in record:
+            sys.exit(f"bench_profiler: the {case} case failed: {record['failed']}")
+        results.update(record)
+    _harness.print_table({key: {"per op/step": f"{r['time']:.3f} {r['unit']}", "added": r["added"],
+                                "ratio": r["ratio"]}
+                          for key, r in results.items() if isinstance(r, dict)},
+                         {"per op/step": None, "added": "+.3f", "ratio": ".3f"})
     bytes_per_op = {case: results.get(f"{case} trace bytes per op") for case in ("tiny", "mlp")}
     print("trace bytes per op:", {k: round(v, 1) if v else None for k, v in bytes_per_op.items()})
     ratios = {
@@ -181,12 +174,9 @@ def run_cases_in_subprocesses(args):
         "trace_bytes_per_op_mlp": bytes_per_op["mlp"],
     }
     targets = {"tiny_on_added_us_per_op": 0.5, "mlp_on_ratio": 1.02, "trace_bytes_per_op_tiny": 200}
-    print("ratios:", json.dumps({k: round(v, 4) for k, v in ratios.items()}))
-    for key, limit in targets.items():
-        print(f"  target {key} <= {limit}: {'ok' if ratios[key] <= limit else 'MISSED'}")
-    with open(args.json, "w") as f:
-        json.dump({"results": results, "ratios": ratios, "targets": targets}, f, indent=2)
-    print(f"wrote {args.json}")
+    _harness.print_ratios(ratios, digits=4)
+    _harness.check_targets(ratios, targets)
+    _harness.write_json(args.json, {"results": results, "ratios": ratios, "targets": targets})
 
 
 if __name__ == "__main__":

@@ -7,11 +7,9 @@ JSON also gives the median of the per-round ratios, each round's pair run back t
     python tools/bench_train.py [--steps 10] [--rounds 5] [--json bench_train.json]
 """
 import argparse
-import json
-import os
-import subprocess
 import sys
-import time
+
+import _harness
 
 WIDTH, DEPTH, BATCH = 1024, 8, 256
 CNN_BATCH = 64
@@ -143,23 +141,24 @@ def run_numpy(model, steps):
     return step
 
 
+def peak_rss():
+    """This process's peak resident memory in bytes (VmHWM; the current RSS elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+    except (OSError, StopIteration):
+        import psutil
+        return psutil.Process().memory_info().rss
+
+
 def child(contender, model, steps):
     """Runs in the subprocess: times `steps` steps after one warm-up, reports peak RSS."""
-    import psutil
-    proc = psutil.Process()
     make = {"imperative": run_imperative, "torch": run_torch, "numpy": run_numpy}[contender]
     step = make(model, steps)
-    step()
-    times, peak = [], proc.memory_info().rss
-    for _ in range(steps):
-        start = time.perf_counter()
-        loss = step()
-        times.append(time.perf_counter() - start)
-        peak = max(peak, proc.memory_info().rss)
-    with open("/proc/self/status") as f:
-        hwm = next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM")), peak)
-    print(json.dumps({"step_s": min(times), "median_s": sorted(times)[len(times) // 2],
-                      "peak_rss": hwm, "loss": loss}))
+    losses = []
+    times = _harness.call_times(lambda: losses.append(step()), steps)
+    _harness.report({"step_s": min(times), "median_s": sorted(times)[len(times) // 2],
+                     "peak_rss": peak_rss(), "loss": losses[-1]})
 
 
 def main():
@@ -171,42 +170,41 @@ def main():
     args = parser.parse_args()
     if args.child:
         return child(args.child[0], args.child[1], args.steps)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    # The machine is shared and its speed drifts by 10% within a minute: the contenders take
-    # turns, round after round, and each keeps its best round (peak RSS: its largest).
-    rounds = {}
-    for _ in range(args.rounds):
-        for model, contenders in (("mlp", ("imperative", "torch", "numpy")), ("cnn", ("imperative", "torch"))):
-            for who in contenders:
-                out = subprocess.run([sys.executable, __file__, "--child", who, model, "--steps", str(args.steps)],
-                                     capture_output=True, text=True, env=env)
-                if out.returncode:
-                    print(f"{model} {who}: failed\n{out.stderr[-2000:]}")
-                    continue
-                rounds.setdefault(f"{model} {who}", []).append(json.loads(out.stdout.strip().splitlines()[-1]))
+    # every contender in a fresh process (one BLAS thread), so that its peak RSS is its own;
+    # the contenders take turns, round after round (peak RSS: the largest of its rounds)
+    contenders = {f"{model} {who}": child_run(who, model, args.steps)
+                  for model, whos in (("mlp", ("imperative", "torch", "numpy")),
+                                      ("cnn", ("imperative", "torch")))
+                  for who in whos}
+    rounds = _harness.interleaved(contenders, args.rounds)
     results = {}
     for key, runs in rounds.items():
-        best = min(runs, key=lambda r: r["step_s"])
-        results[key] = dict(best, peak_rss=max(r["peak_rss"] for r in runs),
-                            round_best_s=[r["step_s"] for r in runs])
-    print(f"{'case':<18}{'best ms':>10}{'median ms':>11}{'peak RSS MiB':>14}{'loss':>9}")
-    for key, r in results.items():
-        print(f"{key:<18}{r['step_s'] * 1e3:>10.1f}{r['median_s'] * 1e3:>11.1f}"
-              f"{r['peak_rss'] / 2**20:>14.1f}{r['loss']:>9.4f}")
+        runs = [r for r in runs if "failed" not in r]
+        if runs:
+            results[key] = dict(_harness.best(runs, key="step_s"),
+                                peak_rss=max(r["peak_rss"] for r in runs),
+                                round_best_s=[r["step_s"] for r in runs])
+    _harness.print_table({key: {"best ms": r["step_s"] * 1e3, "median ms": r["median_s"] * 1e3,
+                                "peak RSS MiB": r["peak_rss"] / 2**20, "loss": r["loss"]}
+                          for key, r in results.items()},
+                         {"best ms": ".1f", "median ms": ".1f", "peak RSS MiB": ".1f",
+                          "loss": ".4f"})
     ratios = {}
     for model in ("mlp", "cnn"):
         a, b = results.get(f"{model} imperative"), results.get(f"{model} torch")
         if a and b:
             ratios[f"{model}_step_over_torch"] = a["step_s"] / b["step_s"]
-            # the two ran back to back in each round: the median of those paired ratios is
-            # less at the mercy of one lucky round than the ratio of the best rounds
-            paired = sorted(x / y for x, y in zip(a["round_best_s"], b["round_best_s"]))
-            ratios[f"{model}_step_over_torch_paired_median"] = paired[len(paired) // 2]
+            ratios[f"{model}_step_over_torch_paired_median"] = _harness.paired_median(
+                a["round_best_s"], b["round_best_s"])
             ratios[f"{model}_peak_rss_over_torch"] = a["peak_rss"] / b["peak_rss"]
-    print("ratios:", json.dumps({k: round(v, 3) for k, v in ratios.items()}))
-    with open(args.json, "w") as f:
-        json.dump({"results": results, "ratios": ratios}, f, indent=2)
-    print(f"wrote {args.json}")
+    _harness.print_ratios(ratios)
+    _harness.write_json(args.json, {"results": results, "ratios": ratios})
+
+
+def child_run(who, model, steps):
+    """One round of a contender: its child's record ({"failed": ...} where it failed)."""
+    return lambda: _harness.run_child(_harness.python_child(
+        __file__, "--child", who, model, "--steps", steps))[0]
 
 
 if __name__ == "__main__":
