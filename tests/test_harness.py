@@ -1,5 +1,7 @@
 """tools/_harness.py, the timing harness of the benchmarks: the order of interleaved rounds,
-best-of and paired medians, child processes (record, failure, timeout), the table."""
+best-of and paired medians, child processes (record, failure, timeout), the table; and
+that every tools/bench_*.py uses it."""
+import ast
 import os
 import statistics
 import sys
@@ -94,3 +96,9 @@ def test_the_table_aligns_its_columns_and_marks_missing_values(capsys):
     assert lines[1].split() == ["conv2d", "55.12", "70.20"]
     assert lines[2].split()[-2:] == ["1.50", "-"]
 
+
+def test_every_benchmark_uses_the_harness():
+    for path in sorted(TOOLS.glob("bench_*.py")):
+        imported = {alias.name for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Import) for alias in node.names}
+        assert "_harness" in imported, f"{path.name} does not use tools/_harness.py"

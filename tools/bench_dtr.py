@@ -28,13 +28,13 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 
 # this checkout's package, not another installed copy
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import _harness  # noqa: E402
 from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
 BUDGETS = "0.9,0.7,0.5,0.3,0.2"
@@ -113,7 +113,7 @@ def measure(name, policy, budget, steps):
            "bookkeeping": per_step("eviction_seconds") / statistics.median(times)}
     if budget is None:
         out["op_outputs"] = largest_op_outputs(step)
-    print(json.dumps(out))
+    _harness.report(out)
 
 
 def torch_checkpoint(steps):
@@ -145,7 +145,7 @@ def torch_checkpoint(steps):
             opt.step()
             times.append(time.perf_counter() - t0)
         out[name] = statistics.median(times[1:])
-    print(json.dumps(out))
+    _harness.report(out)
 
 
 # ---------------------------------------------------------------------------------------
@@ -155,16 +155,7 @@ def torch_checkpoint(steps):
 def run_child(args_list, timeout):
     """(the child's JSON record, its wall seconds); the record is {"timed_out": True} past
     `timeout` seconds and {"failed": last error line} when the child fails."""
-    t0 = time.perf_counter()
-    try:
-        out = subprocess.run([sys.executable, __file__] + args_list, capture_output=True, text=True,
-                             timeout=timeout, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-    except subprocess.TimeoutExpired:
-        return {"timed_out": True}, time.perf_counter() - t0
-    if out.returncode:
-        lines = out.stderr.strip().splitlines() or [f"exit status {out.returncode}"]
-        return {"failed": lines[-1]}, time.perf_counter() - t0
-    return json.loads(out.stdout.strip().splitlines()[-1]), time.perf_counter() - t0
+    return _harness.run_child(_harness.python_child(__file__, *args_list), timeout)
 
 
 def judge(point, base, budget):
