@@ -85,5 +85,6 @@ __all__ = [
     "reset_peak_memory_stats", "get_device", "get_default_device", "set_default_device",
     "Device", "functional", "F", "random", "GenericPyOp", "push_scope", "pop_scope", "scope",
     "Profiler", "start_profile", "stop_profile", "autodiff", "GradKey", "backward",
-    "set_allow_higher_order_directive", "nn", "optim", "dtr", "from_dlpack", "save", "load", "data", "lr_scheduler",
+    "set_allow_higher_order_directive", "nn", "optim", "dtr", "from_dlpack", "save", "load",
+    "data", "lr_scheduler",
 ]

@@ -38,8 +38,8 @@ def _timeout():
 
 class _Job:
     __slots__ = ("seq", "kind", "op", "root", "desc", "shape", "dtype", "buf", "ready", "done",
-                 "error", "stage", "req", "descs", "issued", "t_ready", "t_start", "t_data", "t_end",
-                 "nbytes", "__weakref__")
+                 "error", "stage", "req", "descs", "issued", "t_ready", "t_start", "t_data",
+                 "t_end", "nbytes", "__weakref__")
 
     def __init__(self, seq, kind, op, root, shape, dtype):
         self.seq, self.kind, self.op, self.root = seq, kind, op, root

@@ -370,7 +370,8 @@ def budget_arg(text):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", default="0.5", type=budget_arg,
-                        help="a fraction of the unconstrained peak (default 0.5) or a size like 20MB")
+                        help="a fraction of the unconstrained peak (default 0.5) or a size like "
+                             "20MB")
     parser.add_argument("--steps", type=positive_int, default=20)
     parser.add_argument("--policy", default="dtr_eq", choices=imp.dtr.policies())
     parser.add_argument("--profile", default="profile", help="folder for the trace ('' to skip)")

@@ -1,6 +1,7 @@
 """Devices: `cpu0`, `cpu1`, ... Each is its own memory pool for accounting; one worker
 thread serves them all (numpy kernels hold the GIL, so more workers would not overlap)."""
-from ._core import Device, TensorBase, as_device, get_default_device, known_devices, set_default_device
+from ._core import (Device, TensorBase, as_device, get_default_device, known_devices,
+                    set_default_device)
 
 __all__ = ["Device", "as_device", "get_device", "get_default_device", "set_default_device",
            "known_devices"]

@@ -171,7 +171,8 @@ def clip(x: TensorLike, lower: TensorLike | None = None,
     x = _as_tensor(x)
     if lower is None and upper is None:
         raise ValueError("clip: at least one of lower and upper must be given")
-    if builtins.any(b is not None and not isinstance(b, (bool, int, float)) for b in (lower, upper)):
+    if builtins.any(b is not None and not isinstance(b, (bool, int, float))
+                    for b in (lower, upper)):
         # tensor or array bounds: the same as numpy, maximum then minimum
         if lower is not None:
             x = maximum(x, lower)
@@ -297,7 +298,8 @@ def flatten(x: TensorLike, start_axis: int = 0, end_axis: int = -1) -> Tensor:
 
 def _tensor_list(tensors, what):
     if isinstance(tensors, TensorBase) or not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"{what}: expected a list or tuple of tensors, got {type(tensors).__name__}")
+        raise TypeError(f"{what}: expected a list or tuple of tensors, "
+                        f"got {type(tensors).__name__}")
     if not tensors:
         raise ValueError(f"{what}: needs at least one tensor, got an empty sequence")
     return _tensors(*tensors)
@@ -492,7 +494,8 @@ def conv2d(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None,
         groups: int = 1) -> Tensor:
     """2-D convolution (cross-correlation) as PyTorch's: x (N, C, H, W), weight
     (out_channels, C/groups, kh, kw), bias (out_channels,); ints or pairs."""
-    op = cached_op(O.Convolution, _hashable(stride), _hashable(padding), _hashable(dilation), groups)
+    op = cached_op(O.Convolution, _hashable(stride), _hashable(padding), _hashable(dilation),
+                   groups)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return _apply1(op, *(_as_tensor(t) for t in inputs))
 

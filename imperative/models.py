@@ -50,7 +50,8 @@ ABOUT = {
                    "batch {batch} x {seq} tokens",
     "gru": "GRU hidden {hidden} unrolled over {steps} steps, batch {batch}",
     "unet": "U-Net {levels} levels from {channels} channels, batch {batch} x (3, {size}, {size})",
-    "densenet": "DenseNet block {layers} layers, growth {growth}, batch {batch} x (3, {size}, {size})",
+    "densenet": "DenseNet block {layers} layers, growth {growth}, "
+                "batch {batch} x (3, {size}, {size})",
     "adam_cnn": "CNN {channels}-{channels}x2 channels + Linear {hidden} (Adam), "
                 "batch {batch} x (3, {size}, {size})",
 }
@@ -301,8 +302,10 @@ _MAKERS = {
     "transformer": lambda c: (Transformer(c["dim"], c["heads"], c["blocks"]), (c["seq"], c["dim"])),
     "gru": lambda c: (gru_classifier(c["features"], c["hidden"]), (c["steps"], c["features"])),
     "unet": lambda c: (UNet(c["channels"], c["levels"]), (3, c["size"], c["size"])),
-    "densenet": lambda c: (DenseNet(c["channels"], c["growth"], c["layers"]), (3, c["size"], c["size"])),
-    "adam_cnn": lambda c: (small_cnn(c["channels"], c["hidden"], c["size"]), (3, c["size"], c["size"])),
+    "densenet": lambda c: (DenseNet(c["channels"], c["growth"], c["layers"]),
+                           (3, c["size"], c["size"])),
+    "adam_cnn": lambda c: (small_cnn(c["channels"], c["hidden"], c["size"]),
+                           (3, c["size"], c["size"])),
 }
 
 

@@ -194,7 +194,8 @@ class Conv2d(Module):
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
 
     def forward(self, x: TensorLike) -> Tensor:
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
 
 
 class BatchNorm2d(Module):
@@ -218,7 +219,8 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5,
                  elementwise_affine: bool = True) -> None:
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        shape = ((normalized_shape,) if isinstance(normalized_shape, int)
+                 else tuple(normalized_shape))
         self.normalized_shape, self.eps = shape, eps
         self.weight = Parameter(F.ones(shape)) if elementwise_affine else None
         self.bias = Parameter(F.zeros(shape)) if elementwise_affine else None

@@ -158,7 +158,8 @@ class Adam(Optimizer):
             grad = grad + param * self.weight_decay
         t = state["t"] = state.get("t", 0) + 1
         m = grad * (1 - b1) if "m" not in state else state["m"] * b1 + grad * (1 - b1)
-        v = (grad * grad) * (1 - b2) if "v" not in state else state["v"] * b2 + (grad * grad) * (1 - b2)
+        v = ((grad * grad) * (1 - b2) if "v" not in state
+             else state["v"] * b2 + (grad * grad) * (1 - b2))
         state["m"], state["v"] = _core.persistent(m), _core.persistent(v)
         step = (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)) ** 0.5 + self.eps)
         if self.weight_decay and self.decoupled:

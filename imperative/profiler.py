@@ -42,7 +42,8 @@ HAIR_NS = 10
 def _check_options(options):
     unknown = set(options) - set(DEFAULT_OPTIONS)
     if unknown:
-        raise ValueError(f"unknown profiler option(s) {sorted(unknown)}; valid: {sorted(DEFAULT_OPTIONS)}")
+        raise ValueError(f"unknown profiler option(s) {sorted(unknown)}; "
+                         f"valid: {sorted(DEFAULT_OPTIONS)}")
     merged = dict(DEFAULT_OPTIONS)
     merged.update(options)
     return merged
@@ -241,12 +242,14 @@ def build_chrome_trace(buffers, names, objects, options=None, start_ns=None):
     begins there; default: at the first record)."""
     options = _check_options(options or {})
     all_records = [r for buf in buffers.values() for r in buf]
-    origin = min([r[1] for r in all_records] + ([start_ns] if start_ns is not None else []), default=0)
+    origin = min([r[1] for r in all_records] + ([start_ns] if start_ns is not None else []),
+                 default=0)
     start = origin if start_ns is None else start_ns
     marks = sorted(r[1] for r in all_records if _is_step_mark(r))
     b = _TraceBuilder(origin, options, [start] + marks if marks else [])
     tids = _number_threads(names)
-    b.events.append({"ph": "M", "pid": b.pid, "name": "process_name", "args": {"name": "imperative"}})
+    b.events.append({"ph": "M", "pid": b.pid, "name": "process_name",
+                     "args": {"name": "imperative"}})
     for ident, tid in tids.items():
         _name_track(b, tid, names.get(ident, str(ident)))
     executed = {r[3] for r in all_records if r[0] == _core.EV_EXEC}
@@ -263,7 +266,8 @@ def build_chrome_trace(buffers, names, objects, options=None, start_ns=None):
 
 
 def _name_track(b, tid, name):
-    b.events.append({"ph": "M", "pid": b.pid, "tid": tid, "name": "thread_name", "args": {"name": name}})
+    b.events.append({"ph": "M", "pid": b.pid, "tid": tid, "name": "thread_name",
+                     "args": {"name": name}})
 
 
 def _step_slices(b, tid):
@@ -273,7 +277,8 @@ def _step_slices(b, tid):
         return
     _name_track(b, tid, STEPS_TRACK)
     for n in range(1, len(b.step_bounds)):
-        b.slice(tid, f"ProfilerStep#{n}", b.step_bounds[n - 1], b.step_bounds[n], "step", {STEP_KEY: n})
+        b.slice(tid, f"ProfilerStep#{n}", b.step_bounds[n - 1], b.step_bounds[n], "step",
+                {STEP_KEY: n})
 
 
 def _number_threads(names):

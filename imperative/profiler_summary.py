@@ -247,7 +247,8 @@ def print_summary(s: dict, limit: int = 20) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m imperative.profiler")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("summary", help="step times, the busiest ops, waits and the memory peak of a trace")
+    p = sub.add_parser("summary",
+                       help="step times, the busiest ops, waits and the memory peak of a trace")
     p.add_argument("file")
     p.add_argument("--group-by", choices=GROUPINGS, default="op",
                    help="op (default), shape (op and input shapes) or scope (module scopes)")

@@ -27,7 +27,8 @@ class ScopeNode:
     @property
     def path(self):
         if self._path is None:
-            parent = self.parent.path if self.parent is not None and self.parent.parent is not None else ""
+            top = self.parent is None or self.parent.parent is None
+            parent = "" if top else self.parent.path
             self._path = f"{parent}.{self.label}" if parent else self.label
         return self._path
 

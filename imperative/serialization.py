@@ -97,8 +97,9 @@ def _set_aside(array, arrays):
 
 
 def _encode_tensor(t, arrays):
-    node = {"type": "tensor", "array": _set_aside(t.numpy(), arrays), "dtype": D.dtype_name(t.dtype),
-            "device": str(t.device), "name": t.name, "parameter": isinstance(t, Parameter)}
+    node = {"type": "tensor", "array": _set_aside(t.numpy(), arrays),
+            "dtype": D.dtype_name(t.dtype), "device": str(t.device), "name": t.name,
+            "parameter": isinstance(t, Parameter)}
     if D.is_quantize(t.dtype):
         # the .npz keeps the integer storage; the scale and zero point go here
         node["dtype"] = D.qdtype_name(t.dtype)

@@ -50,8 +50,9 @@ class Tensor(TensorBase):
                 f"{type(self).__name__}() got an unexpected keyword argument {keyword!r}")
         if isinstance(data, TensorBase):
             if dtype is not None and not D.same_dtype(D.canonical_dtype(dtype), data.dtype):
-                raise ValueError(f"Tensor(t, dtype={D.dtype_name(D.canonical_dtype(dtype))}): t has dtype "
-                                 f"{D.dtype_name(data.dtype)}; use t.astype(...) to convert")
+                raise ValueError(f"Tensor(t, dtype={D.dtype_name(D.canonical_dtype(dtype))}): "
+                                 f"t has dtype {D.dtype_name(data.dtype)}; "
+                                 f"use t.astype(...) to convert")
             if device is not None and as_device(device) is not data.device:
                 raise ValueError(f"Tensor(t, device={device!r}): t is on {data.device}; "
                                  "use t.to(device) to copy")

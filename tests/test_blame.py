@@ -132,5 +132,6 @@ def test_ops_outside_a_backward_are_blamed_on_nothing():
 def test_op_site_reads_like_a_tensor_name_with_its_line():
     with imp.scope("block"):
         site = _core.op_site(Twice("x"))                    # the site
-    assert re.fullmatch(rf"{BLOCK}\.Twice:0 issued at {re.escape(THIS_FILE)}:{line_of('# the site')}",
+    site_line = line_of("# the site")
+    assert re.fullmatch(rf"{BLOCK}\.Twice:0 issued at {re.escape(THIS_FILE)}:{site_line}",
                         str(site)), str(site)

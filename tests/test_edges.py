@@ -46,7 +46,8 @@ BIG = 2 ** 70
     (lambda t: F.full((2,), BIG), OverflowError, f"full: the fill value {BIG} does not fit int32"),
     (lambda t: F.arange(BIG), ValueError, f"arange\\(0, {BIG}, 1\\): shape"),
     (lambda t: F.arange(0, 10 ** 400), ValueError, "arange\\(0, 1000+, 1\\): too many elements"),
-    (lambda t: F.arange(0.0, 1e300, 1e-300), ValueError, "arange\\(0.0, 1e\\+300, 1e-300\\): too many"),
+    (lambda t: F.arange(0.0, 1e300, 1e-300), ValueError,
+     "arange\\(0.0, 1e\\+300, 1e-300\\): too many"),
     (lambda t: F.linspace(0, 1, BIG), ValueError, f"linspace: shape \\({BIG},\\)"),
     (lambda t: imp.random.normal(size=(BIG,)), ValueError, f"normal: shape \\({BIG},\\)"),
     (lambda t: imp.nn.Linear(BIG, 2), ValueError, f"uniform: shape \\(2, {BIG}\\)"),
@@ -98,7 +99,8 @@ def test_a_garbage_environment_value_never_breaks_the_import():
                       env={"IMPERATIVE_DTR_EVICTION_THRESHOLD": "99999999999999999999"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0"
-    assert "IMPERATIVE_DTR_EVICTION_THRESHOLD" in done.stderr and "using the default 0" in done.stderr
+    assert "IMPERATIVE_DTR_EVICTION_THRESHOLD" in done.stderr
+    assert "using the default 0" in done.stderr
 
 
 @pytest.mark.parametrize("alias, option", [(imp._set_swap_flag, "enable_swap"),

@@ -438,7 +438,8 @@ def test_creation_functions_match_numpy():
     assert_same(F.arange(3, 3), np.zeros(0, np.int32))
     assert_same(F.arange(0, 1, 0.1, dtype="float16"), np.arange(0, 1, 0.1).astype(np.float16))
     assert_same(F.linspace(0, 1, 5), np.linspace(0, 1, 5).astype(np.float32))
-    assert_same(F.linspace(0, 1, 4, endpoint=False), np.linspace(0, 1, 4, endpoint=False).astype(np.float32))
+    assert_same(F.linspace(0, 1, 4, endpoint=False),
+                np.linspace(0, 1, 4, endpoint=False).astype(np.float32))
     assert_same(F.linspace(2, 3, 0), np.zeros(0, np.float32))
 
 

@@ -284,7 +284,8 @@ def check_vjp(op, arrays, dys, grads, rng, rtol=2e-3, buffers=(), directions=2):
             vjp = float(terms.sum())
             # relative to the size of the terms: a sum of cancelling terms is no easier
             scale = abs(fd) + math.sqrt(float(np.sum(terms ** 2))) + 1e-3
-            assert abs(vjp - fd) <= rtol * scale, f"input {i}: rule {vjp} vs finite differences {fd}"
+            assert abs(vjp - fd) <= rtol * scale, (
+                f"input {i}: rule {vjp} vs finite differences {fd}")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -458,7 +459,8 @@ def torch_vjp(fn, arrays, dy, grad_of):
 
 def _compare_with_torch(op, arrays, torch_fn, rng, grad_of=None, atol=1e-4):
     pytest.importorskip("torch")
-    grad_of = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"] if grad_of is None else grad_of
+    if grad_of is None:
+        grad_of = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"]
     out = _as_tuple(op.kernel(*arrays))
     dys = [rng.standard_normal(np.shape(out[0])).astype(np.float32)] + [None] * (len(out) - 1)
     ours = run_rule(op, arrays, dys)

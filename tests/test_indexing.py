@@ -128,7 +128,8 @@ HANDPICKED = [
     ((3, 4, 5), ([0, 1], None, [0, 1]), "None separates advanced indices"),
     ((5, 3, 4), (slice(None), [0, 1, 2], Ellipsis, [0, 1, 2]), "an empty ... separates"),
     ((3, 4, 5), (slice(None), [0, 1], [2, 3]), "adjacent arrays stay in place"),
-    ((2, 3, 4, 5), (slice(None), AsTensor([[0], [2]]), slice(1, 3), AsTensor([1, 4])), "2-d tensors separated"),
+    ((2, 3, 4, 5), (slice(None), AsTensor([[0], [2]]), slice(1, 3), AsTensor([1, 4])),
+     "2-d tensors separated"),
     ((3, 4, 5), (True,), "0-d True adds an axis"),
     ((3, 4, 5), (False, Ellipsis), "0-d False selects nothing"),
     ((3, 4, 5), (slice(None), True, [0, 1]), "0-d bool counts as advanced"),
@@ -136,7 +137,8 @@ HANDPICKED = [
     ((3, 4, 5), ([],), "an empty list is an empty int index"),
     ((3, 4, 5), (np.zeros((3, 4), bool),), "a mask selecting nothing"),
     ((3, 4, 5), (AsTensor(np.ones((3, 4, 5), bool)),), "a full-rank tensor mask"),
-    ((3, 4, 5), (1, AsTensor(np.array([True, False, True, True])), slice(-1, None, -2)), "mask after int"),
+    ((3, 4, 5), (1, AsTensor(np.array([True, False, True, True])), slice(-1, None, -2)),
+     "mask after int"),
     ((4, 5), (slice(10, -10, -1), slice(-10, 10)), "slice bounds clamp"),
     ((4, 5), ((0, 2), 1), "a nested tuple is an array"),
     ((5,), (np.array([-1, -5, 0]),), "negative array entries wrap"),
@@ -151,7 +153,8 @@ def data(shape):
 def kind_of(e):
     if isinstance(e, (AsTensor, np.ndarray)):
         array = e.array if isinstance(e, AsTensor) else e
-        return ("tensor " if isinstance(e, AsTensor) else "") + ("mask" if array.dtype == bool else "array")
+        return (("tensor " if isinstance(e, AsTensor) else "")
+                + ("mask" if array.dtype == bool else "array"))
     if isinstance(e, slice):
         return "slice step<0" if (e.step or 1) < 0 else "slice step>0"
     return {list: "list", int: "int"}.get(type(e), repr(e))
@@ -313,7 +316,8 @@ def test_index_ops_through_apply():
     x, idx = imp.Tensor(a), imp.Tensor([3, 0])
     (y,) = imp.apply(O.IndexingMultiAxisVec((slice(None), O.indexing.TENSOR)), x, idx)
     np.testing.assert_array_equal(y.numpy(), a[:, [3, 0]])
-    (z,) = imp.apply(O.IndexingSetMultiAxisVec((O.indexing.TENSOR, 1)), x, imp.Tensor(np.int32(-1)), idx)
+    (z,) = imp.apply(O.IndexingSetMultiAxisVec((O.indexing.TENSOR, 1)), x,
+                     imp.Tensor(np.int32(-1)), idx)
     want = a.copy()
     want[[3, 0], 1] = -1
     np.testing.assert_array_equal(z.numpy(), want)

@@ -25,7 +25,8 @@ def _non_contiguous_views(rng):
     return [
         ("transposed", imp.Tensor(base).T, base.T),
         ("fortran", imp.Tensor(np.asfortranarray(base)), base),
-        ("broadcast", F.broadcast_to(imp.Tensor(rows[:1]), (3, 5)), np.broadcast_to(rows[:1], (3, 5))),
+        ("broadcast", F.broadcast_to(imp.Tensor(rows[:1]), (3, 5)),
+         np.broadcast_to(rows[:1], (3, 5))),
         ("advanced", imp.Tensor(rows)[[4, 0, 2]].T, rows[[4, 0, 2]].T),
         ("sliced", imp.Tensor(rows)[::2, 1:], rows[::2, 1:]),
     ]
@@ -54,7 +55,8 @@ def test_cross_entropy_on_transposed_logits(rng):
 def test_erf_on_strided_inputs_beyond_one():
     values = np.linspace(-4, 4, 24, dtype=np.float32).reshape(4, 6)
     expected = np.vectorize(math.erf)(values.astype(np.float64))
-    for t, ref in ((imp.Tensor(values).T, expected.T), (imp.Tensor(values)[:, ::2], expected[:, ::2]),
+    for t, ref in ((imp.Tensor(values).T, expected.T),
+                   (imp.Tensor(values)[:, ::2], expected[:, ::2]),
                    (imp.Tensor(np.asfortranarray(values)), expected)):
         np.testing.assert_allclose(F.erf(t).numpy(), ref, rtol=1e-6, atol=1e-7)
 
@@ -96,9 +98,11 @@ def test_activation_derivatives_of_a_scalar(value):
 
 
 def test_gelu_tanh_second_derivative_of_a_scalar():
-    torch = pytest.importorskip("torch", reason="the tanh-approximate GELU's reference is PyTorch's")
+    torch = pytest.importorskip("torch",
+                                reason="the tanh-approximate GELU's reference is PyTorch's")
     x = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
-    (d1,) = torch.autograd.grad(torch.nn.functional.gelu(x, approximate="tanh"), x, create_graph=True)
+    (d1,) = torch.autograd.grad(torch.nn.functional.gelu(x, approximate="tanh"), x,
+                                create_graph=True)
     (d2,) = torch.autograd.grad(d1, x)
     got = _first_and_second_derivative(lambda p: F.gelu(p, approximate="tanh"), 0.8)
     np.testing.assert_allclose(got, (d1.item(), d2.item()), rtol=1e-5)
@@ -143,7 +147,8 @@ def _products_of_others(x):
     return grad, hessian
 
 
-@pytest.mark.parametrize("values", [[2, 0, 3, 5], [0, 0, 3, 5], [0, 4, 0, 0], [1, 2, 3, 4], [0, 0, 0, 0]])
+@pytest.mark.parametrize("values", [[2, 0, 3, 5], [0, 0, 3, 5], [0, 4, 0, 0], [1, 2, 3, 4],
+                                    [0, 0, 0, 0]])
 def test_prod_gradient_and_hessian_at_zeros(values):
     x = np.float32(values)
     weights = np.float32([1, 2, 3, 4])

@@ -47,8 +47,10 @@ def test_the_configured_rules_catch_what_they_are_chosen_for(tmp_path):
         "\n"
         "def f(items=[]):\n"                                   # B006 mutable default
         "    return [lambda: i for i in items] + [nope]\n"     # B023 late binding, F821
-    )
+        "\n"
+        "\n"
+        f"LONG = '{'x' * 100}'\n")                             # E501 past 100 characters
     out = _check("--config", str(ROOT / "pyproject.toml"), "--output-format", "json", str(bad))
     found = {d["code"] for d in json.loads(out.stdout)}
     assert out.returncode == 1
-    assert {"F401", "B006", "B023", "F821"} <= found, found
+    assert {"F401", "B006", "B023", "F821", "E501"} <= found, found

@@ -65,7 +65,8 @@ def test_tensors_without_a_producer_warn_and_stay(memory_options):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         x._drop()
-    assert any(issubclass(w.category, UserWarning) and "no producer" in str(w.message) for w in caught)
+    assert any(issubclass(w.category, UserWarning) and "no producer" in str(w.message)
+               for w in caught)
     assert imp._core.tensor_status(x) == "PRODUCED"
     np.testing.assert_array_equal(x.numpy(), np.ones(N))
 
@@ -199,8 +200,8 @@ def test_a_failing_dtr_enable_changes_no_option():
 
 def test_an_option_too_large_for_the_runtime_is_a_clear_error():
     before = imp.options()
-    with pytest.raises(ValueError, match=r"'dtr_eviction_threshold' must be in \[0, 9223372036854775807\], "
-                                         r"got 9223372036854775808"):
+    with pytest.raises(ValueError, match=r"'dtr_eviction_threshold' must be in "
+                                         r"\[0, 9223372036854775807\], got 9223372036854775808"):
         imp.set_option("dtr_eviction_threshold", 2 ** 63)
     assert imp.options() == before
 
@@ -321,8 +322,8 @@ def test_the_demo_trains_under_half_its_peak_with_unchanged_losses(model, batch,
                          env=dict(os.environ, IMPERATIVE_ASYNC_LEVEL=str(async_level)))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "bit-identical" in out.stdout and "over-budget ops 0" in out.stdout, out.stdout
-    peaks = [float(v) for v in re.findall(r"peak memory\s+([\d.]+) MiB under the budget, ([\d.]+) MiB",
-                                          out.stdout)[0]]
+    peaks = [float(v) for v in re.findall(
+        r"peak memory\s+([\d.]+) MiB under the budget, ([\d.]+) MiB", out.stdout)[0]]
     assert peaks[0] <= 0.5 * peaks[1] + 1.0, out.stdout     # within the budget (+ one output)
     assert list(tmp_path.glob("*.json")), "no trace written"
 

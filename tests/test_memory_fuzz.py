@@ -186,8 +186,10 @@ def test_recording_keeps_host_memory_flat_over_200k_tiny_ops(recording):
         block()
         grown_records = tensor_info_records() - records
         grown_rss = process.memory_info().rss - rss
-        assert grown_records < RECORD_GROWTH_LIMIT, f"{grown_records} more TensorInfo after {done} ops"
-        assert grown_rss < RSS_GROWTH_LIMIT, f"RSS grew {grown_rss / 2**20:.1f} MiB after {done} ops"
+        assert grown_records < RECORD_GROWTH_LIMIT, (
+            f"{grown_records} more TensorInfo after {done} ops")
+        assert grown_rss < RSS_GROWTH_LIMIT, (
+            f"RSS grew {grown_rss / 2**20:.1f} MiB after {done} ops")
 
 
 # ---- found by the fuzzer outside the memory manager (fixed on main since)

@@ -171,7 +171,8 @@ def test_conv2d_and_weight_gradient_match_float64(n, c, h, w, o, kh, kw, padding
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     ho, wo = y.shape[2:]
     want_gw = np.stack([np.stack([
-        np.einsum("nohw,nchw->oc", dy.astype(np.float64), xp[:, :, i * dh:i * dh + ho, j * dw:j * dw + wo])
+        np.einsum("nohw,nchw->oc", dy.astype(np.float64),
+                  xp[:, :, i * dh:i * dh + ho, j * dw:j * dw + wo])
         for j in range(kw)], -1) for i in range(kh)], -2)
     assert gw.shape == wt.shape and _rel_err(gw, want_gw) < 1e-5
 
@@ -464,8 +465,8 @@ x = rng.standard_normal((2, 5, 12, 13)).astype(np.float32)
 w = rng.standard_normal((9, 5, 3, 3)).astype(np.float32)
 y = _kernels.conv2d_s1(x, w, (1, 1), (1, 1))
 gw = _kernels.conv2d_s1_grad_weight(x, y, (3, 3), (1, 1), (1, 1))
-np.savez(sys.argv[1], isa=str(_kernels.isa()), ab=_kernels.sgemm(a, b, np.empty((70, 50), np.float32)),
-         y=y, gw=gw)
+np.savez(sys.argv[1], isa=str(_kernels.isa()),
+         ab=_kernels.sgemm(a, b, np.empty((70, 50), np.float32)), y=y, gw=gw)
 """
 
 

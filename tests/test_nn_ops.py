@@ -37,10 +37,12 @@ OP_VALUES = [
     (lambda: O.Pooling("max", 3, 2, 1), lambda: O.Pooling("MAX", (3, 3), (2, 2), (1, 1)),
      lambda: O.Pooling("AVERAGE", 3, 2, 1)),
     (lambda: O.Softmax(1), lambda: O.Softmax(1), lambda: O.LogSoftmax(1)),
-    (lambda: O.CrossEntropy(-1, "sum"), lambda: O.CrossEntropy(-1, "sum"), lambda: O.CrossEntropy()),
+    (lambda: O.CrossEntropy(-1, "sum"), lambda: O.CrossEntropy(-1, "sum"),
+     lambda: O.CrossEntropy()),
     (lambda: O.BatchNormForward(True, 0.1, 1e-5), lambda: O.BatchNormForward(True),
      lambda: O.BatchNormForward(False)),
-    (lambda: O.LayerNormForward(4), lambda: O.LayerNormForward((4,)), lambda: O.LayerNormForward((2, 4))),
+    (lambda: O.LayerNormForward(4), lambda: O.LayerNormForward((4,)),
+     lambda: O.LayerNormForward((2, 4))),
     (lambda: O.Embedding(), lambda: O.Embedding(), lambda: O.LeakyRelu()),
     (lambda: O.LeakyRelu(0), lambda: O.LeakyRelu(0.0), lambda: O.LeakyRelu(0.2)),
     (lambda: O.Concat(1), lambda: O.Concat(1), lambda: O.Concat(0)),
@@ -48,7 +50,8 @@ OP_VALUES = [
     (lambda: O.Where(), lambda: O.Where(), lambda: O.Concat()),
     (lambda: O.Clip(0, 1), lambda: O.Clip(0, 1), lambda: O.Clip(None, 1)),
     (lambda: O.Arange(0, 5, 1, "int32", "cpu0"), lambda: O.Arange(0, 5), lambda: O.Arange(0, 5, 2)),
-    (lambda: O.Linspace(0, 1, 5), lambda: O.Linspace(0, 1, 5, True, "float32"), lambda: O.Linspace(0, 1, 6)),
+    (lambda: O.Linspace(0, 1, 5), lambda: O.Linspace(0, 1, 5, True, "float32"),
+     lambda: O.Linspace(0, 1, 6)),
     (lambda: O.Elemwise("gelu"), lambda: O.Elemwise("GELU"), lambda: O.Elemwise("ERF")),
 ]
 
@@ -84,7 +87,8 @@ def test_ops_are_exported_with_their_flags():
 
 @pytest.mark.parametrize("bad", [
     lambda: O.Convolution(stride=0), lambda: O.Convolution(padding=-1),
-    lambda: O.Convolution(groups=0), lambda: O.Pooling("SUM", 2), lambda: O.Pooling("MAX", 2, padding=2),
+    lambda: O.Convolution(groups=0), lambda: O.Pooling("SUM", 2),
+    lambda: O.Pooling("MAX", 2, padding=2),
     lambda: O.CrossEntropy(reduction="avg"), lambda: O.Clip(), lambda: O.Arange(0, 3, 0),
     lambda: O.Elemwise("ERFC"),
 ])
@@ -93,7 +97,8 @@ def test_bad_op_parameters_are_value_errors(bad):
         bad()
 
 
-@pytest.mark.parametrize("bad", [lambda: O.Convolution(stride=(1, 2, 3)), lambda: O.Convolution(stride=1.5),
+@pytest.mark.parametrize("bad", [lambda: O.Convolution(stride=(1, 2, 3)),
+                                 lambda: O.Convolution(stride=1.5),
                                  lambda: O.Pooling("MAX", "3"), lambda: O.Clip("0")])
 def test_bad_op_parameter_types_are_type_errors(bad):
     with pytest.raises(TypeError):
@@ -117,7 +122,8 @@ def ref_conv2d(x, w, b, stride, padding, dilation, groups):
     for g, i, j in itertools.product(range(groups), range(kh), range(kw)):
         patch = xp[:, g * cg:(g + 1) * cg, i * dh:i * dh + sh * (ho - 1) + 1:sh,
                    j * dw:j * dw + sw * (wo - 1) + 1:sw]
-        out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, w[g * og:(g + 1) * og, :, i, j])
+        out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch,
+                                                 w[g * og:(g + 1) * og, :, i, j])
     if b is not None:
         out += b[None, :, None, None]
     return out
@@ -241,17 +247,20 @@ def test_convolution_dtypes(dtype, out_dtype):
     w = np.ones((3, 2, 2, 2), dtype)
     (got,) = run(O.Convolution(), x, w)
     assert got.dtype == out_dtype
-    expected = ref_conv2d(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (0, 0), (1, 1), 1)
+    expected = ref_conv2d(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (0, 0),
+                          (1, 1), 1)
     np.testing.assert_allclose(got, expected, rtol=1e-3)
 
 
 @pytest.mark.parametrize("shapes, bias, groups, match", [
-    (((2, 3, 5), (4, 3, 3, 3)), None, 1, r"input must be 4-D \(N, C, H, W\), got shape \(2, 3, 5\)"),
+    (((2, 3, 5), (4, 3, 3, 3)), None, 1,
+     r"input must be 4-D \(N, C, H, W\), got shape \(2, 3, 5\)"),
     (((2, 3, 5, 5), (4, 3, 3)), None, 1, r"weight must be 4-D"),
     (((2, 3, 5, 5), (4, 2, 3, 3)), None, 1, r"expects 2 input channels.*\(2, 3, 5, 5\)"),
     (((2, 4, 5, 5), (3, 2, 3, 3)), None, 2, r"out_channels 3.*divisible by groups=2"),
     (((2, 3, 5, 5), (4, 3, 3, 3)), (3,), 1, r"bias must have shape \(4,\).*got \(3,\)"),
-    (((2, 3, 2, 5), (4, 3, 3, 3)), None, 1, r"kernel height 3.*larger than the padded input height 2"),
+    (((2, 3, 2, 5), (4, 3, 3, 3)), None, 1,
+     r"kernel height 3.*larger than the padded input height 2"),
 ])
 def test_convolution_shape_errors(shapes, bias, groups, match):
     xs, ws = shapes
@@ -311,7 +320,8 @@ def test_pooling_matches_torch(k, s, p):
     x = np.random.default_rng(9).standard_normal((2, 3, 9, 8)).astype(np.float32)
     tx = torch.from_numpy(x)
     tf = torch.nn.functional
-    np.testing.assert_array_equal(F.max_pool2d(T(x), k, s, p).numpy(), tf.max_pool2d(tx, k, s, p).numpy())
+    np.testing.assert_array_equal(F.max_pool2d(T(x), k, s, p).numpy(),
+                                  tf.max_pool2d(tx, k, s, p).numpy())
     np.testing.assert_allclose(F.avg_pool2d(T(x), k, s, p).numpy(),
                                tf.avg_pool2d(tx, k, s, p, count_include_pad=False).numpy(),
                                rtol=1e-6, atol=1e-6)
@@ -334,7 +344,8 @@ def test_pooling_dtypes_and_empty_batch():
 
 
 def test_pooling_errors():
-    with pytest.raises(ValueError, match=r"input must be 4-D \(N, C, H, W\), got shape \(3, 4, 4\)"):
+    with pytest.raises(ValueError,
+                       match=r"input must be 4-D \(N, C, H, W\), got shape \(3, 4, 4\)"):
         F.max_pool2d(T(np.ones((3, 4, 4))), 2)
     with pytest.raises(ValueError, match="kernel width 5.*larger than the padded input width 4"):
         F.avg_pool2d(T(np.ones((1, 1, 8, 4))), 5, padding=0)
@@ -379,9 +390,11 @@ def test_softmax_matches_torch(axis):
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(11).standard_normal((6, 7)).astype(np.float32) * 5
     np.testing.assert_allclose(F.softmax(T(x), axis).numpy(),
-                               torch.softmax(torch.from_numpy(x), axis).numpy(), rtol=1e-5, atol=1e-7)
+                               torch.softmax(torch.from_numpy(x), axis).numpy(),
+                               rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(F.log_softmax(T(x), axis).numpy(),
-                               torch.log_softmax(torch.from_numpy(x), axis).numpy(), rtol=1e-5, atol=1e-5)
+                               torch.log_softmax(torch.from_numpy(x), axis).numpy(),
+                               rtol=1e-5, atol=1e-5)
 
 
 # --------------------------------------------------------------------------- cross entropy
@@ -389,7 +402,8 @@ def test_softmax_matches_torch(axis):
 
 def ref_cross_entropy(logits, labels, axis, reduction):
     logp = ref_log_softmax(logits, axis)
-    picked = -np.squeeze(np.take_along_axis(logp, np.expand_dims(labels, axis).astype(np.int64), axis), axis)
+    index = np.expand_dims(labels, axis).astype(np.int64)
+    picked = -np.squeeze(np.take_along_axis(logp, index, axis), axis)
     return {"none": picked, "sum": picked.sum(), "mean": picked.mean()}[reduction]
 
 
@@ -413,7 +427,8 @@ def test_cross_entropy_matches_torch(reduction):
     logits = rng.standard_normal((3, 4, 2, 2)).astype(np.float32)
     labels = rng.integers(0, 4, size=(3, 2, 2)).astype(np.int32)
     got = F.cross_entropy(T(logits), T(labels), axis=1, reduction=reduction)
-    expected = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.from_numpy(labels).long(),
+    expected = torch.nn.functional.cross_entropy(torch.from_numpy(logits),
+                                                 torch.from_numpy(labels).long(),
                                                  reduction=reduction).numpy()
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
 
@@ -429,7 +444,8 @@ def test_cross_entropy_errors(async_level):
     with raises_when_run(IndexError, "label 3 is out of range for 3 classes", async_level):
         F.cross_entropy(logits, T(np.array([0, 3], np.int32))).numpy()
     # the runtime stays usable
-    assert F.cross_entropy(logits, T(np.array([0, 2], np.int32))).numpy() == pytest.approx(np.log(3))
+    assert (F.cross_entropy(logits, T(np.array([0, 2], np.int32))).numpy()
+            == pytest.approx(np.log(3)))
 
 
 # --------------------------------------------------------------------------- batch / layer norm
@@ -499,7 +515,8 @@ def test_embedding_op_and_index_errors(async_level):
     with pytest.raises(ValueError, match=r"weight must be 2-D.*got shape \(12,\)"):
         imp.apply(O.Embedding(), T(idx), T(w.reshape(-1)))
     for bad in (4, -1):
-        with raises_when_run(IndexError, f"index {bad} is out of range for 4 embeddings", async_level):
+        with raises_when_run(IndexError, f"index {bad} is out of range for 4 embeddings",
+                             async_level):
             F.embedding(T(np.array([0, bad], np.int32)), T(w)).numpy()
 
 

@@ -54,7 +54,8 @@ def _f64(fn):
 
 
 REF.update({
-    "SIGN": (np.sign, 1, "arith"), "SHL": (np.left_shift, 2, "arith"), "SHR": (np.right_shift, 2, "arith"),
+    "SIGN": (np.sign, 1, "arith"), "SHL": (np.left_shift, 2, "arith"),
+    "SHR": (np.right_shift, 2, "arith"),
     "LOGICAL_AND": (np.logical_and, 2, "compare"), "LOGICAL_OR": (np.logical_or, 2, "compare"),
     "LOGICAL_XOR": (np.logical_xor, 2, "compare"), "LOGICAL_NOT": (np.logical_not, 1, "compare"),
     "FLOOR": (np.floor, 1, "arith"), "CEIL": (np.ceil, 1, "arith"), "TRUNC": (np.trunc, 1, "arith"),
@@ -63,7 +64,9 @@ REF.update({
     "RSQRT": (_f64(lambda x: 1 / np.sqrt(x)), 1, "float"), "SIN": (np.sin, 1, "float"),
     "COS": (np.cos, 1, "float"), "TAN": (np.tan, 1, "float"), "ERF": (_f64(_erf), 1, "float"),
     "GELU": (_f64(lambda x: x * 0.5 * _erfc(-x / math.sqrt(2))), 1, "float"),
-    "GELU_TANH": (_f64(lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))), 1, "float"),
+    "GELU_TANH": (_f64(lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi)
+                                                         * (x + 0.044715 * x ** 3)))),
+                  1, "float"),
     "SOFTPLUS": (_f64(lambda x: np.logaddexp(0, x)), 1, "float"),
     "SILU": (_f64(lambda x: x / (1 + np.exp(-x))), 1, "float"),
     "HSWISH": (_f64(lambda x: x * np.clip(x + 3, 0, 6) / 6), 1, "float"),
@@ -91,7 +94,8 @@ def make_input(mode, position, dtype, shape, rng):
         if mode in ("LOG", "SQRT"):
             x = rng.uniform(0.1, 10.0, size=shape)
         elif mode == "POW":
-            x = rng.uniform(0.5, 2.0, size=shape) if position == 0 else rng.uniform(-2, 2, size=shape)
+            x = (rng.uniform(0.5, 2.0, size=shape) if position == 0
+                 else rng.uniform(-2, 2, size=shape))
         elif mode in ("TRUE_DIV", "FLOOR_DIV", "MOD") and position == 1:
             x = rng.uniform(0.5, 3.0, size=shape) * rng.choice([-1, 1], size=shape)
         elif mode == "EXP":
@@ -517,7 +521,8 @@ def test_reshape_op_errors():
     with pytest.raises(ValueError):
         O.Reshape((-1, -1))
     assert_exact(apply1(O.Reshape(()), np.array([7], np.int8)), np.array(7, np.int8))
-    assert_exact(apply1(O.Reshape((0, 5)), np.zeros((5, 0), np.float32)), np.zeros((0, 5), np.float32))
+    assert_exact(apply1(O.Reshape((0, 5)), np.zeros((5, 0), np.float32)),
+                 np.zeros((0, 5), np.float32))
 
 
 @pytest.mark.parametrize("src, shape", [
@@ -807,7 +812,8 @@ def test_sums_along_a_long_leading_axis_are_pairwise_accurate():
     broadcast operand's gradient."""
     x = np.random.default_rng(0).standard_normal((4800, 5)).astype(np.float32)
     exact = x.astype(np.float64).sum(axis=0)
-    np.testing.assert_allclose(imp.functional.sum(imp.Tensor(x), axis=0).numpy(), exact, rtol=0, atol=2e-5)
+    np.testing.assert_allclose(imp.functional.sum(imp.Tensor(x), axis=0).numpy(), exact,
+                               rtol=0, atol=2e-5)
     np.testing.assert_allclose(imp.functional.mean(imp.Tensor(x), axis=0, keepdims=True).numpy(),
                                exact[None] / 4800, rtol=0, atol=2e-5 / 4800)
     p = imp.Parameter(np.ones(5, np.float32))

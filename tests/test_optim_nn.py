@@ -72,7 +72,8 @@ def test_optimizers_match_pytorch(problem):
     start, grads = problem
     cases = [(lambda ps: optim.SGD(ps, 0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
               lambda ps: torch.optim.SGD(ps, 0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
-             (lambda ps: optim.Adam(ps, 0.01, weight_decay=0.1), lambda ps: torch.optim.Adam(ps, 0.01, weight_decay=0.1)),
+             (lambda ps: optim.Adam(ps, 0.01, weight_decay=0.1),
+              lambda ps: torch.optim.Adam(ps, 0.01, weight_decay=0.1)),
              (lambda ps: optim.AdamW(ps, 0.01), lambda ps: torch.optim.AdamW(ps, 0.01))]
     for ours, theirs in cases:
         p = run_optimizer(ours, grads, start)

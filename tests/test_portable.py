@@ -53,7 +53,8 @@ def test_the_products_fall_back_to_numpy(no_native):
     assert native.conv2d(x, w, (1, 1), (1, 1), (1, 1), 1) is None
     got = F.conv2d(imp.Tensor(x), imp.Tensor(w), padding=1).numpy()
     np.testing.assert_allclose(got, _conv2d_reference(x, w, 1), rtol=1e-4, atol=1e-4)
-    dy, y = rng.standard_normal((2, 300)).astype(np.float32), rng.standard_normal((2, 300)).astype(np.float32)
+    dy = rng.standard_normal((2, 300)).astype(np.float32)
+    y = rng.standard_normal((2, 300)).astype(np.float32)
     assert native.relu_grad(dy, y, None) is None
 
 

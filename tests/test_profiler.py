@@ -15,8 +15,10 @@ import imperative as imp
 from imperative import profiler, profiler_summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VIEWER = os.path.join(os.path.dirname(REPO), "shared", "tools", "trace_viewer", "perfetto_headless.py")
-VIEWER_PYTHON = os.environ.get("IMPERATIVE_TRACE_VIEWER_PYTHON", "/tmp/trace-viewer-venv/bin/python")
+VIEWER = os.path.join(os.path.dirname(REPO), "shared", "tools", "trace_viewer",
+                      "perfetto_headless.py")
+VIEWER_PYTHON = os.environ.get("IMPERATIVE_TRACE_VIEWER_PYTHON",
+                               "/tmp/trace-viewer-venv/bin/python")
 BIG = (128, 128)     # big enough for the worker (more than the host-compute limit)
 
 
@@ -108,13 +110,15 @@ def test_trace_has_named_tracks_ops_flows_scopes_waits_and_memory(tmp_path):
         return [e for e in evs if e["cat"] == cat]
     # every op appears once as an execution: on the worker, or on the caller when run there
     executed = by(caller, "op") + by(worker, "op")
-    assert sorted(e["name"] for e in executed) == sorted(["MatrixMul", "Elemwise.ADD", "Elemwise.MUL"] * 3)
+    assert (sorted(e["name"] for e in executed)
+            == sorted(["MatrixMul", "Elemwise.ADD", "Elemwise.MUL"] * 3))
     matmuls = [e for e in executed if e["name"] == "MatrixMul"]
     assert all(e["args"]["in"] == "float32(128, 128), float32(128, 128)" for e in matmuls)
     assert all("MatrixMul(transpose_a=False" in e["args"]["op"] for e in matmuls)
     if not at_async_0:
         # queued ops: a dispatch slice on the caller, joined to the worker's by a flow
-        assert sorted(e["name"] for e in by(caller, "dispatch")) == sorted(["MatrixMul", "Elemwise.ADD"] * 3)
+        assert (sorted(e["name"] for e in by(caller, "dispatch"))
+                == sorted(["MatrixMul", "Elemwise.ADD"] * 3))
         starts = {e["id"] for e in trace["traceEvents"] if e["ph"] == "s"}
         ends = {e["id"] for e in trace["traceEvents"] if e["ph"] == "f"}
         assert starts == ends and len(starts) == 6
@@ -237,7 +241,8 @@ def test_summary_counts_only_the_steps_and_times_each(tmp_path):
     s = profiler.summarize(trace)
     assert {r["op"]: r["count"] for r in s["ops"]} == {"MatrixMul": 6, "Elemwise.MUL": 3}
     assert s["uncounted_op_time_us"] > 0 and "steps 1-3" in s["counted"]
-    step_slices = {e["args"]["step"]: e["dur"] for e in trace["traceEvents"] if e.get("cat") == "step"}
+    step_slices = {e["args"]["step"]: e["dur"] for e in trace["traceEvents"]
+                   if e.get("cat") == "step"}
     assert [st["step"] for st in s["steps"]] == [1, 2, 3]
     assert [st["ms"] for st in s["steps"]] == [round(step_slices[n] / 1e3, 3) for n in (1, 2, 3)]
     assert sum(st["op_ms"] for st in s["steps"]) == pytest.approx(s["op_time_us"] / 1e3, abs=0.01)
@@ -261,7 +266,7 @@ def test_summary_groups_by_input_shapes_and_by_scope(tmp_path):
     # of a scope entered once per step (model, model[1], ...) are one row
     rows = {r["scope"]: r for r in profiler.summarize(trace, group_by="scope")["ops"]}
     assert set(rows) == {"model", "model.square", "model.narrow"}
-    assert (rows["model"]["count"], rows["model.square"]["count"], rows["model.narrow"]["count"]) == (9, 3, 6)
+    assert [rows[name]["count"] for name in ("model", "model.square", "model.narrow")] == [9, 3, 6]
     assert rows["model"]["self_us"] == 0
     assert rows["model"]["total_us"] == pytest.approx(
         rows["model.square"]["total_us"] + rows["model.narrow"]["total_us"], abs=0.01)
@@ -269,7 +274,8 @@ def test_summary_groups_by_input_shapes_and_by_scope(tmp_path):
 
 
 def test_summary_memory_per_op_and_the_sort_orders(tmp_path):
-    assert profiler_summary.output_bytes("float32(2, 3), bool(4,), float16(?), int64()") == 24 + 4 + 8
+    assert (profiler_summary.output_bytes("float32(2, 3), bool(4,), float16(?), int64()")
+            == 24 + 4 + 8)
     trace, _ = profile_with_work_after_the_steps(tmp_path)
     s = profiler.summarize(trace, sort="memory")
     out = {r["op"]: r["out_bytes"] for r in s["ops"]}
@@ -291,15 +297,16 @@ def test_summary_command_options(tmp_path):
     assert r.returncode == 0, r.stderr
     table = r.stdout.split("grouped by shape, sorted by memory:\n")[1].splitlines()
     assert "input shapes" in table[0] and "out MiB" in table[0]
-    assert table[1].startswith("MatrixMul") and table[1].endswith("float32(128, 128), float32(128, 128)")
+    assert table[1].startswith("MatrixMul")
+    assert table[1].endswith("float32(128, 128), float32(128, 128)")
     assert table[2].startswith("  ... 2 more rows")
     assert re.search(r"steps: 3; step time median [\d.]+ ms", r.stdout)
     assert "not counted" in r.stdout and "--all" in r.stdout
     r = run("--group-by", "scope", "--skip-steps", "1", "--all", "--json")
     s = json.loads(r.stdout)
     assert s["group_by"] == "scope" and s["counted"] == "all ops" and s["uncounted_op_time_us"] == 0
-    bad = subprocess.run([sys.executable, "-m", "imperative.profiler", "summary", str(tmp_path / "none.json")],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([sys.executable, "-m", "imperative.profiler", "summary",
+                          str(tmp_path / "none.json")], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "cannot read the trace" in bad.stderr
 
 
@@ -337,9 +344,11 @@ def test_summary_needs_no_built_core(tmp_path):
     assert "compiled core is not built" in r.stderr and "pip install -e ." in r.stderr
     assert "circular" not in r.stderr
     r = subprocess.run([sys.executable, "-S", os.path.join("imperative", "profiler_summary.py"),
-                        "summary", trace, "--json"], cwd=tree, capture_output=True, text=True, timeout=60)
+                        "summary", trace, "--json"], cwd=tree, capture_output=True, text=True,
+                       timeout=60)
     assert r.returncode == 0, r.stderr
-    assert {row["op"]: row["count"] for row in json.loads(r.stdout)["ops"]} == {"MatrixMul": 6, "Elemwise.MUL": 3}
+    counts = {row["op"]: row["count"] for row in json.loads(r.stdout)["ops"]}
+    assert counts == {"MatrixMul": 6, "Elemwise.MUL": 3}
 
 
 # ---------------------------------------------------------------- the real Perfetto UI

@@ -154,7 +154,8 @@ def test_rng_ops_are_not_recomputable_values():
     assert not op.recomputable
     assert op == O.GaussianRNG(7, 0.0, 1.0, (2,)) and op != O.GaussianRNG(8, 0.0, 1.0, (2,))
     assert hash(op) == hash(O.GaussianRNG(7, 0.0, 1.0, (2,)))
-    assert repr(op) == "GaussianRNG(seed=7, mean=0.0, std=1.0, shape=(2,), dtype=float32, device=None)"
+    assert repr(op) == ("GaussianRNG(seed=7, mean=0.0, std=1.0, shape=(2,), dtype=float32, "
+                        "device=None)")
     a, = imp.apply(op)
     b, = imp.apply(op)
     np.testing.assert_array_equal(a.numpy(), b.numpy())     # the numbers are the op's

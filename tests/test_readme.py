@@ -33,7 +33,8 @@ def test_readme_has_python_blocks():
 @pytest.mark.parametrize("code", _cases())
 def test_readme_block_runs(code, tmp_path, async_level):
     prelude = f"import imperative\nimperative.config_async_level({async_level})\n"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ,
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-c", prelude + code], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"block failed:\n{code}\n--- stderr:\n{done.stderr[-3000:]}"

@@ -203,7 +203,8 @@ _SWAP_THEN_WAIT = """
 
 
 def _signal_a_swapping_process(signum, setup=""):
-    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_SWAP_THEN_WAIT.format(setup=setup))],
+    program = textwrap.dedent(_SWAP_THEN_WAIT.format(setup=setup))
+    p = subprocess.Popen([sys.executable, "-c", program],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         folder = p.stdout.readline().strip()
@@ -240,7 +241,7 @@ def test_no_signal_handler_is_installed_unless_swap_is_used():
     assert r.stdout.split() == ["True", "True"], r.stderr
 
 
-# ------------------------------------------------------------------ errors name the file and the reason
+# -------------------------------------------------------------- errors name the file and the reason
 
 def test_a_truncated_swap_file_is_named_with_its_size_and_the_runtime_goes_on(swap_dir):
     x = imp.Tensor(np.arange(N, dtype=np.float32)) + 1

@@ -802,7 +802,7 @@ class TestGetitem:
         np.testing.assert_array_equal(t[1][::-1][2].numpy(), self.A[1][::-1][2])
 
 
-# --------------------------------------------------------------------------- sharing, parameters, weak refs
+# ----------------------------------------------------------------- sharing, parameters, weak refs
 
 
 class TestDetachParameterWeakRef:
@@ -1123,7 +1123,7 @@ class TestDevices:
         assert imp.get_default_device() == old
 
 
-# --------------------------------------------------------------------------- errors at the call site
+# ------------------------------------------------------------------------ errors at the call site
 
 
 class TestCallSiteErrors:

@@ -38,7 +38,8 @@ def test_format_of_a_one_element_tensor_formats_its_value(spec):
 def test_format_of_a_larger_tensor_takes_only_the_empty_spec():
     t = imp.Tensor([1.0, 2.0])
     assert f"{t}" == str(t)
-    with pytest.raises(TypeError, match=r"'\.2f' needs a tensor with one element, got shape \(2,\)"):
+    with pytest.raises(TypeError,
+                       match=r"'\.2f' needs a tensor with one element, got shape \(2,\)"):
         f"{t:.2f}"
 
 
@@ -55,7 +56,8 @@ def test_dlpack_to_torch_and_numpy_shares_the_value():
         as_numpy[0, 0] = 1.0                       # read-only: the tensor's value cannot change
 
 
-@pytest.mark.parametrize("dtype, expected", [(torch.float32, np.float32), (torch.float64, np.float32),
+@pytest.mark.parametrize("dtype, expected", [(torch.float32, np.float32),
+                                             (torch.float64, np.float32),
                                              (torch.int64, np.int32), (torch.uint8, np.uint8),
                                              (torch.bool, np.bool_)])
 def test_from_dlpack_copies_with_the_tensor_dtype_rules(dtype, expected):

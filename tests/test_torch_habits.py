@@ -37,9 +37,11 @@ def test_keyword_hints_leave_other_errors_and_results_alone():
                                   "cuda", "contiguous"])
 def test_pytorch_tensor_methods_name_ours(name):
     t = imp.Tensor([1.0])
-    with pytest.raises(AttributeError, match=rf"no attribute '{name}'; for PyTorch's x\.{name}, use "):
+    with pytest.raises(AttributeError,
+                       match=rf"no attribute '{name}'; for PyTorch's x\.{name}, use "):
         getattr(t, name)
-    assert TENSOR_ATTRIBUTE_HINTS[name] in str(pytest.raises(AttributeError, getattr, t, name).value)
+    error = pytest.raises(AttributeError, getattr, t, name).value
+    assert TENSOR_ATTRIBUTE_HINTS[name] in str(error)
 
 
 def test_requires_grad_points_to_the_grad_manager():
@@ -88,8 +90,9 @@ def test_module_level_pytorch_names():
 
 def test_module_habits_name_ours():
     model = nn.Linear(2, 2)
-    with pytest.raises(AttributeError, match=r"'Linear' object has no attribute 'zero_grad'; "
-                                             r"for PyTorch's nn\.Module\.zero_grad, use opt\.clear_grad"):
+    with pytest.raises(AttributeError,
+                       match=r"'Linear' object has no attribute 'zero_grad'; "
+                             r"for PyTorch's nn\.Module\.zero_grad, use opt\.clear_grad"):
         model.zero_grad()
     with pytest.raises(AttributeError, match=r"register_buffer, use an attribute assignment"):
         model.register_buffer("b", imp.Tensor([1.0]))

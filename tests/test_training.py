@@ -70,7 +70,8 @@ def test_small_cnn_reaches_the_loss_target():
     x = rng.standard_normal((64, 1, 16, 16)).astype(np.float32) * 0.5
     x[labels == 1, :, 4:12, 4:12] += 1.5          # class 1: a bright square in the middle
     model = CNN()
-    losses = train(model, imp.Tensor(x), imp.Tensor(labels), optim.Adam(model.parameters(), 0.01), 40)
+    losses = train(model, imp.Tensor(x), imp.Tensor(labels), optim.Adam(model.parameters(), 0.01),
+                   40)
     assert losses[-1] < 0.1, losses[-5:]
     model.eval()
     pred = model(imp.Tensor(x)).numpy().argmax(1)

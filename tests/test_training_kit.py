@@ -193,8 +193,8 @@ def our_lrs(make_scheduler, steps, lr=0.5):
 # past T_max PyTorch's cosine climbs again (a restart): compared up to T_max only
 @pytest.mark.parametrize("ours, theirs, steps", [
     (lambda o: L.StepLR(o, 3, 0.5), lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5), 10),
-    (lambda o: L.CosineAnnealingLR(o, 7), lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 7),
-     7),
+    (lambda o: L.CosineAnnealingLR(o, 7),
+     lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 7), 7),
     (lambda o: L.CosineAnnealingLR(o, 5, eta_min=0.01),
      lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 5, eta_min=0.01), 5),
 ])

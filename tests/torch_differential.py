@@ -411,7 +411,8 @@ def _index_arrays(d, shape):
     index = []
     for n in shape[:d.draw(st.integers(1, len(shape)))]:
         array_ok = n and not any(isinstance(ix, np.ndarray) for ix in index)
-        kind = d.pick(["slice", "int", "array"] if array_ok else ["slice", "int"] if n else ["slice"])
+        kind = d.pick(["slice", "int", "array"] if array_ok
+                      else ["slice", "int"] if n else ["slice"])
         if kind == "slice":
             # (PyTorch has no negative steps)
             index.append(slice(d.draw(st.integers(0, 2)), None, d.pick([1, 2])))
@@ -488,7 +489,8 @@ def op_layer_norm(d):
 def op_batch_norm(d):
     c = d.x.shape[1]
     w, b = d.new_leaf((c,), 0.5, 1.5), d.new_leaf((c,))
-    mean, var = d.rng.uniform(-1, 1, c).astype(np.float32), d.rng.uniform(0.5, 2, c).astype(np.float32)
+    mean = d.rng.uniform(-1, 1, c).astype(np.float32)
+    var = d.rng.uniform(0.5, 2, c).astype(np.float32)
     training = d.draw(st.booleans())
     if training and not _spread_out(d.x, (0,) + tuple(range(2, d.x.dim()))):
         training = False
@@ -521,7 +523,8 @@ def op_pool(d):
     if name == "max_pool2d" and _window_ties(d.x, k, stride, padding):
         name = "avg_pool2d"
     return Step(f"{name}(x, {k}, {stride}, {padding})",
-                lambda F, x, L: getattr(F, name)(x, k, stride, padding), smooth=name != "max_pool2d")
+                lambda F, x, L: getattr(F, name)(x, k, stride, padding),
+                smooth=name != "max_pool2d")
 
 
 def _window_ties(x, k, stride, padding):

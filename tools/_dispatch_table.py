@@ -98,7 +98,8 @@ def rows(imp, F, torch):
         lambda d: lambda: F.where(d["mask"], d["a"], d["b"]),
         lambda d: lambda: torch.where(d["mask"], d["a"], d["b"]))
     row("clip(a, -.5, .5)", lambda d: lambda: np.clip(d["a"], -0.5, 0.5),
-        lambda d: lambda: F.clip(d["a"], -0.5, 0.5), lambda d: lambda: torch.clamp(d["a"], -0.5, 0.5))
+        lambda d: lambda: F.clip(d["a"], -0.5, 0.5),
+        lambda d: lambda: torch.clamp(d["a"], -0.5, 0.5))
     row("relu(a)", lambda d: lambda: np.maximum(d["a"], 0),
         lambda d: lambda: F.relu(d["a"]), lambda d: lambda: torch.relu(d["a"]))
     row("gelu(a)", lambda d: lambda: _np_gelu(d["a"]), lambda d: lambda: F.gelu(d["a"]),

@@ -112,8 +112,9 @@ def make_cases(quick):
         },
     }
     if torch is not None:
-        pi, pf, pl, pt, pg, pb, ptab = (torch.from_numpy(a.copy())
-                                        for a in (image, filters, logits, tokens, gamma, beta, table))
+        pi, pf, pl, pt, pg, pb, ptab = (
+            torch.from_numpy(a.copy())
+            for a in (image, filters, logits, tokens, gamma, beta, table))
         prows = torch.from_numpy(rows)
 
         def torch_setitem():
@@ -167,7 +168,8 @@ def run(cases, rounds):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller batches, 2 rounds (smoke run)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smaller batches, 2 rounds (smoke run)")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5)")
     parser.add_argument("--json", default="bench_ops.json", help="where to write the results")
     args = parser.parse_args()

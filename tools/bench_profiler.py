@@ -35,7 +35,8 @@ def tiny_loop(a, b, n):
 def make_mlp(lib, width=512, batch=128, layers=4):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((batch, width)).astype(np.float32)
-    ws = [(rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32) for _ in range(layers)]
+    ws = [(rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
+          for _ in range(layers)]
     if lib == "imperative":
         return imp.Tensor(x), [imp.Parameter(w) for w in ws]
     return torch.from_numpy(x), [torch.from_numpy(w.copy()) for w in ws]

@@ -19,7 +19,8 @@ def mlp_data(np):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, WIDTH)).astype(np.float32)
     y = rng.integers(0, 10, BATCH).astype(np.int32)
-    ws = [(rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32) for _ in range(DEPTH - 1)]
+    ws = [(rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32)
+          for _ in range(DEPTH - 1)]
     ws.append((rng.standard_normal((10, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32))
     return x, y, ws
 
@@ -37,8 +38,9 @@ def run_imperative(model, steps):
         x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)
         y = rng.integers(0, 10, CNN_BATCH).astype(np.int32)
         imp.random.seed(0)
-        net = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1),
-                            nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU())
+        net = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
+                            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                            nn.Conv2d(64, 64, 3, padding=1), nn.ReLU())
         head = nn.Linear(64, 10)
     x, y = imp.Tensor(x), imp.Tensor(y)
     params = net.parameters() + ([] if model == "mlp" else head.parameters())

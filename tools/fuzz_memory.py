@@ -57,8 +57,8 @@ def fuzz_one(seed, totals, verbose):
     excess = mp.peak_rule_excess(program, managed) if setting.dtr else 0
     if excess:
         totals["peak_rule_violations"] += 1
-        report(seed, level, setting, f"peak {managed.peak} passes max(budget {managed.budget}, floor "
-                                     f"{managed.stats['peak_floor']}) + largest output "
+        report(seed, level, setting, f"peak {managed.peak} passes max(budget {managed.budget}, "
+                                     f"floor {managed.stats['peak_floor']}) + largest output "
                                      f"{program.largest_output} by {excess}")
     leaked = mp.leaked_handles(before)
     if leaked:
@@ -164,7 +164,8 @@ def run_isolated(first, count, verbose, totals):
     seed, end = first, first + count
     while seed < end:
         child = subprocess.Popen([sys.executable, __file__, "--child", "--seed", str(seed),
-                                  "--programs", str(end - seed)] + (["--verbose"] if verbose else []),
+                                  "--programs", str(end - seed)]
+                                 + (["--verbose"] if verbose else []),
                                  stdout=subprocess.PIPE, text=True)
         for line in child.stdout:
             if line.startswith(COUNTS):
@@ -175,7 +176,8 @@ def run_isolated(first, count, verbose, totals):
                 print(line, end="", flush=True)
         if child.wait() != 0:                 # died inside program `seed`
             totals.update(programs=1, crashes=1)
-            print(f"FAIL seed {seed}: the process died (exit status {child.returncode})", flush=True)
+            print(f"FAIL seed {seed}: the process died (exit status {child.returncode})",
+                  flush=True)
             seed += 1
 
 
@@ -201,7 +203,8 @@ def main(argv=None):
     for k, v in summary.items():
         print(f"{k:22s} {v}")
     print(json.dumps(summary))
-    failures = sum(summary[k] for k in ("mismatches", "peak_rule_violations", "exceptions", "leaks", "crashes"))
+    failures = sum(summary[k] for k in ("mismatches", "peak_rule_violations", "exceptions",
+                                        "leaks", "crashes"))
     return 1 if failures else 0
 
 

@@ -50,13 +50,15 @@ def main(argv=None):
     run(D.trainings(), D.check_training, args.trainings, args.seed + 1, tally)
     seconds = time.perf_counter() - start
     print(f"programs {tally.programs}, ops {tally.ops}, trainings {tally.trainings}, "
-          f"checks {tally.checks}, skipped {tally.skipped}, mismatches {sum(tally.mismatches.values())} in {seconds:.0f} s")
+          f"checks {tally.checks}, skipped {tally.skipped}, "
+          f"mismatches {sum(tally.mismatches.values())} in {seconds:.0f} s")
     for kind in sorted(tally.mismatches):
         print(f"  {kind}: {tally.mismatches[kind]}")
         for text in tally.examples[kind][:args.examples]:
             print(f"    {text[:400]}")
     print(json.dumps({"programs": tally.programs, "ops": tally.ops, "trainings": tally.trainings,
-                      "checks": tally.checks, "skipped": tally.skipped, "mismatches": tally.mismatches,
+                      "checks": tally.checks, "skipped": tally.skipped,
+                      "mismatches": tally.mismatches,
                       "seconds": round(seconds, 1), "seed": args.seed}))
     return 1 if tally.mismatches else 0
 

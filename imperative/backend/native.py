@@ -4,8 +4,8 @@ numpy's BLAS.
 The native sgemm and direct convolution are single-threaded AVX-512 or AVX2 code (with
 FMA, chosen once per process, see `_kernels.isa()`; a CPU with neither leaves them to
 numpy). With one BLAS thread they beat numpy's OpenBLAS on a training step's shapes
-(measured by `tools/bench_train.py`); with more BLAS threads OpenBLAS uses them and the native kernels
-would leave cores idle, so they are used only while numpy's BLAS runs one thread.
+(measured by `tools/bench_train.py`); with more BLAS threads OpenBLAS uses them and the native
+kernels would leave cores idle, so they are used only while numpy's BLAS runs one thread.
 `IMPERATIVE_NATIVE_KERNELS` overrides the choice: `0`/`never` (to compare, or to rule them
 out) or `1`/`always` (whatever the BLAS thread count; the tests use it).
 """
@@ -80,8 +80,8 @@ def active():
 
 def matmul(a, b, epilogue=None, streaming=False):
     """a @ b for 2-D float32 arrays on the native sgemm (with `epilogue`, a
-    backend.epilogue.Epilogue, applied in its stores or else by `finish`; `streaming`: the result is read only much
-    later, see _kernels.sgemm), or None when numpy should run it."""
+    backend.epilogue.Epilogue, applied in its stores or else by `finish`; `streaming`: the
+    result is read only much later, see _kernels.sgemm), or None when numpy should run it."""
     if (a.dtype != _FLOAT32 or b.dtype != _FLOAT32 or a.ndim != 2 or b.ndim != 2
             or a.shape[0] * a.shape[1] * b.shape[1] < _MIN_MACS or b.shape[1] < _MIN_COLUMNS
             or not active()):

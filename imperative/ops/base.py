@@ -55,7 +55,9 @@ class Op(OpDef):
 
 def _show(value):
     try:
-        return dtype_name(value) if hasattr(value, "kind") and hasattr(value, "itemsize") else repr(value)
+        if hasattr(value, "kind") and hasattr(value, "itemsize"):
+            return dtype_name(value)
+        return repr(value)
     except Exception:
         return repr(value)
 

@@ -133,4 +133,5 @@ class Linspace(_Creation):
         return (self.num,)
 
     def kernel(self):
-        return np.linspace(self.start, self.stop, self.num, endpoint=self.endpoint).astype(self.dtype)
+        return np.linspace(self.start, self.stop, self.num,
+                           endpoint=self.endpoint).astype(self.dtype)

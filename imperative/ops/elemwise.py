@@ -72,7 +72,8 @@ def _erfcx(a):
     """erfc(a) * exp(a^2) in float64, for a >= 0 (asymptotic series where exp overflows)."""
     if a > 20.0:
         v = 1.0 / (a * a)
-        return (1 - v / 2 + 0.75 * v * v - 1.875 * v ** 3 + 6.5625 * v ** 4) / (a * math.sqrt(math.pi))
+        return ((1 - v / 2 + 0.75 * v * v - 1.875 * v ** 3 + 6.5625 * v ** 4)
+                / (a * math.sqrt(math.pi)))
     return math.erfc(a) * math.exp(a * a)
 
 
@@ -316,7 +317,8 @@ class Elemwise(Op):
             try:
                 out = self._fn.resolve_dtypes((compute,) * self._nin + (None,))[-1]
             except TypeError as e:
-                raise TypeError(f"Elemwise {self.mode} does not support dtype {compute}: {e}") from None
+                raise TypeError(f"Elemwise {self.mode} does not support dtype {compute}: "
+                                f"{e}") from None
             out = downcast(out)
         else:
             out = compute

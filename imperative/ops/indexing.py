@@ -51,7 +51,8 @@ def _is_basic(item):
 
 
 def _slice_item(s):
-    start, stop, step = (None if v is None else operator.index(v) for v in (s.start, s.stop, s.step))
+    start, stop, step = (None if v is None else operator.index(v)
+                         for v in (s.start, s.stop, s.step))
     if step == 0:
         raise ValueError("slice step cannot be zero")
     return ("slice", start, stop, step)
@@ -98,7 +99,7 @@ def _format_item(item):
     return repr(_to_numpy(item))
 
 
-# --------------------------------------------------------------------------- numpy's rules on shapes
+# ---------------------------------------------------------------------- numpy's rules on shapes
 #
 # These work on anything with `.shape` and `.dtype`: the records infer gets, Tensors and numpy
 # arrays (the front end checks constant index arrays with them before they become inputs).
@@ -252,7 +253,8 @@ def _check_value_shape(value_shape, target):
         dims = ", ".join("N" if n is None else str(n) for n in target)
         raise ValueError(f"could not broadcast input array from shape {tuple(value_shape)} "
                          f"into shape ({dims}{',' if len(target) == 1 else ''})"
-                         + (" (N: the number of True elements of the mask)" if None in target else ""))
+                         + (" (N: the number of True elements of the mask)"
+                            if None in target else ""))
 
 
 # --------------------------------------------------------------------------- ops
@@ -385,7 +387,7 @@ class Embedding(Op):
         return weight[indices]
 
 
-# ------------------------------------------------ a user's index (for Tensor.__getitem__/__setitem__)
+# ------------------------------------------- a user's index (for Tensor.__getitem__/__setitem__)
 
 
 def _as_index_array(obj):

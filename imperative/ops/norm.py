@@ -37,7 +37,8 @@ class BatchNormForward(Op):
         reject_quantized(self, inputs)
         x = inputs[0]
         if len(x.shape) < 2:
-            raise ValueError(f"batch_norm: input must be at least 2-D (N, C, ...), got shape {x.shape}")
+            raise ValueError(f"batch_norm: input must be at least 2-D (N, C, ...), "
+                             f"got shape {x.shape}")
         c = x.shape[1]
         names = ("weight", "bias", "running_mean", "running_var")
         for name, t in zip(names, inputs[1:]):

@@ -37,7 +37,8 @@ class Pooling(Op):
 
     def __init__(self, mode, window, stride=None, padding=0):
         if not isinstance(mode, str) or mode.upper() not in _POOL_MODES:
-            raise ValueError(f"unknown Pooling mode {mode!r}; valid modes: {', '.join(_POOL_MODES)}")
+            raise ValueError(f"unknown Pooling mode {mode!r}; "
+                             f"valid modes: {', '.join(_POOL_MODES)}")
         window = positive_pair(window, "pooling: kernel_size")
         stride = window if stride is None else positive_pair(stride, "pooling: stride")
         padding = positive_pair(padding, "pooling: padding", 0)

@@ -116,7 +116,8 @@ class Reduce(Op):
         """(ufunc, axis, accumulator dtype, output dtype, mean's count) for the one-call
         reductions of inputs of x's shape and dtype, or False: the plan the kernel runs
         without re-deriving axes and dtypes each call (issue 16)."""
-        axis = self.axis if isinstance(self.axis, int) and x.ndim else normalize_axes(self.axis, x.ndim, self.mode)
+        axis = (self.axis if isinstance(self.axis, int) and x.ndim
+                else normalize_axes(self.axis, x.ndim, self.mode))
         axes = normalize_axes(axis, x.ndim, "sum")
         long_outer = x.dtype.kind == "f" and any(
             x.shape[a] >= _PAIRWISE_FROM for a in axes if a != x.ndim - 1)
@@ -143,7 +144,8 @@ class Reduce(Op):
             if count is not None:
                 r = np.true_divide(r, count, dtype=x.dtype)
             return r if r.dtype == out else r.astype(out)
-        axis = self.axis if isinstance(self.axis, int) and x.ndim else normalize_axes(self.axis, x.ndim, self.mode)
+        axis = (self.axis if isinstance(self.axis, int) and x.ndim
+                else normalize_axes(self.axis, x.ndim, self.mode))
         run, _, kind = _MODES[self.mode]
         out = self._out_dtype(x.dtype)
         # sums accumulate in the output dtype (int32 for small ints, as the contract says)

@@ -31,7 +31,8 @@ def _shape(size, what):
         else:
             shape = (operator.index(size),)
     except TypeError:
-        raise TypeError(f"{what}: size must be None, an int or a tuple of ints, got {size!r}") from None
+        raise TypeError(f"{what}: size must be None, an int or a tuple of ints, "
+                        f"got {size!r}") from None
     if any(s < 0 for s in shape):
         raise ValueError(f"{what}: negative dimensions are not allowed, got size {shape}")
     check_size(shape, what)

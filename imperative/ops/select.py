@@ -66,4 +66,5 @@ class Clip(Op):
         return np.asarray(value).astype(dtype)
 
     def kernel(self, x, out=None):
-        return np.clip(x, self._bound(self.lower, x.dtype), self._bound(self.upper, x.dtype), out=out)
+        return np.clip(x, self._bound(self.lower, x.dtype), self._bound(self.upper, x.dtype),
+                       out=out)

@@ -27,7 +27,8 @@ def check_int_tuple(shape, what):
     try:
         entries = list(shape)
     except TypeError:
-        raise TypeError(f"{what}: shape must be an int or a sequence of ints, got {shape!r}") from None
+        raise TypeError(f"{what}: shape must be an int or a sequence of ints, "
+                        f"got {shape!r}") from None
     for i, s in enumerate(entries):
         try:
             entries[i] = operator.index(s)
@@ -83,7 +84,8 @@ class Reshape(Op):
         known = int(np.prod([s for s in self.shape if s != -1], dtype=np.int64))
         if -1 in self.shape:
             if known == 0 or size % known:
-                raise ValueError(f"reshape: cannot reshape {in_shape} (size {size}) into {self.shape}")
+                raise ValueError(f"reshape: cannot reshape {in_shape} (size {size}) "
+                                 f"into {self.shape}")
             return tuple(size // known if s == -1 else s for s in self.shape)
         if known != size:
             raise ValueError(f"reshape: cannot reshape {in_shape} (size {size}) into {self.shape}")
@@ -175,7 +177,8 @@ class RemoveAxis(_AxesOp):
         axes = {normalize_axis(a, len(shape), "squeeze") for a in self.axis}
         for a in axes:
             if shape[a] != 1:
-                raise ValueError(f"squeeze: dimension {a} of shape {shape} has size {shape[a]}, not 1")
+                raise ValueError(f"squeeze: dimension {a} of shape {shape} has size "
+                                 f"{shape[a]}, not 1")
         return ((tuple(s for i, s in enumerate(shape) if i not in axes), inputs[0].dtype),)
 
     def kernel(self, x):
@@ -230,7 +233,8 @@ def _normalize_index_item(item):
         return item
     if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
         return check_index_range(int(item))
-    raise IndexError(f"only integers, slices, '...' and None are basic indices, got {type(item).__name__}")
+    raise IndexError(f"only integers, slices, '...' and None are basic indices, "
+                     f"got {type(item).__name__}")
 
 
 def _index_from_items(items):
