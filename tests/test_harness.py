@@ -5,6 +5,7 @@ import ast
 import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,17 @@ def test_seconds_calls_repeat_times_and_finishes_once():
     assert calls == {"fn": 7, "finish": 1}
     times = _harness.call_times(fn, calls=4, warmup=2)
     assert len(times) == 4 and all(t >= 0 for t in times) and calls["fn"] == 13
+
+
+def test_calls_per_timing_follow_the_fastest_contender():
+    def slow():
+        time.sleep(0.005)
+
+    alone = _harness.repeats_for([slow], target_s=0.02, most=10 ** 6)
+    assert 1 <= alone <= 4                      # each call takes at least 5 ms
+    # with a contender thousands of times faster, the calls are counted for that one
+    assert _harness.repeats_for([slow, lambda: None], target_s=0.02, most=10 ** 6) > alone
+    assert _harness.repeats_for([lambda: None], target_s=0.02, most=5) == 5     # the cap
 
 
 def _child(code):

@@ -73,13 +73,14 @@ def call_times(fn, calls, warmup=1):
 
 
 def repeats_for(fns, target_s, most):
-    """Calls per timing such that the slowest of `fns` takes about `target_s` seconds
-    (1 to `most`): enough calls that the clock's resolution does not matter."""
-    slowest = 1e-8
+    """Calls per timing such that the fastest of `fns` takes about `target_s` seconds
+    (1 to `most`; the slower ones take longer): enough calls that neither the clock's
+    resolution nor the timing's own cost shows in the fastest contender's figure."""
+    fastest = float("inf")
     for fn in fns:
-        fn()
-        slowest = max(slowest, seconds(fn, repeat=20))
-    return max(1, min(most, int(target_s / slowest)))
+        fn()                        # a warm-up (caches, lazy imports) before it is timed
+        fastest = min(fastest, seconds(fn, repeat=20))
+    return max(1, min(most, int(target_s / max(fastest, 1e-8))))
 
 
 def interleaved(contenders, rounds, rotate=False, pause=0.0):
