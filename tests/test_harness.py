@@ -6,6 +6,7 @@ import os
 import statistics
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,22 @@ def test_seconds_calls_repeat_times_and_finishes_once():
     assert calls == {"fn": 7, "finish": 1}
     times = _harness.call_times(fn, calls=4, warmup=2)
     assert len(times) == 4 and all(t >= 0 for t in times) and calls["fn"] == 13
+
+
+def test_the_last_result_lives_until_the_clock_stops():
+    class Result:
+        pass
+
+    made, alive_at_finish = [], []
+
+    def fn():
+        result = Result()
+        made.append(weakref.ref(result))
+        return result
+
+    _harness.seconds(fn, lambda: alive_at_finish.append(made[-1]() is not None), repeat=3)
+    assert alive_at_finish == [True]            # held through the sync, not freed inside it
+    assert all(ref() is None for ref in made)   # and nothing is kept afterwards
 
 
 def test_calls_per_timing_follow_the_fastest_contender():
