@@ -28,6 +28,10 @@ def _widened(dtype):
     return _INT32 if dtype in _NARROW_INTS else dtype
 
 
+# bitwise modes on bools are ONNX's logical ops (in int32, ~1 would be -2: true)
+_BOOL_STAYS_BOOL = {"AND", "OR", "XOR", "NOT"}
+
+
 # ---------------------------------------------------------------------------------------
 # Composite forms. Each takes the builder, the input names (in the compute dtype `dt`) and
 # `dt`; returns the result's name.
@@ -197,7 +201,9 @@ def elemwise(b, op, ins, outs):
     if form is None:
         raise UnsupportedOp(f"mode {op.mode} has no ONNX form")
     # the op's own dtype rule: the dtype its kernel promotes the inputs to
-    compute = _widened(op._dtypes_for(tuple(x.dtype for x in ins))[0])
+    compute = op._dtypes_for(tuple(x.dtype for x in ins))[0]
+    if not (compute == _BOOL and op.mode in _BOOL_STAYS_BOOL):
+        compute = _widened(compute)
     result = form(b, [b.cast(x.name, x.dtype, compute) for x in ins], compute)
     natural = _BOOL if op.mode in _BOOL_RESULT else compute
     return [b.cast(result, natural, outs[0].dtype)]
@@ -230,8 +236,10 @@ def clip(b, op, ins, outs):
 def where(b, op, ins, outs):
     cond, x, y = ins
     dt = outs[0].dtype
-    return [b.node("Where", [b.cast(cond.name, cond.dtype, _BOOL),
-                             b.cast(x.name, x.dtype, dt), b.cast(y.name, y.dtype, dt)])]
+    compute = _widened(dt)      # onnxruntime's Where has no bool or float16 kernel
+    chosen = b.node("Where", [b.cast(cond.name, cond.dtype, _BOOL),
+                              b.cast(x.name, x.dtype, compute), b.cast(y.name, y.dtype, compute)])
+    return [b.cast(chosen, compute, dt)]
 
 
 TRANSLATIONS = {O.Elemwise: elemwise, O.LeakyRelu: leaky_relu, O.Clip: clip, O.Where: where}

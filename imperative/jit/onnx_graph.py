@@ -84,7 +84,7 @@ class GraphBuilder:
         """Store `array` under the exact (reserved) name `name`."""
         array = np.asarray(array)
         onnx_dtype(array.dtype, name)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        self.initializers.append(numpy_helper.from_array(array.copy(order="C"), name))
         return name
 
     def initializer_names(self):

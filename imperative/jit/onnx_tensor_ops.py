@@ -53,7 +53,7 @@ def arg_reduce(b, op, ins, outs):
     compute = x.dtype if x.dtype.kind == "f" and x.dtype != np.float16 else _FLOAT64
     name = b.cast(x.name, x.dtype, compute)
     op_type = "ArgMax" if isinstance(op, O.Argmax) else "ArgMin"
-    if op.axis is None:     # over the flattened tensor, as numpy
+    if op.axis is None or x.ndim == 0:     # over the flattened tensor, as numpy
         flat = b.node("Reshape", [name, b.ints([-1])])
         index = b.node(op_type, [flat], axis=0, keepdims=0)
         index = b.node("Reshape", [index, b.ints(out.shape)])
