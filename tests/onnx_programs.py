@@ -9,8 +9,12 @@ and everything else (Parameters, scalar operands) as external with its value cap
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnxruntime as ort
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 import imperative as imp
 from imperative import _core
@@ -21,6 +25,13 @@ from imperative.jit.program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL, Progr
 # within 1e-5 of the largest expected magnitude (float32 sums taken in another order differ
 # by rounding relative to their terms, not to a result that cancels to near zero)
 RTOL = 1e-5
+FLOAT16_RTOL = 1e-3     # float16 results: one float16 rounding step apart at most
+
+# the per-op tests: a dozen draws each (every op is tested at two async levels)
+QUICK = settings(max_examples=12, deadline=None, database=None, derandomize=True,
+                 suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                        HealthCheck.too_slow])
+SEEDS = st.integers(0, 2 ** 32 - 1)
 
 
 def one_step_program(op, tensors):
@@ -100,3 +111,27 @@ def assert_matches(actual, expected, rtol=RTOL):
     finite = np.abs(expected[np.isfinite(expected)])
     scale = float(finite.max()) if finite.size else 0.0
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale)
+
+
+def random_values(seed, shape, dtype, low=-3.0, high=3.0):
+    """Random values of `dtype` in [low, high) (integers: whole numbers in that range)."""
+    r = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return r.random(shape) < 0.5
+    if dtype.kind in "iu":
+        return r.integers(math.ceil(low), math.floor(high), shape, endpoint=True).astype(dtype)
+    return r.uniform(low, high, shape).astype(dtype)
+
+
+def check_op(op, arrays, tmp_path, opset=17):
+    """Export `op` applied to `arrays` (one step), run it in onnxruntime: equal to the
+    eager result."""
+    tensors = [imp.Tensor(a, dtype=a.dtype) for a in arrays]
+    program, results = one_step_program(op, tensors)
+    outputs, _ = run_exported(program, tmp_path / "op.onnx", [t.numpy() for t in tensors],
+                              opset=opset)
+    assert len(outputs) == len(results)
+    for got, expected in zip(outputs, results):
+        expected = expected.numpy()
+        assert_matches(got, expected, FLOAT16_RTOL if expected.dtype == np.float16 else RTOL)

@@ -2,55 +2,21 @@
 onnxruntime on random inputs, equals `imp.apply(op, *tensors)` run eagerly (same dtype and
 shape; values within 1e-5 relative, exact for integers). Hypothesis draws shapes, dtypes and
 the ops' parameters."""
-import math
-
 import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
-import imperative as imp  # noqa: E402
 from imperative import ops as O  # noqa: E402
 from imperative.jit import onnx_elemwise  # noqa: E402
-from onnx_programs import assert_matches, one_step_program, run_exported  # noqa: E402
-
-QUICK = settings(max_examples=12, deadline=None, database=None, derandomize=True,
-                 suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                        HealthCheck.too_slow])
-FLOAT16_RTOL = 1e-3     # float16 results: one float16 rounding step apart at most
-
-
-def _check(op, arrays, tmp_path, opset=17, rtol=None):
-    """Export `op` applied to `arrays`, run it in onnxruntime: equal to the eager result."""
-    tensors = [imp.Tensor(a, dtype=a.dtype) for a in arrays]
-    program, results = one_step_program(op, tensors)
-    outputs, _ = run_exported(program, tmp_path / "op.onnx", [t.numpy() for t in tensors],
-                              opset=opset)
-    assert len(outputs) == len(results)
-    for got, expected in zip(outputs, results):
-        expected = expected.numpy()
-        tolerance = rtol or (FLOAT16_RTOL if expected.dtype == np.float16 else 1e-5)
-        assert_matches(got, expected, tolerance)
-
-
-def _values(seed, shape, dtype, low=-3.0, high=3.0):
-    """Random values of `dtype` in [low, high) (integers: whole numbers in that range)."""
-    r = np.random.default_rng(seed)
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return r.random(shape) < 0.5
-    if dtype.kind in "iu":
-        return r.integers(math.ceil(low), math.floor(high), shape, endpoint=True).astype(dtype)
-    return r.uniform(low, high, shape).astype(dtype)
-
+from onnx_programs import QUICK, SEEDS, check_op, random_values  # noqa: E402
 
 shapes = hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=5)
-seeds = st.integers(0, 2 ** 32 - 1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -95,50 +61,50 @@ def test_every_mode_with_an_onnx_form_is_tested_here():
 
 @pytest.mark.parametrize("mode", sorted(_UNARY))
 @QUICK
-@given(shape=shapes, seed=seeds, data=st.data())
+@given(shape=shapes, seed=SEEDS, data=st.data())
 def test_a_unary_elemwise_mode_matches_eager(tmp_path, mode, shape, seed, data):
     (low, high), dtypes = _UNARY[mode]
     dtype = data.draw(st.sampled_from(dtypes), "dtype")
-    _check(O.Elemwise(mode), [_values(seed, shape, dtype, low, high)], tmp_path, opset=18)
+    check_op(O.Elemwise(mode), [random_values(seed, shape, dtype, low, high)], tmp_path, opset=18)
 
 
 @pytest.mark.parametrize("mode", sorted(_BINARY))
 @QUICK
 @given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4),
-       seed=seeds, data=st.data())
+       seed=SEEDS, data=st.data())
 def test_a_binary_elemwise_mode_matches_eager_with_broadcasting(tmp_path, mode, shapes, seed,
                                                                 data):
     (low, high), dtypes = _BINARY[mode]
     a_dtype, b_dtype = (data.draw(st.sampled_from(dtypes), f"dtype {i}") for i in range(2))
-    a = _values(seed, shapes.input_shapes[0], a_dtype, low, high)
-    b = _values(seed + 1, shapes.input_shapes[1], b_dtype, low, high)
+    a = random_values(seed, shapes.input_shapes[0], a_dtype, low, high)
+    b = random_values(seed + 1, shapes.input_shapes[1], b_dtype, low, high)
     if mode in ("FLOOR_DIV", "MOD"):
         b = np.where(b == 0, np.ones((), b.dtype), b)      # no division by zero
-    _check(O.Elemwise(mode), [a, b], tmp_path, opset=18)
+    check_op(O.Elemwise(mode), [a, b], tmp_path, opset=18)
 
 
 @QUICK
-@given(shape=shapes, seed=seeds, slope=st.floats(0, 1),
+@given(shape=shapes, seed=SEEDS, slope=st.floats(0, 1),
        dtype=st.sampled_from(["float32", "float16", "int32"]))
 def test_leaky_relu_matches_eager(tmp_path, shape, seed, slope, dtype):
-    _check(O.LeakyRelu(slope), [_values(seed, shape, dtype)], tmp_path)
+    check_op(O.LeakyRelu(slope), [random_values(seed, shape, dtype)], tmp_path)
 
 
 @QUICK
-@given(shape=shapes, seed=seeds, dtype=st.sampled_from(["float32", "float16", "int32", "int8"]),
+@given(shape=shapes, seed=SEEDS, dtype=st.sampled_from(["float32", "float16", "int32", "int8"]),
        lower=st.none() | st.integers(-3, 0), upper=st.none() | st.integers(0, 3))
 def test_clip_matches_eager(tmp_path, shape, seed, dtype, lower, upper):
     if lower is None and upper is None:
         upper = 1
-    _check(O.Clip(lower, upper), [_values(seed, shape, dtype)], tmp_path)
+    check_op(O.Clip(lower, upper), [random_values(seed, shape, dtype)], tmp_path)
 
 
 @QUICK
 @given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=4),
-       seed=seeds, dtypes=st.tuples(*[st.sampled_from(["float32", "int32", "bool"])] * 3))
+       seed=SEEDS, dtypes=st.tuples(*[st.sampled_from(["float32", "int32", "bool"])] * 3))
 def test_where_matches_eager(tmp_path, shapes, seed, dtypes):
-    arrays = [_values(seed + i, s, d) for i, (s, d) in enumerate(zip(shapes.input_shapes, dtypes))]
-    _check(O.Where(), arrays, tmp_path)
+    arrays = [random_values(seed + i, s, d) for i, (s, d) in enumerate(zip(shapes.input_shapes, dtypes))]
+    check_op(O.Where(), arrays, tmp_path)
 
 
 # ---------------------------------------------------------------------------------------
@@ -158,24 +124,24 @@ def _axis_of(data, ndim, allow_tuple=True):
 
 @pytest.mark.parametrize("mode", ["SUM", "MEAN", "MAX", "MIN", "PRODUCT", "SUM_SQR"])
 @QUICK
-@given(shape=shapes, seed=seeds, keepdims=st.booleans(), data=st.data(),
+@given(shape=shapes, seed=SEEDS, keepdims=st.booleans(), data=st.data(),
        dtype=st.sampled_from(["float32", "float16", "int32", "int8", "bool"]))
 def test_a_reduction_matches_eager(tmp_path, mode, shape, seed, keepdims, data, dtype):
     axis = _axis_of(data, len(shape))
     opset = data.draw(st.sampled_from([17, 18]), "opset")   # Reduce* axes moved in 18
     low, high = (0.5, 1.5) if mode == "PRODUCT" else (-3, 3)
-    _check(O.Reduce(mode, axis, keepdims), [_values(seed, shape, dtype, low, high)], tmp_path,
+    check_op(O.Reduce(mode, axis, keepdims), [random_values(seed, shape, dtype, low, high)], tmp_path,
            opset=opset)
 
 
 @pytest.mark.parametrize("op_class", [O.Argmax, O.Argmin])
 @QUICK
-@given(shape=shapes, seed=seeds, keepdims=st.booleans(), data=st.data(),
+@given(shape=shapes, seed=SEEDS, keepdims=st.booleans(), data=st.data(),
        dtype=st.sampled_from(["float32", "int32", "float16"]))
 def test_argmax_and_argmin_match_eager(tmp_path, op_class, shape, seed, keepdims, data, dtype):
     axis = _axis_of(data, len(shape), allow_tuple=False)
     # (ties, frequent among small integers, go to the first index in both)
-    _check(op_class(axis, keepdims), [_values(seed, shape, dtype)], tmp_path)
+    check_op(op_class(axis, keepdims), [random_values(seed, shape, dtype)], tmp_path)
 
 
 @st.composite
@@ -198,11 +164,11 @@ def matmul_cases(draw):
 
 
 @QUICK
-@given(case=matmul_cases(), seed=seeds, dtypes=st.sampled_from(
+@given(case=matmul_cases(), seed=SEEDS, dtypes=st.sampled_from(
     [("float32", "float32"), ("float32", "int32"), ("int32", "int32"), ("float16", "float32")]))
 def test_matrix_products_match_eager(tmp_path, case, seed, dtypes):
     op, a_shape, b_shape = case
-    _check(op, [_values(seed, a_shape, dtypes[0]), _values(seed + 1, b_shape, dtypes[1])],
+    check_op(op, [random_values(seed, a_shape, dtypes[0]), random_values(seed + 1, b_shape, dtypes[1])],
            tmp_path)
 
 
@@ -244,22 +210,22 @@ def shape_ops(draw):
 
 
 @QUICK
-@given(case=shape_ops(), seed=seeds, dtype=st.sampled_from(["float32", "int32", "bool"]))
+@given(case=shape_ops(), seed=SEEDS, dtype=st.sampled_from(["float32", "int32", "bool"]))
 def test_the_view_ops_match_eager(tmp_path, case, seed, dtype):
     op, shape = case
-    _check(op, [_values(seed, shape, dtype)], tmp_path)
+    check_op(op, [random_values(seed, shape, dtype)], tmp_path)
 
 
 @QUICK
-@given(shape=hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=6), seed=seeds,
+@given(shape=hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=6), seed=SEEDS,
        data=st.data())
 def test_basic_indexing_matches_eager(tmp_path, shape, seed, data):
     index = data.draw(hnp.basic_indices(shape, allow_newaxis=True, allow_ellipsis=True), "index")
-    _check(O.Subtensor(index), [_values(seed, shape, "float32")], tmp_path)
+    check_op(O.Subtensor(index), [random_values(seed, shape, "float32")], tmp_path)
 
 
 @QUICK
-@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4), seed=seeds,
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4), seed=SEEDS,
        data=st.data())
 def test_concat_matches_eager_promoting_dtypes(tmp_path, shape, seed, data):
     axis = data.draw(st.integers(-len(shape), len(shape) - 1), "axis")
@@ -268,12 +234,12 @@ def test_concat_matches_eager_promoting_dtypes(tmp_path, shape, seed, data):
         piece = list(shape)
         piece[axis] = data.draw(st.integers(1, 3), f"length {i}")
         dtype = data.draw(st.sampled_from(["float32", "int32", "int8"]), f"dtype {i}")
-        arrays.append(_values(seed + i, tuple(piece), dtype))
-    _check(O.Concat(axis), arrays, tmp_path)
+        arrays.append(random_values(seed + i, tuple(piece), dtype))
+    check_op(O.Concat(axis), arrays, tmp_path)
 
 
 @QUICK
-@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6), seed=seeds,
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6), seed=SEEDS,
        data=st.data())
 def test_split_matches_eager(tmp_path, shape, seed, data):
     axis = data.draw(st.integers(-len(shape), len(shape) - 1), "axis")
@@ -282,7 +248,7 @@ def test_split_matches_eager(tmp_path, shape, seed, data):
     spec = data.draw(st.sampled_from(divisors) | st.lists(st.integers(1, size - 1), max_size=3)
                      .map(lambda points: tuple(sorted(points))) if size > 1
                      else st.just(1), "sections or indices")
-    _check(O.Split(axis, spec), [_values(seed, shape, "float32")], tmp_path)
+    check_op(O.Split(axis, spec), [random_values(seed, shape, "float32")], tmp_path)
 
 
 # ---------------------------------------------------------------------------------------
@@ -292,13 +258,13 @@ _CAST_DTYPES = ["bool", "uint8", "int8", "int16", "uint16", "int32", "float16", 
 
 
 @QUICK
-@given(shape=shapes, seed=seeds, source=st.sampled_from(_CAST_DTYPES),
+@given(shape=shapes, seed=SEEDS, source=st.sampled_from(_CAST_DTYPES),
        target=st.sampled_from(_CAST_DTYPES))
 def test_type_conversion_matches_eager(tmp_path, shape, seed, source, target):
     # values every target holds (a float out of an integer's range converts differently)
-    x = _values(seed, shape, source, 0, 100) + (np.float16(0.25) if source.startswith("float")
+    x = random_values(seed, shape, source, 0, 100) + (np.float16(0.25) if source.startswith("float")
                                                 else 0)
-    _check(O.TypeCvt(target), [x.astype(source)], tmp_path)
+    check_op(O.TypeCvt(target), [x.astype(source)], tmp_path)
 
 
 @pytest.mark.parametrize("op", [
@@ -306,4 +272,4 @@ def test_type_conversion_matches_eager(tmp_path, shape, seed, source, target):
     O.Arange(0, 5), O.Arange(1.0, -2.0, -0.5), O.Linspace(0, 1, 7), O.Linspace(-1, 1, 4, False),
 ])
 def test_creation_ops_become_constants_equal_to_eager(tmp_path, op):
-    _check(op, [], tmp_path)
+    check_op(op, [], tmp_path)
