@@ -1,6 +1,8 @@
 """ONNX export of recorded programs (API.md §9, `trace.dump`; issue 15 item 5): whole models
 exported and run in onnxruntime against their eager forward, and the exporter's arguments and
 errors. The per-op forms are tested in test_onnx_ops.py."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -218,4 +220,11 @@ def test_a_quantized_value_is_refused_naming_its_dtype(tmp_path):
     q = x.astype(imp.dtype.qint8(0.1))
     program, _ = one_step_program(O.TypeCvt("float32"), [q])
     with pytest.raises(ValueError, match="TypeCvt.*quantized"):
+        export(program, tmp_path / "m.onnx")
+
+
+def test_without_onnx_installed_export_says_how_to_install_it(tmp_path, monkeypatch):
+    program, _ = _program_of(O.Elemwise("EXP"), np.ones(3, np.float32))
+    monkeypatch.setitem(sys.modules, "onnx", None)      # what an absent package looks like
+    with pytest.raises(ImportError, match=r"pip install 'imperative\[onnx\]'"):
         export(program, tmp_path / "m.onnx")
