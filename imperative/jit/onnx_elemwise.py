@@ -117,12 +117,10 @@ def _relu(b, xs, dt):
     return b.node("Max", [xs[0], b.const(0, dt)])
 
 
-def _rounding(op_type):
-    """Floor, Ceil, Round: integers are already whole (numpy returns them unchanged)."""
+def _whole_numbers_unchanged(float_form):
+    """Floor, Ceil, Round, Trunc: integers are whole already (numpy returns them unchanged)."""
     def form(b, xs, dt):
-        if dt.kind != "f":
-            return xs[0]
-        return op_type(b, xs, dt) if callable(op_type) else b.node(op_type, xs)
+        return float_form(b, xs, dt) if dt.kind == "f" else xs[0]
     return form
 
 
@@ -180,8 +178,10 @@ _FORMS = {
     "LOGICAL_XOR": _logical("Xor"), "LOGICAL_NOT": _logical("Not"),
     "EQ": _plain("Equal"), "NE": _negated("Equal"), "LT": _plain("Less"),
     "LEQ": _plain("LessOrEqual"), "GT": _plain("Greater"), "GEQ": _plain("GreaterOrEqual"),
-    "FLOOR": _rounding("Floor"), "CEIL": _rounding("Ceil"), "ROUND": _rounding("Round"),
-    "TRUNC": _rounding(_trunc),
+    "FLOOR": _whole_numbers_unchanged(_plain("Floor")),
+    "CEIL": _whole_numbers_unchanged(_plain("Ceil")),
+    "ROUND": _whole_numbers_unchanged(_plain("Round")),     # half to even, as numpy
+    "TRUNC": _whole_numbers_unchanged(_trunc),
     "EXP": _plain("Exp"), "EXPM1": _expm1, "LOG": _plain("Log"), "LOG1P": _log1p,
     "SQRT": _plain("Sqrt"), "RSQRT": _reciprocal_sqrt, "SIN": _plain("Sin"),
     "COS": _plain("Cos"), "TAN": _plain("Tan"), "TANH": _plain("Tanh"), "ERF": _plain("Erf"),
