@@ -225,3 +225,4 @@ def _channel_stats():
 include "_tensor_base.pxi"    # TensorBase, apply, operator dispatch
 include "_collective.pxi"     # MPI collectives as commands (imperative.distributed)
 include "_plan.pxi"           # imp.jit's compiled plans: fused elementwise passes, kernels
+include "_replay.pxi"         # imp.jit's per-call path of a symbolic trace

@@ -16,6 +16,11 @@ cdef extern from "numpy/arrayobject.h":
     ctypedef struct PyArrayObject:
         pass
     void* PyArray_DATA(PyArrayObject*) nogil
+    bint PyArray_IS_C_CONTIGUOUS(PyArrayObject*)
+    object PyArray_SimpleNew(int nd, npy_intp* dims, int typenum)
+    int _import_array() except -1
+
+_import_array()      # (PyArray_SimpleNew: the plan's output arrays, without np.empty's call)
 
 cdef extern from "numpy/ufuncobject.h":
     ctypedef void (*PyUFuncGenericFunction)(char**, const npy_intp*, const npy_intp*, void*) noexcept nogil
@@ -52,7 +57,6 @@ FUSED_MAX_OPS = MAX_GROUP_OPS
 FUSED_MAX_OPERANDS = MAX_OPERANDS
 cdef int _FP_FLAGS = FE_DIVBYZERO | FE_OVERFLOW | FE_INVALID
 cdef Py_ssize_t _NOGIL_MIN = 16384      # chains this long release the GIL while they run
-cdef object _np_empty = np.empty
 
 
 @cython.final
@@ -153,6 +157,10 @@ cdef class FusedGroup:
     cdef int nargs[MAX_GROUP_OPS]
     cdef int args[MAX_GROUP_OPS][3]
     cdef list names, dtypes, dies, loops
+    cdef readonly list writes     # value ids of the full arrays it makes
+    cdef int typenum[MAX_OPERANDS]
+    cdef int ndim
+    cdef npy_intp dims[32]
     cdef char* temps
     cdef bint busy
 
@@ -177,6 +185,14 @@ cdef class FusedGroup:
             self.names.append(name)
             self.loops.append(loop)
         self.dtypes, self.dies = dtypes, dies
+        self.writes = [vid for kind, vid, _, _ in layout if kind == "full_out"]
+        for i in range(len(dtypes)):
+            self.typenum[i] = dtypes[i].num
+        if len(shape) > 32:
+            raise ValueError("a fused group has more than 32 dimensions")
+        self.ndim = len(shape)
+        for i in range(self.ndim):
+            self.dims[i] = shape[i]
         self.temps = <char*>malloc(max(n_slots, 1) * BLOCK * 8)
         if self.temps == NULL:
             raise MemoryError()
@@ -208,11 +224,11 @@ cdef class FusedGroup:
                     stride[i] = self.itemsize[i]
                     continue
                 if k == OPND_FULL_OUT:
-                    arr = _np_empty(self.shape, self.dtypes[i])
+                    arr = PyArray_SimpleNew(self.ndim, self.dims, self.typenum[i])
                     vals[self.vid[i]] = arr
                 else:
                     arr = vals[self.vid[i]]
-                    if k == OPND_FULL_IN and not arr.flags.c_contiguous:
+                    if k == OPND_FULL_IN and not PyArray_IS_C_CONTIGUOUS(<PyArrayObject*>arr):
                         arr = _np_ascontiguousarray(arr)     # (a view: same values)
                         keep = [arr] if keep is None else keep + [arr]
                 base[i] = <char*>PyArray_DATA(<PyArrayObject*>arr)
@@ -313,11 +329,15 @@ cdef class CompiledPlan:
     `inputs` order and returns the arrays of `outputs`."""
     cdef readonly list steps, inputs, outputs
     cdef list template
+    cdef list devices       # each output's Device
+    cdef list fresh         # each output is a new array (a fused chain's), never a view
     cdef readonly Py_ssize_t n_slots
 
     def __cinit__(self, list steps, Py_ssize_t n_slots, list inputs, list outputs,
-                  dict constants):
+                  dict constants, list devices, list fresh):
         self.steps, self.n_slots, self.inputs, self.outputs = steps, n_slots, inputs, outputs
+        self.devices = [as_device(d) for d in devices]
+        self.fresh = fresh
         self.template = [None] * n_slots
         for vid, array in constants.items():
             self.template[vid] = array
@@ -335,13 +355,13 @@ cdef class CompiledPlan:
         return tuple([vals[<Py_ssize_t>i] for i in self.outputs])
 
 
-def plan_may_run():
+cpdef bint plan_may_run():
     """A compiled plan may run as one op: no memory manager, profile or gradient recording
     needs to see each op (a replay then issues them one by one)."""
     return not _channel._memory_on and not _profiling and _grad_hook is None
 
 
-def run_plan(OpDef op, CompiledPlan plan, list infos, Py_ssize_t largest):
+cpdef list run_plan(OpDef op, CompiledPlan plan, list infos, Py_ssize_t largest):
     """Run a plan as one op on records; returns the output records. A plan whose values
     all fit the host-compute size (`largest` elements at most) and whose inputs are
     resident runs here at once, as a tiny op does (Channel._submit); any other, or one
@@ -367,13 +387,12 @@ def run_plan(OpDef op, CompiledPlan plan, list infos, Py_ssize_t largest):
         return ch.dispatch(op, infos)
     cdef list outs = []
     cdef Py_ssize_t i
-    descs = op.infer(())
     for i in range(len(results)):
         r = results[i]
-        info = ch.new_info(r.shape, r.dtype, as_device(descs[i][2]), False)
+        info = ch.new_info(r.shape, r.dtype, plan.devices[i], False)
         info.op = op
         info.scope = _current_scope
         info.out_index = i
-        ch._set_value(info, r, _shared_storage(r, infos))
+        ch._set_value(info, r, None if plan.fresh[i] else _shared_storage(r, infos))
         outs.append(info)
     return outs

@@ -15,9 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core
+from .._core import TensorBase
 from ..ops.base import Op
+from .bindings import ArgumentBinding, FixedBinding, GradBinding, TensorBinding
 from .program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL
 from .replay import constant_tensors, kept_values
+from .tree import TENSOR
 
 # dtype kinds numpy's inner loops handle without Python objects (the plan releases the GIL)
 _PLAIN_KINDS = "biuf"
@@ -116,7 +119,11 @@ def _compile(program, plan):
         steps.append(_fused(group, values, readers, plan))
     slots = max(values) + 1
     const_arrays = {vid: _readonly(values[vid].data) for vid in plan.constants}
-    return _core.CompiledPlan(steps, slots, plan.inputs, plan.outputs, const_arrays)
+    fused = {vid for step in steps if isinstance(step, _core.FusedGroup)
+             for vid in step.writes}
+    return _core.CompiledPlan(steps, slots, plan.inputs, plan.outputs, const_arrays,
+                              [values[vid].device for vid in plan.outputs],
+                              [vid in fused for vid in plan.outputs])
 
 
 def _readonly(array):
@@ -199,3 +206,46 @@ class PlanOp(Op):
 
     def kernel(self, *arrays):
         return self.compiled.run(arrays)
+
+
+def fast_replay(recording, args, kwargs):
+    """The recording's call in C (_core.FastReplay) when it fits: flat positional
+    arguments, results and effects the plan makes; None otherwise (the Python path)."""
+    plan = recording.plan
+    if plan.op is None or kwargs or any(isinstance(a, (tuple, list, dict)) for a in args):
+        return None
+    outputs = {vid: k for k, vid in enumerate(plan.outputs)}
+    tensor_args = [i for i, a in enumerate(args) if isinstance(a, TensorBase)]
+    spec = [(True, a._record.shape, a._record.dtype, a._record.device)
+            if isinstance(a, TensorBase) else (False, type(a), a, None) for a in args]
+    inputs = [_fast_binding(recording.bindings[vid], tensor_args) for vid in plan.inputs]
+    structure = recording.results_structure
+    if structure == TENSOR:
+        as_tuple, leaves = False, 1
+    elif structure[0] == "tuple" and all(x == TENSOR for x in structure[1]):
+        as_tuple, leaves = True, len(structure[1])
+    else:
+        return None
+    results = [outputs.get(vid) for vid in recording.program.results]
+    effects = [_fast_binding(recording.bindings[target], tensor_args) + (outputs.get(vid),)
+               for target, vid in recording.program.effects]
+    grads = [_fast_binding(binding, tensor_args) + (-1 if vid is None else outputs.get(vid), empty)
+             for (binding, vid), empty in zip(recording.grad_effects, recording.pattern)]
+    if (None in inputs or None in results or len(results) != leaves
+            or any(e[2] is None for e in effects) or any(g[2] is None for g in grads)):
+        return None
+    return _core.FastReplay(plan.op, plan.compiled, plan.largest, spec, inputs, results,
+                            as_tuple, effects, grads)
+
+
+def _fast_binding(binding, tensor_args):
+    """(kind, reference) of a binding for _core.FastReplay (BIND_* in _replay.pxi)."""
+    if isinstance(binding, ArgumentBinding):
+        return (0, tensor_args[binding.position])
+    if isinstance(binding, TensorBinding):
+        return (1, binding.ref)
+    if isinstance(binding, FixedBinding):
+        return (2, binding.info)
+    if isinstance(binding, GradBinding):
+        return (3, binding.ref)
+    return None

@@ -27,6 +27,7 @@ class Recording:
         self.program = program
         self.pattern = pattern              # grad_pattern() of the recorded call
         self.plan = None                    # compiler.Plan, for a symbolic trace
+        self.fast = None                    # its _core.FastReplay, where one applies
         self.bindings = bindings            # external value id -> binding (bindings.py)
         self.grad_effects = grad_effects    # [(binding of the holder, value id or None)]
         self.results_structure = results_structure

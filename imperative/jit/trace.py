@@ -12,16 +12,17 @@ import functools
 from collections import OrderedDict
 
 from .. import _core
-from .compiler import Plan
+from .compiler import Plan, fast_replay
 from .errors import TraceMismatchError
 from .recorder import Checker, Recorder, tracing
 from .replay import StaleBinding, bound_inputs, finish_call, run_steps
 from .tree import flatten
 
 
-class trace:
+class trace(_core.TraceBase):
     """`@imp.jit.trace` or `@imp.jit.trace(symbolic=False, capture_as_const=False,
-    cache_size=8)` on a function; the result is called like the function."""
+    cache_size=8)` on a function; the result is called like the function. (Its __call__
+    is TraceBase's, in C: the most recent recording's fast replay, else `_call`.)"""
 
     def __new__(cls, function=None, **options):
         if function is None:                 # @trace(...): the decorator
@@ -46,9 +47,11 @@ class trace:
     @property
     def stats(self):
         """records, replays, mismatches (symbolic=False checks that failed), signatures."""
-        return dict(self._counts, signatures=len(self._cache))
+        counts = dict(self._counts, signatures=len(self._cache))
+        counts["replays"] += self._fast_replays
+        return counts
 
-    def __call__(self, *args, **kwargs):
+    def _call(self, args, kwargs):
         tensors = []
         structure = flatten((args, kwargs), tensors)
         signature = (structure, tuple((t._record.shape, t._record.dtype, t._record.device)
@@ -73,6 +76,7 @@ class trace:
             recording = recorder.finish(results, structure)
         if self.symbolic:
             recording.plan = Plan(recording)
+            recording.fast = fast_replay(recording, args, kwargs)
         self._counts["records"] += 1
         self._last = recording
         recordings = self._cache.setdefault(signature, [])
@@ -81,6 +85,7 @@ class trace:
         self._cache.move_to_end(signature)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
+        self._fast = recording.fast
         return result
 
     # ---- later calls
@@ -94,6 +99,7 @@ class trace:
             self._discard(signature, recording)
             return self._record(signature, tensors, args, kwargs)
         self._counts["replays"] += 1
+        self._fast = recording.fast
         return result
 
     def _check(self, signature, recording, tensors, args, kwargs):
@@ -113,6 +119,7 @@ class trace:
         return result
 
     def _discard(self, signature, recording):
+        self._fast = None
         recordings = self._cache.get(signature)
         if recordings is not None and recording in recordings:
             recordings.remove(recording)
