@@ -89,3 +89,15 @@ def issue_site():
     cdef int lasti = 0
     code = _user_code(&lasti)
     return _where(code, lasti)
+
+
+def issue_code():
+    """(code object, instruction offset) of that code: `site_text` makes it `file:line`
+    later (a recording formats its sites once, at its end)."""
+    cdef int lasti = 0
+    code = _user_code(&lasti)
+    return code, lasti
+
+
+def site_text(code, int lasti):
+    return _where(code, lasti)

@@ -12,6 +12,8 @@ eager dispatch resolves per call is resolved here.
   and whose outputs are what the call hands back (results, new values of effects)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _core
@@ -45,7 +47,7 @@ class Plan:
 
 
 def _numel(shape):
-    return 1 << 62 if shape is None else int(np.prod(shape, dtype=np.int64))
+    return 1 << 62 if shape is None else math.prod(shape)
 
 
 def _liveness(program, kept):
@@ -89,7 +91,14 @@ def fusable(step, values):
     for v in ins:
         if v.dtype != dtype or (v.shape != out.shape and v.shape != ()):
             return None
-    return _core.ufunc_loop(ufunc, [dtype] * len(ins) + [out.dtype])
+    key = (ufunc, len(ins), dtype, out.dtype)
+    loop = _LOOPS.get(key, False)
+    if loop is False:                # (probed once per process: see _core.ufunc_loop)
+        loop = _LOOPS[key] = _core.ufunc_loop(ufunc, [dtype] * len(ins) + [out.dtype])
+    return loop
+
+
+_LOOPS = {}          # (ufunc, inputs, dtype, output dtype) -> its UfuncLoop, or None
 
 
 def _compile(program, plan):
@@ -180,7 +189,7 @@ def _fused(group, values, readers, plan):
         ops.append((loop, args, step.op.ufunc.__name__))
     dies = [vid for index, _, _ in group for vid in plan.dies_after[index]
             if vid not in made_here or layout[operands[vid]][0] == "full_out"]
-    return _core.FusedGroup(int(np.prod(shape, dtype=np.int64)), tuple(shape), layout, ops,
+    return _core.FusedGroup(math.prod(shape), tuple(shape), layout, ops,
                             n_slots, [values[vid].dtype for _, vid, _, _ in layout], dies)
 
 

@@ -106,11 +106,11 @@ class Recorder(_Tracer):
         if self.excluded_depth:
             self.excluded_records.update(outputs)
             return
-        ins = tuple(self._value_of(info) for info in inputs)
-        outs = tuple(self._new(info, INTERNAL) for info in outputs)
+        ins = tuple([self._value_of(info) for info in inputs])
+        outs = tuple([self._new(info, INTERNAL) for info in outputs])
         node = outputs[0].scope if outputs else None
-        self.program.steps.append(Step(op, ins, outs, _core.issue_site(),
-                                       "" if node is None else node.path, scope_node=node))
+        # (where: the code and offset now, `file:line` at the end of the call)
+        self.program.steps.append(Step(op, ins, outs, _core.issue_code(), "", scope_node=node))
 
     def rebind(self, tensor, old):
         self.rebound.setdefault(id(tensor), (tensor, old))
@@ -158,6 +158,9 @@ class Recorder(_Tracer):
 
     def finish(self, result_tensors, results_structure):
         program = self.program
+        for step in program.steps:
+            step.where = _core.site_text(*step.where)
+            step.scope = "" if step.scope_node is None else step.scope_node.path
         for t in result_tensors:
             info = t._record
             program.results.append(self.vid[info] if info in self.vid
