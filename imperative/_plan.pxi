@@ -279,19 +279,34 @@ cdef void _run_blocks(FusedGroup g, char** base, npy_intp* adv, npy_intp* stride
 
 @cython.final
 cdef class KernelStep:
-    """An op's kernel called on arrays, its results stored as the executor stores them."""
+    """An op's kernel called on arrays, its results stored as the executor stores them;
+    as the executor does (_execute.pxi: _run_kernel), into the buffer of an input that dies
+    here (`reuse`: an input slot, or -1), or doing the next op's work (`epilogue`: that op,
+    with the slots of its other inputs) when the compiler found the executor's conditions."""
     cdef OpDef op
     cdef list ins, outs, dies
     cdef str where
+    cdef Py_ssize_t reuse
+    cdef object epilogue
+    cdef list epilogue_ins
 
-    def __cinit__(self, OpDef op, list ins, list outs, list dies, str where):
+    def __cinit__(self, OpDef op, list ins, list outs, list dies, str where,
+                  Py_ssize_t reuse=-1, epilogue=None, list epilogue_ins=None):
         self.op, self.ins, self.outs, self.dies, self.where = op, ins, outs, dies, where
+        self.reuse, self.epilogue, self.epilogue_ins = reuse, epilogue, epilogue_ins
 
     cdef int run(self, list vals) except -1:
         cdef Py_ssize_t i
         arrays = [vals[i] for i in self.ins]
         try:
-            result = self.op.kernel(*arrays)
+            if self.reuse >= 0:
+                target = vals[self.reuse]
+                result = self.op.kernel(*arrays, out=target)
+            elif self.epilogue is not None:
+                result = self.op.kernel(*arrays, epilogue=Epilogue(
+                    self.epilogue, *[vals[i] for i in self.epilogue_ins]))
+            else:
+                result = self.op.kernel(*arrays)
         except Exception as e:
             e.add_note(f"in the replay of {self.op!r}, recorded at {self.where}")
             raise

@@ -375,6 +375,27 @@ def test_replay_from_several_threads(rng):
     assert not errors, errors
 
 
+def test_first_calls_from_several_threads_record_in_turn(rng):
+    traced = trace(chain, symbolic=False)
+    inputs = [tensors(rng, (n,)) for n in range(1, 9)]
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            results[i] = traced(*inputs[i]).numpy()
+        except BaseException as e:          # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, (x, y) in enumerate(inputs):
+        assert same_bits(results[i], chain(x, y).numpy())
+
+
 @pytest.mark.parametrize("symbolic", [False, True])
 def test_replays_leak_no_handles(rng, symbolic):
     model, opt, step = _mlp_step(optim.Adam, lr=1e-3)

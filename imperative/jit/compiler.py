@@ -110,7 +110,11 @@ def _compile(program, plan):
             readers.setdefault(vid, []).append(index)
     steps = []
     group = []                      # (index, step, loop) of the run being fused
+    owned = _owned_values(program, plan)
+    skip = None                     # a step whose work the product before it did
     for index, step in enumerate(program.steps):
+        if index == skip:
+            continue
         loop = fusable(step, values)
         if loop is not None and (not group or
                                  values[step.outputs[0]].shape == values[group[0][1].outputs[0]].shape):
@@ -122,8 +126,17 @@ def _compile(program, plan):
         if loop is not None:
             group.append((index, step, loop))
         else:
-            steps.append(_core.KernelStep(step.op, list(step.inputs), list(step.outputs),
-                                          plan.dies_after[index], step.where))
+            nxt = program.steps[index + 1] if index + 1 < len(program.steps) else None
+            if _epilogue_fits(step, nxt, values, plan, index):
+                skip = index + 1
+                steps.append(_core.KernelStep(
+                    step.op, list(step.inputs), list(nxt.outputs),
+                    plan.dies_after[index] + plan.dies_after[index + 1], step.where,
+                    -1, nxt.op, list(nxt.inputs[1:])))
+            else:
+                steps.append(_core.KernelStep(step.op, list(step.inputs), list(step.outputs),
+                                              plan.dies_after[index], step.where,
+                                              _reusable_input(step, values, plan, index, owned)))
     if group:
         steps.append(_fused(group, values, readers, plan))
     slots = max(values) + 1
@@ -133,6 +146,54 @@ def _compile(program, plan):
     return _core.CompiledPlan(steps, slots, plan.inputs, plan.outputs, const_arrays,
                               [values[vid].device for vid in plan.outputs],
                               [vid in fused for vid in plan.outputs])
+
+
+def _owned_values(program, plan):
+    """Values the plan alone holds, whose buffer an op may overwrite once they die: made by
+    a step (a fresh array, not a view: no ALIASES_INPUT op made it), never read by an op
+    that may return a view of them, never handed back."""
+    owned = set()
+    for step in program.steps:
+        if not step.op.aliases_input:
+            owned.update(step.outputs)
+    for step in program.steps:
+        if step.op.aliases_input:
+            owned.difference_update(step.inputs)
+    return owned - plan.kept
+
+
+def _reusable_input(step, values, plan, index, owned):
+    """The slot of an input whose buffer the op's output may take (the executor's
+    _overwritable: dying here, same shape and dtype, the plan's own), else -1."""
+    op = step.op
+    if not op.inplace_capable or len(step.outputs) != 1:
+        return -1
+    out = values[step.outputs[0]]
+    dying = plan.dies_after[index]
+    for vid in step.inputs:
+        v = values[vid]
+        if vid in owned and vid in dying and v.shape == out.shape and v.dtype == out.dtype \
+                and step.inputs.count(vid) == 1:
+            return vid
+    return -1
+
+
+def _epilogue_fits(step, nxt, values, plan, index):
+    """The executor's epilogue rule (_execute.pxi: _plan_epilogue): a product whose one
+    output the next op reads first and nowhere else, dying there, of the follower's output
+    shape and dtype, with the follower's other inputs of the product's shape."""
+    op = step.op
+    if nxt is None or not op.epilogue_capable or nxt.op.epilogue_kind is None:
+        return False
+    if len(step.outputs) != 1 or len(nxt.outputs) != 1 or not nxt.inputs:
+        return False
+    product = step.outputs[0]
+    p, out = values[product], values[nxt.outputs[0]]
+    if nxt.inputs[0] != product or product not in plan.dies_after[index + 1]:
+        return False
+    if out.dtype != p.dtype or out.shape != p.shape:
+        return False
+    return all(v != product and values[v].shape == p.shape for v in nxt.inputs[1:])
 
 
 def _readonly(array):

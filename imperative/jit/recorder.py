@@ -328,13 +328,21 @@ def exclude_from_trace():
         tracer.excluded_depth -= 1
 
 
+_one_at_a_time = threading.Lock()   # the core has one tracer: other threads wait their turn
+
+
 @contextmanager
 def tracing(tracer):
-    """Make `tracer` the core's for the body (RuntimeError when a trace is active)."""
-    _core.start_tracing(tracer)
-    _local.tracer = tracer
-    try:
-        yield tracer
-    finally:
-        _local.tracer = None
-        _core.stop_tracing()
+    """Make `tracer` the core's for the body. A trace already active on this thread (a
+    traced function called inside another) raises RuntimeError; one on another thread is
+    waited for."""
+    if getattr(_local, "tracer", None) is not None:
+        _core.start_tracing(tracer)        # raises: nested traces are not supported
+    with _one_at_a_time:
+        _core.start_tracing(tracer)
+        _local.tracer = tracer
+        try:
+            yield tracer
+        finally:
+            _local.tracer = None
+            _core.stop_tracing()
