@@ -14,6 +14,7 @@ import imperative as imp
 from imperative import F, nn, optim
 from imperative.autodiff import GradManager
 from imperative.jit import TraceMismatchError, TraceReadError, exclude_from_trace, trace
+from imperative.models import training_step
 
 from conftest import live_handle_count
 
@@ -280,17 +281,7 @@ def _mlp_step(opt_cls, batch_norm=False, **opt_kw):
     else:
         model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
     opt = opt_cls(model.parameters(), **opt_kw)
-    gm = GradManager().attach(model.parameters())
-
-    def step(x, y):
-        with gm:
-            loss = F.cross_entropy(model(x), y)
-            gm.backward(loss)
-        opt.step()
-        opt.clear_grad()
-        return loss
-
-    return model, opt, step
+    return model, opt, training_step(model, opt)
 
 
 @pytest.mark.parametrize("symbolic", [False, True])
@@ -349,6 +340,26 @@ def test_float_warnings_of_fused_loops_are_numpys(rng):
         imp.sync()
 
 
+def in_threads(work, args):
+    """work(arg) for each arg, each on a thread of its own, all at once; re-raises the
+    first error."""
+    errors = []
+
+    def run(arg):
+        try:
+            work(arg)
+        except BaseException as e:          # pragma: no cover - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(a,)) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def test_replay_from_several_threads(rng):
     traced = trace(chain, symbolic=True)
     x, y = tensors(rng, (64,))
@@ -357,41 +368,24 @@ def test_replay_from_several_threads(rng):
     big_x, big_y = tensors(rng, (40000,))
     big_want = chain(big_x, big_y).numpy()
     traced(big_x, big_y)
-    errors = []
 
-    def work():
-        try:
-            for _ in range(50):
-                assert same_bits(traced(x, y).numpy(), want)
-                assert same_bits(traced(big_x, big_y).numpy(), big_want)
-        except BaseException as e:          # pragma: no cover - reported below
-            errors.append(e)
+    def work(_):
+        for _ in range(50):
+            assert same_bits(traced(x, y).numpy(), want)
+            assert same_bits(traced(big_x, big_y).numpy(), big_want)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    in_threads(work, range(4))
 
 
 def test_first_calls_from_several_threads_record_in_turn(rng):
     traced = trace(chain, symbolic=False)
     inputs = [tensors(rng, (n,)) for n in range(1, 9)]
-    results, errors = {}, []
+    results = {}
 
     def work(i):
-        try:
-            results[i] = traced(*inputs[i]).numpy()
-        except BaseException as e:          # pragma: no cover - reported below
-            errors.append(e)
+        results[i] = traced(*inputs[i]).numpy()
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    in_threads(work, range(len(inputs)))
     for i, (x, y) in enumerate(inputs):
         assert same_bits(results[i], chain(x, y).numpy())
 

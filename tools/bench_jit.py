@@ -28,9 +28,9 @@ ROOT = os.environ.get("IMPERATIVE_ROOT", os.path.dirname(os.path.dirname(os.path
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import imperative as imp  # noqa: E402
-from imperative import F, nn, optim  # noqa: E402
-from imperative.autodiff import GradManager  # noqa: E402
+from imperative import F, optim  # noqa: E402
 from imperative.jit import trace  # noqa: E402
+from imperative.models import training_step  # noqa: E402
 from _dispatch_table import _chain  # noqa: E402  (the 20-op chain of bench_dispatch)
 from bench_train import imp_mlp, mlp_data, torch_mlp  # noqa: E402
 
@@ -106,17 +106,7 @@ def small_step_contenders(compile_torch):
 
     def imp_step_fn():
         model = imp_mlp(ws)
-        opt = optim.Adam(model.parameters(), lr=1e-3)
-        gm = GradManager().attach(model.parameters())
-
-        def step(x, y):
-            with gm:
-                loss = F.cross_entropy(model(x), y)
-                gm.backward(loss)
-            opt.step()
-            opt.clear_grad()
-            return loss
-        return step
+        return training_step(model, optim.Adam(model.parameters(), lr=1e-3))
 
     eager_step = imp_step_fn()
     replay = trace(imp_step_fn(), symbolic=True)
@@ -153,17 +143,7 @@ def big_mlp_contenders():
 
     def step_fn():
         model = imp_mlp(ws)
-        opt = optim.SGD(model.parameters(), 0.01)
-        gm = GradManager().attach(model.parameters())
-
-        def step(x, y):
-            with gm:
-                loss = F.cross_entropy(model(x), y)
-                gm.backward(loss)
-            opt.step()
-            opt.clear_grad()
-            return loss
-        return step
+        return training_step(model, optim.SGD(model.parameters(), 0.01))
 
     eager, replay = step_fn(), trace(step_fn(), symbolic=True)
 

@@ -34,15 +34,9 @@ class TensorBinding:
         return None if tensor is None else tensor._record
 
 
-class GradBinding:
+class GradBinding(TensorBinding):
     """The `.grad` a tensor holds now (a gradient the traced call adds to)."""
-    __slots__ = ("ref",)
-
-    def __init__(self, tensor):
-        self.ref = weakref.ref(tensor)
-
-    def holder(self, args):
-        return self.ref()
+    __slots__ = ()
 
     def record(self, args):
         tensor = self.ref()

@@ -35,7 +35,9 @@ class Plan:
         program = recording.program
         self.kept = kept_values(recording)
         self.dies_after = _liveness(program, self.kept)
-        self.constants = constant_tensors(program)
+        self._program = program
+        self._constants = None
+        self.constant_ids = {vid for vid, v in program.values.items() if v.kind == CONSTANT}
         # the values bound at each call, in the order the plan op takes them
         self.inputs = [vid for vid, v in program.values.items() if v.kind in (ARGUMENT, EXTERNAL)]
         self.outputs = [vid for vid in sorted(self.kept)
@@ -44,6 +46,15 @@ class Plan:
         # (a plan whose values all fit the host-compute size runs on the caller's thread)
         self.largest = max((_numel(v.shape) for v in program.values.values()), default=0)
         self.op = None if self.compiled is None else PlanOp(self.compiled, program, self.outputs)
+
+
+    @property
+    def constants(self):
+        """value id -> a Tensor of each constant, made when a replay first needs them (one
+        run step by step, or results that are constants)."""
+        if self._constants is None:
+            self._constants = constant_tensors(self._program)
+        return self._constants
 
 
 def _numel(shape):
@@ -140,7 +151,7 @@ def _compile(program, plan):
     if group:
         steps.append(_fused(group, values, readers, plan))
     slots = max(values) + 1
-    const_arrays = {vid: _readonly(values[vid].data) for vid in plan.constants}
+    const_arrays = {vid: _readonly(v.data) for vid, v in values.items() if v.kind == CONSTANT}
     fused = {vid for step in steps if isinstance(step, _core.FusedGroup)
              for vid in step.writes}
     return _core.CompiledPlan(steps, slots, plan.inputs, plan.outputs, const_arrays,

@@ -158,7 +158,7 @@ def _run(recording, tensors):
     outs = _core.run_plan(plan.op, plan.compiled, infos, plan.largest)
     wrap = _core.wrap_info
     values = {vid: wrap(bound[vid]) for vid in plan.kept if vid in bound}
-    values.update(plan.constants)
+    values.update((vid, plan.constants[vid]) for vid in plan.kept if vid in plan.constant_ids)
     for vid, info in zip(plan.outputs, outs):
         values[vid] = wrap(info)
     return finish_call(recording, values, tensors)
