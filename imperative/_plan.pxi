@@ -47,14 +47,13 @@ from libc.stdlib cimport malloc, free
 cdef enum:
     BLOCK = 4096            # elements per pass: a few block buffers stay in L1/L2
     MAX_GROUP_OPS = 40      # (the compiler splits longer chains)
-    MAX_OPERANDS = 128
+    MAX_OPERANDS = 128      # (at most 3 per op: 40 ops never need more)
     OPND_FULL_IN = 0        # an array of the chain's shape, read
     OPND_SCALAR = 1         # a 0-d array, read with stride 0
     OPND_FULL_OUT = 2       # an array of the chain's shape, written (needed after the chain)
     OPND_TEMP = 3           # a block buffer
 
 FUSED_MAX_OPS = MAX_GROUP_OPS
-FUSED_MAX_OPERANDS = MAX_OPERANDS
 cdef int _FP_FLAGS = FE_DIVBYZERO | FE_OVERFLOW | FE_INVALID
 cdef Py_ssize_t _NOGIL_MIN = 16384      # chains this long release the GIL while they run
 

@@ -55,6 +55,20 @@ def test_replay_is_bit_identical_to_eager_and_matches_numpy(rng, symbolic, shape
     assert traced.stats == {"records": 1, "replays": 2, "mismatches": 0, "signatures": 1}
 
 
+def test_long_chains_and_mixed_shapes_compile(rng):
+    def f(x, m):
+        for _ in range(50):                 # longer than one fused group
+            x = F.tanh(x * 1.01 + 0.01)
+        return x, (m * 2.0).sum(axis=0) + x[:3], m.reshape(-1) * 1.5
+
+    traced = trace(f, symbolic=True)
+    x = tensors(rng, (3,), 1)[0]
+    m = tensors(rng, (4, 3), 1)[0]
+    traced(x, m)
+    for got, want in zip(traced(x, m), f(x, m)):
+        assert same_bits(got.numpy(), want.numpy())
+
+
 @pytest.mark.parametrize("symbolic", [False, True])
 def test_a_new_signature_records_again_and_the_cache_is_an_lru(rng, symbolic):
     traced = trace(chain, symbolic=symbolic, cache_size=2)

@@ -127,8 +127,9 @@ def _compile(program, plan):
         if index == skip:
             continue
         loop = fusable(step, values)
-        if loop is not None and (not group or
-                                 values[step.outputs[0]].shape == values[group[0][1].outputs[0]].shape):
+        if loop is not None and (not group or (
+                len(group) < _core.FUSED_MAX_OPS     # (a longer chain: several groups)
+                and values[step.outputs[0]].shape == values[group[0][1].outputs[0]].shape)):
             group.append((index, step, loop))
             continue
         if group:
@@ -219,7 +220,7 @@ def _fused(group, values, readers, plan):
     """One FusedGroup: operands are full arrays (inputs from outside, outputs needed after
     the group), 0-d inputs read with stride 0, or block buffers for the values that live
     only inside the group, reused once dead (a dying input's buffer takes the output)."""
-    first, last = group[0][0], group[-1][0]
+    last = group[-1][0]
     shape = values[group[0][1].outputs[0]].shape
     made_here = {step.outputs[0] for _, step, _ in group}
     last_read = {}

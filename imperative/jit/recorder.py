@@ -32,8 +32,6 @@ class Recording:
         self.grad_effects = grad_effects    # [(binding of the holder, value id or None)]
         self.results_structure = results_structure
         self.symbolic = symbolic
-        # value ids made inside `exclude_from_trace` blocks: any such value matches
-        self.excluded = {vid for vid, b in bindings.items() if b is None}
 
     def grad_pattern(self, args):
         """Which written `.grad` slots are empty now: code like GradManager's (`old + grad`
