@@ -33,6 +33,19 @@ cdef inline TensorInfo _bound_record(int kind, object ref, tuple args):
     return None if holder is None else (<TensorBase>holder)._info
 
 
+cdef bint _shares_as_recorded(tuple args, Py_ssize_t i, Py_ssize_t first, TensorInfo info):
+    """Argument i holds the record of argument `first` (itself when it was given once at
+    record time) and of no argument before it otherwise."""
+    cdef Py_ssize_t k
+    if first != i:
+        return (<TensorBase>args[first])._info is info
+    for k in range(i):
+        a = args[k]
+        if isinstance(a, TensorBase) and (<TensorBase>a)._info is info:
+            return False
+    return True
+
+
 @cython.final
 cdef class FastReplay:
     """One recording's call in C (see the top of this file)."""
@@ -46,9 +59,12 @@ cdef class FastReplay:
     cdef bint as_tuple                         # several results, returned as a tuple
     cdef list effects                          # (kind, ref, output index): rebind the holder
     cdef list grads                            # (kind, ref, output index or -1, was empty)
+    cdef list same_as                          # per argument: the first argument holding
+                                               # the same record (tree.py: sharing)
 
     def __cinit__(self, OpDef op, CompiledPlan plan, Py_ssize_t largest, list args,
-                  list inputs, list results, bint as_tuple, list effects, list grads):
+                  list inputs, list results, bint as_tuple, list effects, list grads,
+                  list same_as):
         self.op, self.plan, self.largest = op, plan, largest
         self.arg_kinds = [a[0] for a in args]
         self.arg_a = [a[1] for a in args]
@@ -58,6 +74,9 @@ cdef class FastReplay:
         self.in_refs = [r for _, r in inputs]
         self.results, self.as_tuple = results, as_tuple
         self.effects, self.grads = effects, grads
+        self.same_as = [None] * len(args)
+        for i, k in zip([i for i, a in enumerate(args) if a[0]], same_as):
+            self.same_as[i] = k
 
     cdef object call(self, tuple args):
         cdef Py_ssize_t i, n = len(args)
@@ -72,6 +91,8 @@ cdef class FastReplay:
                 info = (<TensorBase>a)._info
                 if (info.dtype is not self.arg_b[i] or info.device is not self.arg_c[i]
                         or (info.shape is not self.arg_a[i] and info.shape != self.arg_a[i])):
+                    return FAST_MISS
+                if not _shares_as_recorded(args, i, <Py_ssize_t>self.same_as[i], info):
                     return FAST_MISS
             elif type(a) is not self.arg_a[i] or a != self.arg_b[i]:
                 return FAST_MISS

@@ -238,6 +238,22 @@ def test_structures_kwargs_and_returned_arguments(rng):
             assert got["n"] == 3
 
 
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_an_argument_given_twice_is_part_of_the_signature(rng, symbolic):
+    traced = trace(lambda a, b: a * 2.0 + b, symbolic=symbolic)
+    x, y = tensors(rng, (5,))
+    for a, b in [(x, x), (x, y), (y, y), (x, y)]:
+        assert same_bits(traced(a, b).numpy(), (a * 2.0 + b).numpy())
+    assert traced.stats["records"] == 2
+
+
+def test_a_symbolic_record_that_reads_a_computed_value_warns(rng):
+    from imperative.jit import TraceValueReadWarning
+    traced = trace(lambda x: x * 2.0 if float((x * 1.0).sum()) > 0 else x, symbolic=True)
+    with pytest.warns(TraceValueReadWarning, match="read the value"):
+        traced(tensors(rng, (3,), 1)[0])
+
+
 def test_bad_arguments_are_named():
     with pytest.raises(TypeError, match="function"):
         trace(3)

@@ -8,8 +8,9 @@ its first call and replays them on later calls, checked against the record
     replay.py     binding a call's values, running steps, effects and results
     trace.py      the decorator: signatures, the cache, stats, dump
 """
-from .errors import TraceMismatchError, TraceReadError
+from .errors import TraceMismatchError, TraceReadError, TraceValueReadWarning
 from .recorder import exclude_from_trace
 from .trace import trace
 
-__all__ = ["trace", "exclude_from_trace", "TraceMismatchError", "TraceReadError"]
+__all__ = ["trace", "exclude_from_trace", "TraceMismatchError", "TraceReadError",
+           "TraceValueReadWarning"]

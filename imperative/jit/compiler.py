@@ -22,7 +22,7 @@ from ..ops.base import Op
 from .bindings import ArgumentBinding, FixedBinding, GradBinding, TensorBinding
 from .program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL
 from .replay import constant_tensors, kept_values
-from .tree import TENSOR
+from .tree import TENSOR, sharing
 
 # dtype kinds numpy's inner loops handle without Python objects (the plan releases the GIL)
 _PLAIN_KINDS = "biuf"
@@ -316,8 +316,9 @@ def fast_replay(recording, args, kwargs):
     if (None in inputs or None in results or len(results) != leaves
             or any(e[2] is None for e in effects) or any(g[2] is None for g in grads)):
         return None
+    shared = sharing([a for a in args if isinstance(a, TensorBase)])
     return _core.FastReplay(plan.op, plan.compiled, plan.largest, spec, inputs, results,
-                            as_tuple, effects, grads)
+                            as_tuple, effects, grads, [tensor_args[k] for k in shared])
 
 
 def _fast_binding(binding, tensor_args):

@@ -12,6 +12,10 @@ class TraceReadError(RuntimeError):
     read (the replayed program does not keep what was never read)."""
 
 
+class TraceValueReadWarning(UserWarning):
+    """A symbolic trace's recorded call read a value it computed: its replays will not."""
+
+
 READ_MESSAGES = ("shape of this tensor is not read in trace",
                  "value of this tensor is not read in trace",
                  "raw data of this tensor is not read in trace")

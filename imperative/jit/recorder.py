@@ -6,6 +6,7 @@ of a tensor in Python (imperative/_tracing.pxi)."""
 from __future__ import annotations
 
 import threading
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -13,7 +14,7 @@ import numpy as np
 from .. import _core
 from .._core import READ_DATA, READ_SHAPE, READ_VALUE, TensorBase
 from .bindings import ArgumentBinding, FixedBinding, GradBinding, TensorBinding
-from .errors import READ_MESSAGES, TraceMismatchError, TraceReadError
+from .errors import READ_MESSAGES, TraceMismatchError, TraceReadError, TraceValueReadWarning
 from .program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL, Program, Step
 
 _READ_FLAGS = {READ_SHAPE: "shape_read", READ_VALUE: "value_read", READ_DATA: "data_read"}
@@ -74,6 +75,7 @@ class Recorder(_Tracer):
         self.rebound = {}        # id(tensor) -> (tensor, its record at the first rebinding)
         self.grad_writes = {}    # id(tensor) -> (tensor, its .grad before the first write)
         self.args = []
+        self.value_read_at = None     # where a symbolic record first read a computed value
 
     # ---- what the core reports
 
@@ -119,7 +121,11 @@ class Recorder(_Tracer):
     def read(self, info, kind):
         vid = self.vid.get(info)
         if vid is not None and not self.excluded_depth:
-            setattr(self.program.values[vid], _READ_FLAGS[kind], True)
+            value = self.program.values[vid]
+            setattr(value, _READ_FLAGS[kind], True)
+            if self.symbolic and kind != READ_SHAPE and value.kind == INTERNAL \
+                    and self.value_read_at is None:
+                self.value_read_at = _core.issue_site()
 
     # ---- values
 
@@ -156,6 +162,12 @@ class Recorder(_Tracer):
 
     def finish(self, result_tensors, results_structure):
         program = self.program
+        if self.value_read_at is not None:
+            warnings.warn(f"imp.jit.trace(symbolic=True): the traced function read the value "
+                          f"of a tensor it computed (at {self.value_read_at}); later calls do "
+                          "not run its Python body, so whatever it decided from that value "
+                          "is replayed as recorded (read it outside, or use symbolic=False)",
+                          TraceValueReadWarning, stacklevel=4)
         for step in program.steps:
             step.where = _core.site_text(*step.where)
             step.scope = "" if step.scope_node is None else step.scope_node.path

@@ -16,7 +16,7 @@ from .compiler import Plan, fast_replay
 from .errors import TraceMismatchError
 from .recorder import Checker, Recorder, tracing
 from .replay import StaleBinding, bound_inputs, finish_call, run_steps
-from .tree import flatten
+from .tree import flatten, sharing
 
 
 class trace(_core.TraceBase):
@@ -55,7 +55,7 @@ class trace(_core.TraceBase):
         tensors = []
         structure = flatten((args, kwargs), tensors)
         signature = (structure, tuple((t._record.shape, t._record.dtype, t._record.device)
-                                      for t in tensors))
+                                      for t in tensors), sharing(tensors))
         recordings = self._cache.get(signature)
         if recordings is not None:
             self._cache.move_to_end(signature)

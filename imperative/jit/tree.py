@@ -37,3 +37,10 @@ def unflatten(structure, tensors):
         return {k: unflatten(v, tensors) for k, v in structure[1]}
     items = [unflatten(x, tensors) for x in structure[1]]
     return tuple(items) if tag == "tuple" else items
+
+
+def sharing(tensors):
+    """For each Tensor, the position of the first one holding the same record: the program
+    reads an argument given twice (f(x, x)) as one value, so that is part of a signature."""
+    first = {}
+    return tuple([first.setdefault(t._record, i) for i, t in enumerate(tensors)])
