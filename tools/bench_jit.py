@@ -3,6 +3,7 @@ and torch.compile) and jax.jit, side by side in one process, interleaved over ro
 and median per contender; the JSON holds the ratios the targets of issue 15 are stated in).
 
     python tools/bench_jit.py [--rounds 5] [--quick] [--no-compile] [--json bench_jit.json]
+    python tools/bench_jit.py --leak-replays 1000000      # RSS and handles stay flat
 
 Rows: a chain of 20 elementwise ops (x * y + 1, tanh, - y, exp(x * 0.25), / 2, four times)
 on (16,) and on (1024, 1024) float32, each call reading its result back to numpy; a small
@@ -175,6 +176,30 @@ def record_and_lookup(rounds):
     return {**record, **lookup}
 
 
+def replay_leak_check(n):
+    """`n` replays of the (16,) chain, its result read each time: the process's RSS and the
+    live handle count before and after (they must stay flat)."""
+    def rss_mib():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
+    rng = np.random.default_rng(2)
+    x = imp.Tensor(rng.standard_normal(16).astype(np.float32))
+    y = imp.Tensor(rng.standard_normal(16).astype(np.float32))
+    replay = trace(lambda a, b: _chain(a, b, F.exp, F.tanh), symbolic=True)
+    for _ in range(1000):
+        replay(x, y).numpy()
+    imp.sync()
+    before = (rss_mib(), imp._core._channel_stats()["live_handles"])
+    start = time.perf_counter()
+    for _ in range(n):
+        replay(x, y).numpy()
+    imp.sync()
+    after = (rss_mib(), imp._core._channel_stats()["live_handles"])
+    print(f"\n{n} replays in {time.perf_counter() - start:.1f} s: RSS {before[0]:.1f} -> "
+          f"{after[0]:.1f} MiB, live handles {before[1]} -> {after[1]}")
+    return {"replays": n, "rss_mib": [before[0], after[0]], "live_handles": [before[1], after[1]]}
+
+
 def table(title, results, unit=1e6):
     print(f"\n{title} (us per call: best / median)")
     for name, (best, med) in results.items():
@@ -187,7 +212,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--leak-replays", type=int, default=0, metavar="N",
+                    help="only replay the (16,) chain N times (e.g. 1000000) and report RSS "
+                         "and live handles before and after")
     args = ap.parse_args()
+    if args.leak_replays:
+        print(json.dumps(replay_leak_check(args.leak_replays)))
+        return
     q = 10 if args.quick else 1
     compile_torch = torch is not None and not args.no_compile
     ratios, out = {}, {}
