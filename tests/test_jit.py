@@ -497,3 +497,17 @@ def test_kernel_errors_in_a_replay_surface_as_async_errors(rng):
     assert "jit.plan" in str(info.value) or "replay" in "".join(getattr(info.value, "__notes__", ()))
     assert same_bits(traced(x, imp.Tensor(np.array([3, 0], np.int32))).numpy(),
                      np.array([6.0, 0.0], np.float32))
+
+
+def test_dump_writes_the_recorded_forward_program_as_onnx(rng, tmp_path):
+    pytest.importorskip("imperative.jit.onnx_export")     # (the exporter's own branch)
+    ort = pytest.importorskip("onnxruntime")
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    traced = trace(lambda x: F.softmax(model(x), axis=-1), symbolic=True,
+                   capture_as_const=True)
+    x = tensors(rng, (2, 8), 1)[0]
+    want = traced(x).numpy()
+    path = str(tmp_path / "mlp.onnx")
+    traced.dump(path, arg_names=["x"], output_names=["y"])
+    got = ort.InferenceSession(path).run(None, {"x": x.numpy()})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
