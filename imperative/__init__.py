@@ -14,8 +14,8 @@ except ImportError as _error:   # a source tree that was not built: say what to 
     raise core_import_error(_error) from None
 from . import (autodiff, data, dtr, dtype, functional, lr_scheduler, nn, ops, optim, random)
 # imported for what importing does: numpy_protocol installs the Tensor's numpy hooks, and
-# distributed becomes the attribute imp.distributed
-from . import distributed, numpy_protocol  # noqa: F401
+# distributed and jit become the attributes imp.distributed and imp.jit
+from . import distributed, jit, numpy_protocol  # noqa: F401
 from .autodiff import GradKey, backward, set_allow_higher_order_directive
 from ._core import (AsyncError, apply, close, full_sync, get_default_device, get_option,
                     memory_stats, options, reset_peak_memory_stats, set_default_device,

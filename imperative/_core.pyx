@@ -41,6 +41,7 @@ include "_device.pxi"         # Device, DeviceStats
 include "_records.pxi"        # Storage, ErrorRecord, TensorInfo, Command, OpDef
 include "_trace.pxi"          # the profiler's and scopes' recording
 include "_errors.pxi"         # AsyncError, where ops were issued
+include "_tracing.pxi"        # imp.jit.trace's hooks: ops, constants, rebinding, reads
 include "_channel.pxi"        # the Channel, caller side
 include "_worker.pxi"         # the worker thread and the queue to it
 include "_execute.pxi"        # running one command
@@ -223,3 +224,5 @@ def _channel_stats():
 
 include "_tensor_base.pxi"    # TensorBase, apply, operator dispatch
 include "_collective.pxi"     # MPI collectives as commands (imperative.distributed)
+include "_plan.pxi"           # imp.jit's compiled plans: fused elementwise passes, kernels
+include "_replay.pxi"         # imp.jit's per-call path of a symbolic trace
