@@ -4,7 +4,12 @@ MLP). Each contender runs in a fresh subprocess (one BLAS thread each) so that i
 is its own; the contenders take turns for --rounds rounds and each keeps its best (the
 JSON also gives the median of the per-round ratios, each round's pair run back to back).
 
-    python tools/bench_train.py [--steps 10] [--rounds 5] [--json bench_train.json]
+Issue 16's dispatch-bound steps (with Adam) are the models `mlp_small` (4 x Linear 64,
+batch 8) and `cnn_small` (two 3x3 convolutions of 16 and 32 channels on 8x8 images, a 2x2
+max-pool, a linear head, batch 64); they run SMALL_STEPS steps at least.
+
+    python tools/bench_train.py [--steps 10] [--rounds 5] [--models mlp,cnn,mlp_small,cnn_small]
+                                [--json bench_train.json]
 """
 import argparse
 import json
@@ -15,6 +20,69 @@ import time
 
 WIDTH, DEPTH, BATCH = 1024, 8, 256
 CNN_BATCH = 64
+SMALL_STEPS = 200        # a dispatch-bound step takes about a millisecond
+MODELS = {"mlp": ("imperative", "torch", "numpy"), "cnn": ("imperative", "torch"),
+          "mlp_small": ("imperative", "torch"), "cnn_small": ("imperative", "torch")}
+
+
+def small_data(np, model):
+    """(x, labels) of a dispatch-bound model: (8, 64) rows or (64, 3, 8, 8) images."""
+    rng = np.random.default_rng(0)
+    shape = (8, 64) if model == "mlp_small" else (64, 3, 8, 8)
+    return rng.standard_normal(shape).astype(np.float32), rng.integers(0, 10, shape[0])
+
+
+def small_net(nn, model):
+    """The dispatch-bound model in `nn` (imperative.nn or torch.nn: the same names)."""
+    if model == "mlp_small":
+        return nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                             nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(32 * 4 * 4, 10))
+
+
+def run_imperative_small(model):
+    import numpy as np
+    import imperative as imp
+    from imperative import F, nn, optim
+    from imperative.autodiff import GradManager
+    x, y = small_data(np, model)
+    imp.random.seed(0)
+    net = small_net(nn, model)
+    x, y = imp.Tensor(x), imp.Tensor(y.astype(np.int32))
+    params = net.parameters()
+    opt, gm = optim.Adam(params, 1e-3), GradManager().attach(params)
+
+    def step():
+        with gm:
+            loss = F.cross_entropy(net(x), y)
+            gm.backward(loss)
+        opt.step()
+        opt.clear_grad()
+        value = float(loss)
+        imp.sync()
+        return value
+    return step
+
+
+def run_torch_small(model):
+    import numpy as np
+    import torch
+    torch.set_num_threads(1)
+    x, y = small_data(np, model)
+    torch.manual_seed(0)
+    net = small_net(torch.nn, model)
+    x, y = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+    opt = torch.optim.Adam(net.parameters(), 1e-3)
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
 
 
 def mlp_data(np):
@@ -147,8 +215,12 @@ def child(contender, model, steps):
     """Runs in the subprocess: times `steps` steps after one warm-up, reports peak RSS."""
     import psutil
     proc = psutil.Process()
-    make = {"imperative": run_imperative, "torch": run_torch, "numpy": run_numpy}[contender]
-    step = make(model, steps)
+    if model in ("mlp_small", "cnn_small"):
+        step = {"imperative": run_imperative_small, "torch": run_torch_small}[contender](model)
+        steps = max(steps, SMALL_STEPS)
+    else:
+        make = {"imperative": run_imperative, "torch": run_torch, "numpy": run_numpy}[contender]
+        step = make(model, steps)
     step()
     times, peak = [], proc.memory_info().rss
     for _ in range(steps):
@@ -167,16 +239,23 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5, help="turns each contender takes")
     parser.add_argument("--json", default="bench_train.json")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args.child[0], args.child[1], args.steps)
+    models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        parser.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     # The machine is shared and its speed drifts by 10% within a minute: the contenders take
     # turns, round after round, and each keeps its best round (peak RSS: its largest).
     rounds = {}
     for _ in range(args.rounds):
-        for model, contenders in (("mlp", ("imperative", "torch", "numpy")), ("cnn", ("imperative", "torch"))):
+        for model in models:
+            contenders = MODELS[model]
             for who in contenders:
                 out = subprocess.run([sys.executable, __file__, "--child", who, model, "--steps", str(args.steps)],
                                      capture_output=True, text=True, env=env)
@@ -194,7 +273,7 @@ def main():
         print(f"{key:<18}{r['step_s'] * 1e3:>10.1f}{r['median_s'] * 1e3:>11.1f}"
               f"{r['peak_rss'] / 2**20:>14.1f}{r['loss']:>9.4f}")
     ratios = {}
-    for model in ("mlp", "cnn"):
+    for model in models:
         a, b = results.get(f"{model} imperative"), results.get(f"{model} torch")
         if a and b:
             ratios[f"{model}_step_over_torch"] = a["step_s"] / b["step_s"]
