@@ -10,6 +10,8 @@ max-pool, a linear head, batch 64); they run SMALL_STEPS steps at least.
 
     python tools/bench_train.py [--steps 10] [--rounds 5] [--models mlp,cnn,mlp_small,cnn_small]
                                 [--json bench_train.json]
+
+It measures the checkout it lives in; IMPERATIVE_ROOT=/path/to/checkout measures another.
 """
 import argparse
 import json
@@ -18,8 +20,14 @@ import subprocess
 import sys
 import time
 
+# the checkout this file lives in (not whichever imperative is installed); IMPERATIVE_ROOT
+# measures another build (a before/after comparison); the children inherit it
+sys.path.insert(0, os.environ.get("IMPERATIVE_ROOT",
+                                  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
 WIDTH, DEPTH, BATCH = 1024, 8, 256
 CNN_BATCH = 64
+SMALL = ("mlp_small", "cnn_small")
 SMALL_STEPS = 200        # a dispatch-bound step takes about a millisecond
 MODELS = {"mlp": ("imperative", "torch", "numpy"), "cnn": ("imperative", "torch"),
           "mlp_small": ("imperative", "torch"), "cnn_small": ("imperative", "torch")}
@@ -42,49 +50,6 @@ def small_net(nn, model):
                          nn.Flatten(), nn.Linear(32 * 4 * 4, 10))
 
 
-def run_imperative_small(model):
-    import numpy as np
-    import imperative as imp
-    from imperative import F, nn, optim
-    from imperative.autodiff import GradManager
-    x, y = small_data(np, model)
-    imp.random.seed(0)
-    net = small_net(nn, model)
-    x, y = imp.Tensor(x), imp.Tensor(y.astype(np.int32))
-    params = net.parameters()
-    opt, gm = optim.Adam(params, 1e-3), GradManager().attach(params)
-
-    def step():
-        with gm:
-            loss = F.cross_entropy(net(x), y)
-            gm.backward(loss)
-        opt.step()
-        opt.clear_grad()
-        value = float(loss)
-        imp.sync()
-        return value
-    return step
-
-
-def run_torch_small(model):
-    import numpy as np
-    import torch
-    torch.set_num_threads(1)
-    x, y = small_data(np, model)
-    torch.manual_seed(0)
-    net = small_net(torch.nn, model)
-    x, y = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
-    opt = torch.optim.Adam(net.parameters(), 1e-3)
-
-    def step():
-        loss = torch.nn.functional.cross_entropy(net(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item()
-    return step
-
-
 def mlp_data(np):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, WIDTH)).astype(np.float32)
@@ -102,6 +67,10 @@ def run_imperative(model, steps):
     if model == "mlp":
         x, y, ws = mlp_data(np)
         net = imp_mlp(ws)
+    elif model in SMALL:
+        x, y = small_data(np, model)
+        imp.random.seed(0)
+        net = small_net(nn, model)
     else:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)
@@ -110,9 +79,9 @@ def run_imperative(model, steps):
         net = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1),
                             nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU())
         head = nn.Linear(64, 10)
-    x, y = imp.Tensor(x), imp.Tensor(y)
-    params = net.parameters() + ([] if model == "mlp" else head.parameters())
-    opt = optim.SGD(params, 0.01)
+    x, y = imp.Tensor(x), imp.Tensor(y.astype(np.int32))
+    params = net.parameters() + (head.parameters() if model == "cnn" else [])
+    opt = optim.Adam(params, 1e-3) if model in SMALL else optim.SGD(params, 0.01)
     gm = GradManager().attach(params)
 
     def step():
@@ -160,6 +129,11 @@ def run_torch(model, steps):
         x, y, ws = mlp_data(np)
         net = torch_mlp(torch, ws)
         params = list(net.parameters())
+    elif model in SMALL:
+        x, y = small_data(np, model)
+        torch.manual_seed(0)
+        net = small_net(torch.nn, model)
+        params = list(net.parameters())
     else:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)
@@ -170,7 +144,7 @@ def run_torch(model, steps):
         head = torch.nn.Linear(64, 10)
         params = list(net.parameters()) + list(head.parameters())
     x, y = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
-    opt = torch.optim.SGD(params, 0.01)
+    opt = torch.optim.Adam(params, 1e-3) if model in SMALL else torch.optim.SGD(params, 0.01)
 
     def step():
         out = net(x)
@@ -215,12 +189,10 @@ def child(contender, model, steps):
     """Runs in the subprocess: times `steps` steps after one warm-up, reports peak RSS."""
     import psutil
     proc = psutil.Process()
-    if model in ("mlp_small", "cnn_small"):
-        step = {"imperative": run_imperative_small, "torch": run_torch_small}[contender](model)
+    make = {"imperative": run_imperative, "torch": run_torch, "numpy": run_numpy}[contender]
+    step = make(model, steps)
+    if model in SMALL:
         steps = max(steps, SMALL_STEPS)
-    else:
-        make = {"imperative": run_imperative, "torch": run_torch, "numpy": run_numpy}[contender]
-        step = make(model, steps)
     step()
     times, peak = [], proc.memory_info().rss
     for _ in range(steps):
