@@ -14,6 +14,7 @@ cdef object _make_reshape = None     # (shape arguments,) -> Reshape op
 cdef object _make_transpose = None   # (axes arguments, ndim) -> Dimshuffle op
 cdef object _make_astype = None      # (dtype argument, input dtype) -> TypeCvt op or None
 cdef object _make_getitem = None     # (tensor, index) -> (op, index operand Tensors)
+cdef object _setitem = None          # (tensor, index, value) -> (the op it ran, operands)
 cdef object _keyword_error = None    # (function name, keyword) -> TypeError or None
 
 cdef dict _reduce_ops = {}
@@ -21,18 +22,21 @@ cdef dict _reshape_ops = {}
 cdef dict _transpose_ops = {}
 cdef dict _astype_ops = {}
 cdef dict _getitem_ops = {}
+cdef dict _setitem_ops = {}
 cdef Py_ssize_t _MAX_MEMO = 1024
 cdef object _np_dtype = np.dtype
 
 
 def bind_methods(make_reduce, make_reshape, make_transpose, make_astype, make_getitem,
-                 keyword_error):
+                 setitem, keyword_error):
     """Called once, by imperative/tensor.py at its import: the op factories of the methods
-    below (each validates its arguments as the facade does) and torch_hints.keyword_error."""
+    below (each validates its arguments as the facade does), the facade's setitem and
+    torch_hints.keyword_error."""
     global _make_reduce, _make_reshape, _make_transpose, _make_astype, _make_getitem
-    global _keyword_error
+    global _setitem, _keyword_error
     _make_reduce, _make_reshape, _make_transpose = make_reduce, make_reshape, make_transpose
-    _make_astype, _make_getitem, _keyword_error = make_astype, make_getitem, keyword_error
+    _make_astype, _make_getitem, _setitem = make_astype, make_getitem, setitem
+    _keyword_error = keyword_error
 
 
 cdef inline object _one(OpDef op, TensorBase x):
@@ -192,6 +196,29 @@ def tensor_getitem(TensorBase self, index):
             _getitem_ops[key] = op
         return _one(<OpDef>op, self)
     return apply_infos(<OpDef>op, _checked_infos(op, (self,) + tuple(operands)))[0]
+
+
+def tensor_setitem(TensorBase self, index, value):
+    """`self[index] = value`: a Python number at a basic index is cast to this dtype as a
+    constant (as Tensor(value, dtype=) makes it) and written by the memoised op; anything
+    else, and a number that does not fit, is the facade's (tensor.py:_setitem)."""
+    cdef TensorInfo info = self._info, constant
+    key = _basic_index_key(index)
+    tp = type(value)
+    op = None
+    if key is not None and (tp is float or tp is int or tp is bool) and not info.quantized:
+        op = _setitem_ops.get(key)
+    if op is not None:
+        try:
+            constant = _scalar_info(value, info.dtype, info.device)
+        except OverflowError:
+            op = None       # the facade raises numpy's own words for it
+    if op is None:
+        op, operands = _setitem(self, index, value)
+        if key is not None and not operands and len(_setitem_ops) < _MAX_MEMO:
+            _setitem_ops[key] = op
+        return
+    self._set_info_from(_wrap(_channel.dispatch(<OpDef>op, [info, constant])[0]))
 
 
 cdef object _number(TensorBase x, object kind):

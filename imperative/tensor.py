@@ -228,17 +228,10 @@ class Tensor(TensorBase):
 
     __getitem__ = _core.tensor_getitem       # `self[index]`, as numpy (_getitem_op below)
 
-    def __setitem__(self, index, value):
-        """`self[index] = value`: rebinds this tensor to the new value (values are immutable;
-        other Tensors sharing the old value keep it); the value is cast to this dtype, as
-        numpy casts on assignment."""
-        items, operands = O.indexing.prepare(self, index, Tensor)
-        if isinstance(value, TensorBase):
-            value = value.astype(self.dtype)
-        else:
-            value = Tensor(value, dtype=self.dtype, device=self.device)
-        result = _core.apply(O.indexing.write_op(items, operands), self, value, *operands)[0]
-        self._set_info_from(result)
+    # `self[index] = value`: rebinds this tensor to the new value (values are immutable;
+    # other Tensors sharing the old value keep it); the value is cast to this dtype, as
+    # numpy casts on assignment (_setitem below; a Python number at a basic index: the core)
+    __setitem__ = _core.tensor_setitem
 
     # ---- in-place operators keep the object (a Parameter stays a Parameter)
 
@@ -383,6 +376,18 @@ def _reduce_op(mode, axis, keepdims):
     return cached_op(O.Reduce, mode, _axis_arg(axis), bool(keepdims))
 
 
+def _setitem(tensor, index, value):
+    """`tensor[index] = value`; returns the op it issued and its index operands."""
+    items, operands = O.indexing.prepare(tensor, index, Tensor)
+    if isinstance(value, TensorBase):
+        value = value.astype(tensor.dtype)
+    else:
+        value = Tensor(value, dtype=tensor.dtype, device=tensor.device)
+    op = O.indexing.write_op(items, operands)
+    tensor._set_info_from(_core.apply(op, tensor, value, *operands)[0])
+    return op, operands
+
+
 def _getitem_op(tensor, index):
     """(the op of `tensor[index]`, its index operands) (ops/indexing.py parses the index)."""
     items, operands = O.indexing.prepare(tensor, index, Tensor)
@@ -397,7 +402,7 @@ def _setup():
     ops["MATMUL"] = O.MatrixMul()
     _core.bind_facade(Tensor, O.TypeCvt, ops)
     _core.bind_methods(_reduce_op, _reshape_op, _transpose_op, _astype_op, _getitem_op,
-                       keyword_error)
+                       _setitem, keyword_error)
 
 
 _setup()

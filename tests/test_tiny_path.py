@@ -174,3 +174,34 @@ def test_python_numbers_of_one_element_tensors():
     masked = imp.Tensor(X)[imp.Tensor(X) > 10]      # a value-dependent shape: (0,)
     with pytest.raises(TypeError, match=r"converted to int, got shape \(0,\)"):
         int(masked)
+
+
+SETS = ((1, 0.5), ((2, slice(3, 5)), 2), ((..., 0), True), (0, 1.75))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.bool_])
+def test_setitem_of_a_number_casts_as_tensor_of_that_dtype_does(dtype):
+    def fill(t):
+        for index, value in SETS:
+            t[index] = value            # twice each: the second time by the memoised op
+            t[index] = value
+        t[3, ::4] = imp.Tensor(np.array([9.5, 8, 7, 6], np.float32))    # a Tensor value
+        return t.numpy().copy()
+    want = np.zeros((4, 16), dtype)
+    for index, value in SETS:
+        want[index] = np.array(value, dtype=dtype)      # Tensor(value, dtype=)'s cast
+    fast = fill(imp.Tensor(np.zeros((4, 16), dtype)))
+    with general_path():
+        slow = fill(imp.Tensor(np.zeros((4, 16), dtype)))
+    np.testing.assert_array_equal(fast, slow)
+    assert fast.dtype == dtype
+    np.testing.assert_array_equal(fast[:3], want[:3])
+
+
+def test_setitem_of_a_number_that_does_not_fit_says_so_every_time():
+    u = imp.Tensor(np.zeros(4, np.uint8))
+    u[1] = 7
+    for _ in range(2):
+        with pytest.raises(OverflowError, match="300 out of bounds for uint8"):
+            u[2] = 300
+    np.testing.assert_array_equal(u.numpy(), [0, 7, 0, 0])
