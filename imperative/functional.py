@@ -177,25 +177,10 @@ def clip(x: TensorLike, lower: TensorLike | None = None,
         if lower is not None:
             x = maximum(x, lower)
         return x if upper is None else minimum(x, upper)
-    dt = _clip_dtype(x.dtype, lower, upper)
+    dt = O.select.clip_dtype(x.dtype, lower, upper)
     if dt is not x.dtype and not D.same_dtype(dt, x.dtype):
         x = x.astype(dt)
     return _apply1(cached_op(O.Clip, lower, upper), x)
-
-
-_CLIP_DTYPES = {}   # (plain dtype, type of lower, type of upper) -> the dtype clip computes in
-
-
-def _clip_dtype(dtype, lower, upper):
-    """dtype_promotion of a tensor of `dtype` with Python-number bounds: it depends on the
-    bounds' types only (their category), so it is memoised by them."""
-    key = (dtype, type(lower), type(upper))
-    found = _CLIP_DTYPES.get(key) if dtype.metadata is None else None
-    if found is None:
-        found = D.dtype_promotion([dtype, lower, upper])
-        if dtype.metadata is None and len(_CLIP_DTYPES) < 256:
-            _CLIP_DTYPES[key] = found
-    return found
 
 
 # ---------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ import numbers
 
 import numpy as np
 
+from ..dtype import dtype_promotion
 from .base import Op, check_arity, promote_inputs, promoted_dtype, reject_quantized
 
 
@@ -25,6 +26,22 @@ class Where(Op):
 
     def kernel(self, cond, x, y):
         return np.where(cond, x, y).astype(promoted_dtype((x.dtype, y.dtype)), copy=False)
+
+
+_CLIP_DTYPES = {}   # (plain dtype, type of lower, type of upper) -> the dtype clip computes in
+
+
+def clip_dtype(dtype, lower, upper):
+    """dtype_promotion of a tensor of `dtype` with Python-number bounds (functional.clip
+    converts to it first): it depends on the bounds' types only (their category), so it
+    is memoised by them."""
+    key = (dtype, type(lower), type(upper))
+    found = _CLIP_DTYPES.get(key) if dtype.metadata is None else None
+    if found is None:
+        found = dtype_promotion([dtype, lower, upper])
+        if dtype.metadata is None and len(_CLIP_DTYPES) < 256:
+            _CLIP_DTYPES[key] = found
+    return found
 
 
 def _check_bound(value, name):
