@@ -246,8 +246,10 @@ cdef int _store_results(Channel self, OpDef op, list inputs, list outputs, objec
     stored unless every result fits."""
     cdef TensorInfo out
     cdef Py_ssize_t i
-    if not isinstance(result, tuple) and len(outputs) == 1 and type(result) is _ndarray:
-        out = outputs[0]        # (the usual case: one array for one output)
+    if not isinstance(result, tuple) and len(outputs) == 1:
+        out = outputs[0]        # (the usual case: one array, or numpy scalar, for one output)
+        if type(result) is not _ndarray:
+            result = _np_asarray(result)
         if out.shape is not None and not out.packed:
             if (<tuple>result.shape) != out.shape:
                 raise RuntimeError(f"kernel of {op!r} produced shape {result.shape}, "
