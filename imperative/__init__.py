@@ -12,7 +12,7 @@ try:
 except ImportError as _error:   # a source tree that was not built: say what to run
     from ._core_missing import core_import_error
     raise core_import_error(_error) from None
-from . import (autodiff, data, distributed, dtr, dtype, functional, lr_scheduler, nn,
+from . import (autodiff, data, distributed, dtr, dtype, functional, jit, lr_scheduler, nn,
                numpy_protocol, ops, optim, random)
 from .autodiff import GradKey, backward, set_allow_higher_order_directive
 from ._core import (AsyncError, apply, close, full_sync, get_default_device, get_option,

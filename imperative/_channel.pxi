@@ -192,6 +192,7 @@ cdef class Channel:
             # beside (at async level 0, always)
             self.mm.make_room(info.size, device)
         self._set_value(info, array, None)
+        if _tracing: _trace_put(info)
         return info
 
     cdef int _set_value(self, TensorInfo info, object array, Storage shared) except -1:
@@ -302,6 +303,7 @@ cdef class Channel:
             _record_dispatch(t0, cmd)
         if _grad_hook is not None:
             _grad_hook(op, inputs, outputs)
+        if _tracing: _trace_op(op, inputs, outputs)
         return outputs
 
     cdef int _raise_unusable_input(self, op, TensorInfo info) except -1:
@@ -347,7 +349,7 @@ cdef class Channel:
         kernel raised; the general path then runs the op (again) and reports any error."""
         cdef Py_ssize_t limit
         cdef long long t0 = _now_ns() if _profiling else 0
-        if self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on:
+        if self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on or _tracing:
             return None
         cdef TensorInfo big = a if b is None else _ufunc_result_operand(a, b)
         out_dtype = None if big is None else _ufunc_out_dtype(op, a, b)

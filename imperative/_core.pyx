@@ -43,6 +43,7 @@ include "_device.pxi"         # Device, DeviceStats
 include "_records.pxi"        # Storage, ErrorRecord, TensorInfo, Command, OpDef
 include "_trace.pxi"          # the profiler's and scopes' recording
 include "_errors.pxi"         # AsyncError, where ops were issued
+include "_tracing.pxi"        # imp.jit.trace's hooks: ops, constants, rebinding, reads
 include "_channel.pxi"        # the Channel, caller side
 include "_tiny.pxi"           # host-compute decisions, the tiny-op path without a Command
 include "_worker.pxi"         # the worker thread and the queue to it
@@ -227,3 +228,5 @@ def _channel_stats():
 include "_tensor_base.pxi"    # TensorBase, apply, operator dispatch
 include "_methods.pxi"        # Tensor methods that issue one op, without Python frames
 include "_collective.pxi"     # MPI collectives as commands (imperative.distributed)
+include "_plan.pxi"           # imp.jit's compiled plans: fused elementwise passes, kernels
+include "_replay.pxi"         # imp.jit's per-call path of a symbolic trace

@@ -221,6 +221,17 @@ def set_overshoot_hook(hook):
     _overshoot_hook = hook
 
 
+cdef object _decision_hook = None     # debugging: called as hook(action, info, clock)
+
+
+def set_decision_hook(hook):
+    """Debugging: `hook(action, record, clock)` on every eviction ("evict"), drop of a
+    dead value ("drop_dead"), recomputation ("recompute") and value taken back from the
+    views that kept it ("revive"); None to stop."""
+    global _decision_hook
+    _decision_hook = hook
+
+
 # ------------------------------------------------------------------ the manager
 
 
@@ -416,6 +427,8 @@ cdef class MemoryManager:
         """Drop a value no tensor refers to (kept only as a recipe's input). It joins its
         evicted neighbourhood: recomputing a neighbour now costs this one too, and
         h_DTR^eq must see that."""
+        if _decision_hook is not None:
+            _decision_hook("drop_dead", info, self.clock)
         self.drop(info, reason)
         self.policy.on_evict(info)
         self.lengthen_chains(info)
@@ -552,7 +565,7 @@ cdef class MemoryManager:
                     for i in p.inputs:
                         if (not _alive(i) and i.pins == 0 and i.status == PRODUCED
                                 and i.producer is not None and not _read_on_the_stack(i, stack)
-                                and not self.worth_keeping(i)):
+                                and not self.worth_keeping(i, stack)):
                             # an intermediate no tensor and no queued op holds, brought back
                             # only for this step: free it again as its first run did
                             self.drop_dead(i, "recomputed, dead again")
@@ -592,18 +605,24 @@ cdef class MemoryManager:
             value.flags.writeable = False
         self.ch._adopt(info, value, g.storage)
         self.policy.on_restore(info)
+        if _decision_hook is not None:
+            _decision_hook("revive", info, self.clock)
         return True
 
-    cdef bint worth_keeping(self, TensorInfo dead) except -1:
+    cdef bint worth_keeping(self, TensorInfo dead, list restoring) except -1:
         """Keep a dead intermediate brought back on the way, evictable like any value, when
         another evicted tensor would need it to come back too: a whole sequence's input
         projection that each time step's slice is cut from (dropping it after each step
         recomputes it once per step). Otherwise it goes at once: keeping every such value
         recomputed 1.1-2.3x more on the zoo at 0.5 P (it takes the room of values sure to
         be read). Only a candidate stays: one below evictee_minimum_size could never be
-        evicted again and would stay for as long as the recipes that read it."""
+        evicted again and would stay for as long as the recipes that read it. The
+        tensors being restored do not count: they are on their way back, and once back
+        they no longer need it (a matmul output kept because the ReLU above it, the very
+        tensor being restored, was still evicted, made that ReLU look cheap to evict
+        again: recomputing it from the kept matmul output costs only a bias add)."""
         return (_key(dead) in self.candidates and self.evictable(dead, dead.device)
-                and _needed_by_evicted(dead, []))
+                and _needed_by_evicted(dead, [], restoring))
 
     cdef int recompute(self, Producer p, TensorInfo wanted) except -1:
         """Run `p` again for `wanted`. Its other dropped outputs come back only when some
@@ -660,6 +679,8 @@ cdef class MemoryManager:
             out.cost = p.cost
             self.policy.on_restore(out)
         cdef Device dev = wanted.device
+        if _decision_hook is not None:
+            _decision_hook("recompute", wanted, self.clock)
         dev.stats.recomputes += 1
         dev.stats.recompute_seconds += (_now_ns() - t0) * 1e-9
         if _profiling:
@@ -762,6 +783,8 @@ cdef class MemoryManager:
         recomputing it (and its evicted neighbourhood), or when it has no recipe (a leaf
         that consider_swapping made a candidate: swapping is its only way out)."""
         cdef bint leaf = victim.producer is None
+        if _decision_hook is not None:
+            _decision_hook("evict", victim, self.clock)
         victim.device.stats.evictions += 1
         if leaf or (self.ch._opts[OPT_ENABLE_SWAP] and self.swap_is_cheaper(victim)):
             try:
@@ -879,11 +902,12 @@ cdef _Ghost _ghost_of(TensorInfo info):
     return g
 
 
-cdef bint _needed_by_evicted(TensorInfo leaf, list frontier) except -1:
+cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list restoring=None) except -1:
     """Walk forward from `leaf` over the recipes that read it, through dead records (which
     would be recomputed on the way), to the records something still holds. True when one
-    of those is evicted (dropped or swapped out): it needs `leaf` to come back. Otherwise
-    `frontier` gets the held records, all resident or about to be."""
+    of those is evicted (dropped or swapped out) and not in `restoring` (being brought
+    back now): it needs `leaf` to come back. Otherwise `frontier` gets the held records,
+    all resident or about to be."""
     cdef list stack = [leaf]
     cdef set seen = {_key(leaf)}
     cdef TensorInfo r, out
@@ -893,6 +917,8 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier) except -1:
             if _key(out) in seen:
                 continue
             seen.add(_key(out))
+            if restoring is not None and _contains(restoring, out):
+                continue                 # (resident soon: what lies beyond needs only it)
             if out.status == DROPPED or out.status == SWAPPED:
                 if _alive(out):
                     return True
@@ -931,3 +957,4 @@ cdef void _remove_swap_file(TensorInfo info):
         except OSError:
             pass
         info.swap_path = None
+

@@ -51,6 +51,8 @@ cdef list _checked_infos(object op, tuple tensors):
     if not isinstance(op, OpDef):
         raise TypeError(f"apply expects an op (imperative.ops.*) first, got {type(op).__name__}")
     cdef list infos = []
+    if _tracing:
+        _trace_inputs(tensors)
     for t in tensors:
         if not isinstance(t, TensorBase):
             raise TypeError(f"op {type(op).__name__} expects Tensor inputs, got {type(t).__name__}")
@@ -163,6 +165,8 @@ cdef object _binary(object x, object y, OpDef op, bint reflected):
         if not isinstance(y, _OPERAND_TYPES):
             return NotImplemented
     cdef TensorInfo fast
+    if _tracing:
+        _trace_inputs((x, y))
     if op.ufunc is not None and isinstance(y, TensorBase):
         fast = (_channel.host_ufunc(op, (<TensorBase>y)._info, (<TensorBase>x)._info) if reflected
                 else _channel.host_ufunc(op, (<TensorBase>x)._info, (<TensorBase>y)._info))
@@ -191,6 +195,8 @@ cdef void _release_temporaries(list infos):
 
 cdef object _unary(object x, OpDef op):
     cdef TensorInfo fast
+    if _tracing:
+        _trace_inputs((x,))
     if op.ufunc is not None:
         fast = _channel.host_ufunc(op, (<TensorBase>x)._info, None)
         if fast is not None:
@@ -252,6 +258,8 @@ cdef class TensorBase:
     def shape(self):
         """The shape as a tuple; waits only for ops whose output shape depends on values."""
         cdef TensorInfo info = self._info
+        if _tracing:
+            _trace_read(info, READ_SHAPE)
         if info.shape is None:
             _channel.wait_produced(info, "shape")
         return info.shape
@@ -274,10 +282,14 @@ cdef class TensorBase:
 
     def _value(self):
         """The value as a numpy array (waits for the worker; not a copy: do not write)."""
+        if _tracing:
+            _trace_read(self._info, READ_DATA)
         return _channel.get_value(self._info)
 
     def numpy(self):
         """The value as a read-only numpy array (zero-copy where the storage allows)."""
+        if _tracing:
+            _trace_read(self._info, READ_VALUE)
         return _channel.get_readonly_view(self._info)
 
     def _use_cnt(self):
@@ -297,6 +309,8 @@ cdef class TensorBase:
         """Rebind this tensor to `other`'s value (in-place operators, __setitem__, optimizer
         updates). The new value is persistent for the memory manager."""
         cdef TensorInfo old = self._info
+        if _tracing:
+            _trace_rebind(self, old)
         self._info = other._info
         self._info.tensor_refs += 1
         if _channel._memory_on:

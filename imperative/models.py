@@ -350,11 +350,16 @@ def trainer(name, lr=None, **overrides):
     """A fresh, seeded model of the zoo with its data and optimizer; returns `step()`, which
     runs one training step (forward, cross entropy, backward, update) and returns the loss."""
     model, x, labels = build(name, **overrides)
-    params = model.parameters()
-    opt = optimizer(name, params, lr)
-    gm = GradManager().attach(params)
+    step = training_step(model, optimizer(name, model.parameters(), lr))
+    return lambda: step(x, labels)
 
-    def step():
+
+def training_step(model, opt):
+    """`step(x, labels)`: one training step of `model` with `opt` (forward, cross entropy,
+    backward, update); returns the loss."""
+    gm = GradManager().attach(model.parameters())
+
+    def step(x, labels):
         with gm:
             loss = F.cross_entropy(model(x), labels)
             gm.backward(loss)

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+import math
+
+import numpy as np
+
 from . import _core
 from ._core import apply
 from .ops.base import cached_op
@@ -43,7 +47,11 @@ class Optimizer:
                 raise TypeError(f"optimizer parameters must be Tensors, got {type(p).__name__}")
         self.params = params
         self.lr = _check_number("lr", lr)
-        self.state = {}          # id(param) -> per-parameter state (momentum buffers, moments)
+        # id(param) -> per-parameter state (momentum buffers, moments, step counts), made
+        # here, not on the first step, and updated in place by rebinding (Tensor.
+        # _set_info_from): no Python value changes from one step to the next, so that a
+        # traced training step (imp.jit.trace) replays every step the same way
+        self.state = {}
 
     def clear_grad(self) -> None:
         """Set every parameter's `.grad` to None."""
@@ -52,12 +60,19 @@ class Optimizer:
 
     zero_grad = clear_grad
 
+    def _make_state(self):
+        """Subclasses call this at the end of __init__, once their settings are known."""
+        self.state = {id(p): self._initial_state(p) for p in self.params}
+
+    def _initial_state(self, param):
+        return {}
+
     def step(self) -> None:
         """Update every parameter that has a `.grad` (in place: the objects stay)."""
         for p in self.params:
             grad = p.grad
             if grad is not None:
-                p._set_info_from(self._update(p, grad, self.state.setdefault(id(p), {})))
+                p._set_info_from(self._update(p, grad, self.state[id(p)]))
 
     def _update(self, param, grad, state):
         raise NotImplementedError
@@ -89,24 +104,37 @@ class Optimizer:
         missing = [name for name in self.hyperparameters if name not in group]
         if missing:
             raise KeyError(f"load_state_dict: settings {missing} missing from param_groups")
-        new_state = {}
+        loaded = []
         for index, entry in saved_state.items():
             param = self.params[int(index)]
-            new_state[id(param)] = {name: self._loaded_state(index, name, param, value)
-                                    for name, value in entry.items()}
+            own = self.state[id(param)]
+            for name, value in entry.items():
+                if name not in own:
+                    raise KeyError(f"load_state_dict: state[{index}] has {name!r}, which "
+                                   f"this optimizer does not keep ({sorted(own)})")
+                loaded.append((own[name], self._loaded_state(index, name, own[name], value)))
         for name in self.hyperparameters:
             setattr(self, name, type(getattr(self, name))(group[name]))
-        self.state = new_state
+        for tensor, value in loaded:       # in place: the state objects stay (traced steps)
+            tensor._set_info_from(value)
 
     @staticmethod
-    def _loaded_state(index, name, param, value):
-        if isinstance(value, (int, float)):
-            return value
-        value = value if isinstance(value, Tensor) else Tensor(value)
-        if value.shape != param.shape:
+    def _loaded_state(index, name, like, value):
+        value = value if isinstance(value, Tensor) else Tensor(np.asarray(value, like.dtype))
+        if value.shape != like.shape and value.size == like.size == 1:
+            value = value.reshape(like.shape)      # a count saved as a 1-element array
+        if value.shape != like.shape:
             raise ValueError(f"load_state_dict: state[{index}][{name!r}] has shape "
-                             f"{value.shape}, parameter {index} has {param.shape}")
-        return _core.persistent(value.to(param.device).astype(param.dtype))
+                             f"{value.shape}, expected {like.shape}")
+        return value.to(like.device).astype(like.dtype)
+
+
+def _log(beta):
+    return math.log(beta) if beta > 0 else -math.inf
+
+
+def _zeros_like(param):
+    return _core.persistent(F.zeros(param.shape, param.dtype, param.device))
 
 
 class SGD(Optimizer):
@@ -122,14 +150,18 @@ class SGD(Optimizer):
         self.nesterov = bool(nesterov)
         if self.nesterov and self.momentum == 0:
             raise ValueError("nesterov momentum needs momentum > 0")
+        self._make_state()
+
+    def _initial_state(self, param):
+        return {"momentum": _zeros_like(param)} if self.momentum else {}
 
     def _update(self, param, grad, state):
         if self.weight_decay:
             grad = _axpy(grad, self.weight_decay, param)
         if self.momentum:
-            buf = state.get("momentum")
-            buf = grad if buf is None else buf * self.momentum + grad
-            state["momentum"] = _core.persistent(buf)
+            # (the buffer starts at zero: its first value is the gradient itself)
+            buf = state["momentum"]
+            buf._set_info_from(buf * self.momentum + grad)
             grad = _axpy(grad, self.momentum, buf) if self.nesterov else buf
         return _axpy(param, -self.lr, grad)
 
@@ -151,16 +183,26 @@ class Adam(Optimizer):
         self.betas = (float(b1), float(b2))
         self.eps = _check_number("eps", eps)
         self.weight_decay = _check_number("weight_decay", weight_decay)
+        self._make_state()
+
+    def _initial_state(self, param):
+        # the step count: a float32 Tensor (exact up to 2 ** 24 steps)
+        count = _core.persistent(F.zeros((), "float32", param.device))
+        return {"m": _zeros_like(param), "v": _zeros_like(param), "t": count}
 
     def _update(self, param, grad, state):
         b1, b2 = self.betas
         if self.weight_decay and not self.decoupled:
             grad = grad + param * self.weight_decay
-        t = state["t"] = state.get("t", 0) + 1
-        m = grad * (1 - b1) if "m" not in state else state["m"] * b1 + grad * (1 - b1)
-        v = (grad * grad) * (1 - b2) if "v" not in state else state["v"] * b2 + (grad * grad) * (1 - b2)
-        state["m"], state["v"] = _core.persistent(m), _core.persistent(v)
-        step = (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)) ** 0.5 + self.eps)
+        t, m, v = state["t"], state["m"], state["v"]
+        t._set_info_from(t + 1.0)
+        m._set_info_from(m * b1 + grad * (1 - b1))
+        v._set_info_from(v * b2 + (grad * grad) * (1 - b2))
+        # 1 - beta ** t as -expm1(t log beta): in float32 to about one rounding (the
+        # subtraction from 1 would lose the digits of 0.001 = 1 - 0.999); beta = 0 gives 1
+        correction1 = -F.expm1(t * _log(b1))
+        correction2 = -F.expm1(t * _log(b2))
+        step = (m / correction1) / ((v / correction2) ** 0.5 + self.eps)
         if self.weight_decay and self.decoupled:
             param = param * (1 - self.lr * self.weight_decay)
         return _axpy(param, -self.lr, step)

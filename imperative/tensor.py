@@ -165,6 +165,8 @@ class Tensor(TensorBase):
             if value.shape != self.shape:
                 raise ValueError(f"Tensor.grad must have the tensor's shape {self.shape}, got "
                                  f"{value.shape}")
+        if _core.tracing_active():       # an effect of a traced call (imperative/jit)
+            _core.report_grad_write(self, self._grad_slot)
         self._grad_slot = value
 
     # ---- values sharing this one

@@ -394,3 +394,36 @@ def test_with_swap_on_parameters_and_optimizer_state_leave_memory_too(tmp_path):
     assert drop["peak_allocated"] > 0.8 * peak            # drop alone: the floor is ~P
     assert swap["swap_outs"] > 0
     assert swap["peak_allocated"] < 0.8 * drop["peak_allocated"]
+
+
+@pytest.fixture
+def every_value_a_candidate():
+    with imp.option("dtr_evictee_minimum_size", 0):
+        yield
+
+
+def test_a_dead_input_is_dropped_again_once_the_tensor_restored_from_it_is_back(
+        memory_options, every_value_a_candidate):
+    """x -> (x @ w, dead) -> relu(. + b), dropped. Reading the relu brings both back; the
+    product is then dead again and goes. (It used to stay because the relu, the very tensor
+    being restored, still counted as an evicted tensor needing it; the relu then looked
+    cheap to evict again: a bias add from the kept product.)"""
+    rng = np.random.default_rng(0)
+    x = imp.Tensor(rng.standard_normal((64, 256)).astype(np.float32))
+    w = imp.Tensor(rng.standard_normal((256, 256)).astype(np.float32))
+    b = imp.Tensor(rng.standard_normal(256).astype(np.float32))
+    y = imp.F.relu(x @ w + b)
+    want = y.numpy().copy()
+    y._drop()
+    events = []
+    imp._core.set_decision_hook(lambda action, record, clock: events.append((action, record.op)))
+    try:
+        before = allocated()
+        np.testing.assert_array_equal(y.numpy(), want)
+        after = allocated()
+    finally:
+        imp._core.set_decision_hook(None)
+    recomputed = [type(op).__name__ for action, op in events if action == "recompute"]
+    dropped = [type(op).__name__ for action, op in events if action == "drop_dead"]
+    assert "MatrixMul" in recomputed and "MatrixMul" in dropped
+    assert after - before == y.numpy().nbytes          # only the relu stays

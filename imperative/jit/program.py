@@ -30,6 +30,11 @@ class Value:
     # CONSTANT: the value; EXTERNAL: its value at record time (kept only with
     # capture_as_const, which ONNX export needs); otherwise None
     data: Optional[np.ndarray] = None
+    # read by Python during the recorded call (.shape; numpy()/item()/float()/print; _value())
+    shape_read: bool = False
+    value_read: bool = False
+    data_read: bool = False
+    device: object = None       # the Device it lives on
 
 
 @dataclass
@@ -39,6 +44,7 @@ class Step:
     outputs: tuple              # value ids written, in the op's output order
     where: str = ""             # "file:line" of the user code that issued it
     scope: str = ""             # the scope path at record time (profiler slice names)
+    scope_node: object = None   # that scope's ScopeNode (a replay names its ops in it)
 
 
 @dataclass

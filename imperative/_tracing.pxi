@@ -1,0 +1,103 @@
+# Included by _core.pyx: the hooks of imp.jit.trace (API.md section 9). While a trace records
+# or checks a call (imperative/jit/), the core reports to it: every op issued (after its
+# dispatch, as the grad hook sees it), every tensor made from host data (`put`: a constant of
+# the traced program), every rebinding of a Tensor object to a new value (`_set_info_from`:
+# an effect on a tensor that outlives the call), and every read Python makes of a tensor: its
+# shape, its value (numpy(), item(), float(), printing) or its raw data (`_value()`).
+#
+# The elementwise host fast path (Channel.host_ufunc) declines while the flag is on, so that
+# every op of a traced call reaches dispatch and its hook (the kernels are the same: the
+# results are bit-identical). Off, each site costs one test of the C flag `_tracing`. On, only the thread that started
+# the trace reports: a replay running on another thread at the same time is not part of it.
+
+cdef class TensorBase          # (imperative/_tensor_base.pxi)
+
+cdef bint _tracing = 0
+cdef unsigned long _tracing_thread = 0
+cdef object _tracer = None     # the active recorder/checker (imperative/jit/recorder.py)
+
+# kinds of read (TensorBase's read sites)
+READ_SHAPE, READ_VALUE, READ_DATA = 0, 1, 2
+
+
+def start_tracing(tracer):
+    """Route the trace hooks of this thread to `tracer` (methods `op(op, inputs, outputs)`,
+    `put(info)`, `rebind(tensor, old_info)`, `read(info, kind)`). One trace at a time:
+    a second (nested, or on another thread) raises RuntimeError."""
+    global _tracing, _tracing_thread, _tracer
+    if _tracing:
+        same = _tracing_thread == PyThread_get_thread_ident()
+        raise RuntimeError("imp.jit.trace: a traced function was called while another trace "
+                           + ("records or checks a call on this thread (nested traces are "
+                              "not supported)" if same else
+                              "records on another thread; only one records at a time"))
+    _tracer = tracer
+    _tracing_thread = PyThread_get_thread_ident()
+    _tracing = 1
+
+
+def stop_tracing():
+    global _tracing, _tracer
+    _tracing = 0
+    _tracer = None
+
+
+def tracing_active():
+    return bool(_tracing)
+
+
+cdef inline bint _traced_here():
+    return _tracing and _tracing_thread == PyThread_get_thread_ident()
+
+
+cdef void _trace_op(OpDef op, list inputs, list outputs) except *:
+    if _traced_here():
+        _tracer.op(op, inputs, outputs)
+
+
+cdef void _trace_put(TensorInfo info) except *:
+    if _traced_here():
+        _tracer.put(info)
+
+
+cdef void _trace_rebind(TensorBase tensor, TensorInfo old) except *:
+    if _traced_here():
+        _tracer.rebind(tensor, old)
+
+
+cdef void _trace_inputs(tuple operands) except *:
+    """The Tensor objects an op is about to read (before dispatch, which sees only their
+    records): the trace binds a tensor made outside the call, such as a Parameter, to the
+    object that holds it, whose value a later call reads afresh."""
+    if _traced_here():
+        _tracer.inputs(operands)
+
+
+def report_grad_write(tensor, old):
+    """Tensor.grad was set (old: the Tensor or None it held): an effect of the traced call."""
+    if _traced_here():
+        _tracer.grad_write(tensor, old)
+
+
+cdef void _trace_read(TensorInfo info, int kind) except *:
+    if _traced_here():
+        _tracer.read(info, kind)
+
+
+def issue_site():
+    """`file:line` of the user's code issuing the op being dispatched now."""
+    cdef int lasti = 0
+    code = _user_code(&lasti)
+    return _where(code, lasti)
+
+
+def issue_code():
+    """(code object, instruction offset) of that code: `site_text` makes it `file:line`
+    later (a recording formats its sites once, at its end)."""
+    cdef int lasti = 0
+    code = _user_code(&lasti)
+    return code, lasti
+
+
+def site_text(code, int lasti):
+    return _where(code, lasti)

@@ -1,0 +1,358 @@
+"""Recording a traced call into a Program (program.py), and the later calls of a
+`symbolic=False` trace checked against it. Both are the core's tracer while the call runs
+(`_core.start_tracing`): the core reports each op after its dispatch, each tensor made from
+host data (a constant), each Tensor object rebound to a new value (an effect) and each read
+of a tensor in Python (imperative/_tracing.pxi)."""
+from __future__ import annotations
+
+import threading
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+
+from .. import _core
+from .._core import READ_DATA, READ_SHAPE, READ_VALUE, TensorBase
+from .bindings import ArgumentBinding, FixedBinding, GradBinding, TensorBinding
+from .errors import READ_MESSAGES, TraceMismatchError, TraceReadError, TraceValueReadWarning
+from .program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL, Program, Step
+
+_READ_FLAGS = {READ_SHAPE: "shape_read", READ_VALUE: "value_read", READ_DATA: "data_read"}
+
+
+class Recording:
+    """What one recorded call leaves: the program, where each of its external values is
+    found at a later call, the `.grad` slots it writes, and its results' structure."""
+
+    def __init__(self, program, bindings, grad_effects, results_structure, symbolic, pattern):
+        self.program = program
+        self.pattern = pattern              # grad_pattern() of the recorded call
+        self.plan = None                    # compiler.Plan, for a symbolic trace
+        self.fast = None                    # its _core.FastReplay, where one applies
+        self.bindings = bindings            # external value id -> binding (bindings.py)
+        self.grad_effects = grad_effects    # [(binding of the holder, value id or None)]
+        self.results_structure = results_structure
+        self.symbolic = symbolic
+
+    def grad_pattern(self, args):
+        """Which written `.grad` slots are empty now: code like GradManager's (`old + grad`
+        or `grad`) takes another path when it changes, so it keys the cache too."""
+        return tuple(_grad_is_none(b, args) for b, _ in self.grad_effects)
+
+
+def _grad_is_none(binding, args):
+    holder = binding.holder(args)
+    return holder is None or holder._grad_slot is None
+
+
+class _Tracer:
+    """What recording and checking share: the exclusion depth and the calls' argument
+    records."""
+
+    def __init__(self, symbolic):
+        self.symbolic = symbolic
+        self.excluded_depth = 0
+        self.excluded_records = set()    # records made inside exclude_from_trace blocks
+
+    def exclude(self):
+        if self.symbolic:
+            raise ValueError("imp.jit.exclude_from_trace() in a symbolic trace: its code "
+                             "would not run on later calls (the Python body does not); use "
+                             "trace(symbolic=False)")
+        self.excluded_depth += 1
+
+
+class Recorder(_Tracer):
+    """The tracer of a first call: every op becomes a Step, every tensor a Value."""
+
+    def __init__(self, symbolic, capture_as_const):
+        super().__init__(symbolic)
+        self.capture_as_const = capture_as_const
+        self.program = Program()
+        self.vid = {}            # TensorInfo -> value id
+        self.bindings = {}       # external value id -> binding
+        self.holders = {}        # a record made outside the call -> the Tensor seen holding it
+        self.rebound = {}        # id(tensor) -> (tensor, its record at the first rebinding)
+        self.grad_writes = {}    # id(tensor) -> (tensor, its .grad before the first write)
+        self.args = []
+        self.value_read_at = None     # where a symbolic record first read a computed value
+
+    # ---- what the core reports
+
+    def bind_arguments(self, tensors):
+        self.args = tensors
+        for position, t in enumerate(tensors):
+            info = t._record
+            vid = self.vid.get(info)
+            if vid is None:
+                vid = self._new(info, ARGUMENT, t.name or f"arg{position}")
+                self.bindings[vid] = ArgumentBinding(position)
+            self.program.arguments.append(vid)
+
+    def inputs(self, operands):
+        for t in operands:
+            if isinstance(t, TensorBase):
+                info = t._record
+                if info not in self.vid and info not in self.holders:
+                    self.holders[info] = t
+
+    def put(self, info):
+        if self.excluded_depth:
+            self.excluded_records.add(info)
+        else:
+            self._new(info, CONSTANT, data=info.value)
+
+    def op(self, op, inputs, outputs):
+        if self.excluded_depth:
+            self.excluded_records.update(outputs)
+            return
+        ins = tuple([self._value_of(info) for info in inputs])
+        outs = tuple([self._new(info, INTERNAL) for info in outputs])
+        node = outputs[0].scope if outputs else None
+        # (where: the code and offset now, `file:line` at the end of the call)
+        self.program.steps.append(Step(op, ins, outs, _core.issue_code(), "", scope_node=node))
+
+    def rebind(self, tensor, old):
+        self.rebound.setdefault(id(tensor), (tensor, old))
+
+    def grad_write(self, tensor, old):
+        self.grad_writes.setdefault(id(tensor), (tensor, old))
+
+    def read(self, info, kind):
+        vid = self.vid.get(info)
+        if vid is not None and not self.excluded_depth:
+            value = self.program.values[vid]
+            setattr(value, _READ_FLAGS[kind], True)
+            if self.symbolic and kind != READ_SHAPE and value.kind == INTERNAL \
+                    and self.value_read_at is None:
+                self.value_read_at = _core.issue_site()
+
+    # ---- values
+
+    def _new(self, info, kind, name="", data=None):
+        shape = info.shape
+        value = self.program.new_value(() if shape is None else shape, info.dtype, kind, name, data)
+        if shape is None:           # a value-dependent shape, known when its op runs
+            value.shape = None
+        value.device = info.device
+        self.vid[info] = value.id
+        return value.id
+
+    def _value_of(self, info):
+        vid = self.vid.get(info)
+        if vid is not None:
+            return vid
+        if info.handle < 0:        # a Python scalar operand's 0-d constant
+            return self._new(info, CONSTANT, data=info.value)
+        return self._external(info)
+
+    def _external(self, info, holder=None):
+        excluded = info in self.excluded_records
+        holder = self.holders.get(info) if holder is None else holder
+        data = None
+        if self.capture_as_const and not excluded:
+            data = np.array(_core.channel().get_value(info), copy=True)
+        name = getattr(holder, "name", "") or ""
+        vid = self._new(info, EXTERNAL, name, data)
+        self.bindings[vid] = (None if excluded else
+                              FixedBinding(info) if holder is None else TensorBinding(holder))
+        return vid
+
+    # ---- the end of the call
+
+    def finish(self, result_tensors, results_structure):
+        program = self.program
+        if self.value_read_at is not None:
+            warnings.warn(f"imp.jit.trace(symbolic=True): the traced function read the value "
+                          f"of a tensor it computed (at {self.value_read_at}); later calls do "
+                          "not run its Python body, so whatever it decided from that value "
+                          "is replayed as recorded (read it outside, or use symbolic=False)",
+                          TraceValueReadWarning, stacklevel=4)
+        for step in program.steps:
+            step.where = _core.site_text(*step.where)
+            step.scope = "" if step.scope_node is None else step.scope_node.path
+        for t in result_tensors:
+            info = t._record
+            program.results.append(self.vid[info] if info in self.vid
+                                   else self._external(info, holder=t))
+        for tensor, old in self.rebound.values():
+            self._rebinding_effect(tensor, old)
+        grad_effects = []
+        for tensor, old in self.grad_writes.values():
+            if old is not None and program.values.get(self.vid.get(old._record)) is not None \
+                    and program.values[self.vid[old._record]].kind == EXTERNAL:
+                # the call read the .grad it found (accumulation): read the slot afresh
+                self.bindings[self.vid[old._record]] = GradBinding(tensor)
+            new = tensor._grad_slot
+            grad_effects.append((self._holder_binding(tensor),
+                                 None if new is None else self._value_of(new._record)))
+        pattern = tuple(old is None for _, old in self.grad_writes.values())
+        return Recording(program, self.bindings, grad_effects, results_structure,
+                         self.symbolic, pattern)
+
+    def _rebinding_effect(self, tensor, old):
+        old_vid = self.vid.get(old)
+        if old_vid is not None and self.program.values[old_vid].kind in (INTERNAL, CONSTANT):
+            return                          # a tensor made inside the call
+        if old_vid is None:                 # rebound without being read
+            old_vid = self._external(old, holder=tensor)
+        binding = self.bindings.get(old_vid)
+        if not isinstance(binding, ArgumentBinding):
+            self.bindings[old_vid] = TensorBinding(tensor)
+        self.program.effects.append((old_vid, self._value_of(tensor._record)))
+
+    def _holder_binding(self, tensor):
+        for position, t in enumerate(self.args):
+            if t is tensor:
+                return ArgumentBinding(position)
+        return TensorBinding(tensor)
+
+
+class Checker(_Tracer):
+    """The tracer of a later call of a `symbolic=False` trace: the body runs eagerly, and
+    each op it issues must be the recorded one, on the recorded values."""
+
+    def __init__(self, recording, args):
+        super().__init__(False)
+        self.recording = recording
+        self.program = recording.program
+        self.args = args
+        self.index = 0
+        self.vid = {}                # record -> value id, for the values of this call
+        self.puts = {}               # record -> data, for constants made by this call
+        for position, vid in enumerate(self.program.arguments):
+            self.vid.setdefault(args[position]._record, vid)
+
+    def inputs(self, operands):
+        pass
+
+    def put(self, info):
+        if self.excluded_depth:
+            self.excluded_records.add(info)
+        else:
+            self.puts[info] = info.value
+
+    def rebind(self, tensor, old):
+        pass
+
+    def grad_write(self, tensor, old):
+        pass
+
+    def op(self, op, inputs, outputs):
+        if self.excluded_depth:
+            self.excluded_records.update(outputs)
+            return
+        steps = self.program.steps
+        k = self.index
+        if k >= len(steps):
+            self._mismatch(f"the recorded call issued {len(steps)} ops; this call issued "
+                           f"one more, op {k}: {op!r}")
+        step = steps[k]
+        if type(op) is not type(step.op) or op != step.op:
+            self._mismatch(f"op {k} differs: recorded {step.op!r} (at {step.where}), "
+                           f"issued {op!r}")
+        if len(inputs) != len(step.inputs):
+            self._mismatch(f"op {k} ({op!r}) has {len(inputs)} inputs; recorded "
+                           f"{len(step.inputs)} (at {step.where})")
+        for i, (info, vid) in enumerate(zip(inputs, step.inputs)):
+            if not self._same_input(info, vid):
+                self._mismatch(f"op {k} ({op!r}) reads another value at input {i} than "
+                               f"recorded (at {step.where}): {self._describe(info)}, "
+                               f"recorded {self._describe_value(vid)}")
+        for info, vid in zip(outputs, step.outputs):
+            self.vid[info] = vid
+        self.index = k + 1
+
+    def read(self, info, kind):
+        vid = self.vid.get(info)
+        if vid is None or self.excluded_depth:
+            return
+        value = self.program.values[vid]
+        if value.kind == INTERNAL and not getattr(value, _READ_FLAGS[kind]):
+            raise TraceReadError(READ_MESSAGES[kind])
+
+    def finish(self):
+        steps = self.program.steps
+        if self.index != len(steps):
+            step = steps[self.index]
+            self._mismatch(f"this call issued {self.index} ops, the recorded one "
+                           f"{len(steps)}: op {self.index} ({step.op!r}, recorded at "
+                           f"{step.where}) was not issued", site=False)
+
+    # ---- inputs
+
+    def _same_input(self, info, vid):
+        got = self.vid.get(info)
+        if got is not None:
+            return got == vid
+        value = self.program.values[vid]
+        if value.kind == CONSTANT:
+            data = info.value if info.handle < 0 else self.puts.get(info)
+            if data is None or not _same_array(data, value.data):
+                return False
+        elif value.kind == EXTERNAL:
+            binding = self.recording.bindings[vid]
+            if binding is None:
+                if info not in self.excluded_records:
+                    return False
+            elif binding.record(self.args) is not info:
+                return False
+        else:
+            return False
+        self.vid[info] = vid
+        return True
+
+    def _describe(self, info):
+        return f"a {info.shape} {info.dtype} tensor"
+
+    def _describe_value(self, vid):
+        value = self.program.values[vid]
+        return f"{value.kind} value {vid} {value.shape} {value.dtype}"
+
+    def _mismatch(self, text, site=True):
+        where = f" (issued at {_core.issue_site()})" if site else ""
+        raise TraceMismatchError(f"imp.jit.trace: {text}{where}; the trace is discarded "
+                                 "and the next call records afresh")
+
+
+def _same_array(a, b):
+    return (b is not None and a.dtype == b.dtype and a.shape == b.shape
+            and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
+_local = threading.local()     # .tracer: the tracer of the call this thread runs now
+
+
+@contextmanager
+def exclude_from_trace():
+    """Code inside runs eagerly on every call and is not recorded (symbolic=False traces
+    only; in a symbolic trace ValueError at record)."""
+    tracer = getattr(_local, "tracer", None)
+    if tracer is None:
+        yield
+        return
+    tracer.exclude()
+    try:
+        yield
+    finally:
+        tracer.excluded_depth -= 1
+
+
+_one_at_a_time = threading.Lock()   # the core has one tracer: other threads wait their turn
+
+
+@contextmanager
+def tracing(tracer):
+    """Make `tracer` the core's for the body. A trace already active on this thread (a
+    traced function called inside another) raises RuntimeError; one on another thread is
+    waited for."""
+    if getattr(_local, "tracer", None) is not None:
+        _core.start_tracing(tracer)        # raises: nested traces are not supported
+    with _one_at_a_time:
+        _core.start_tracing(tracer)
+        _local.tracer = tracer
+        try:
+            yield tracer
+        finally:
+            _local.tracer = None
+            _core.stop_tracing()

@@ -1,0 +1,513 @@
+"""imp.jit.trace (API.md section 9): recording, replay checked op by op (symbolic=False) and
+compiled replay (symbolic=True); mismatch and read errors, signatures, effects, training
+steps, threads, leaks. Every result is compared with the eager run of the same function,
+bit for bit, and with numpy where the function is numpy's."""
+import gc
+import json
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import imperative as imp
+from imperative import F, nn, optim
+from imperative.autodiff import GradManager
+from imperative.jit import TraceMismatchError, TraceReadError, exclude_from_trace, trace
+from imperative.models import training_step
+
+from conftest import live_handle_count
+
+
+def chain(x, y):
+    """A mix of arithmetic, scalars and transcendental functions (numpy's loops)."""
+    z = x * y + 1.0
+    z = F.tanh(z) - y
+    z = F.exp(z * 0.25) / 2.0
+    return -z + x
+
+
+def numpy_chain(x, y):
+    z = x * y + np.float32(1.0)
+    z = np.tanh(z) - y
+    z = np.exp(z * np.float32(0.25)) / np.float32(2.0)
+    return -z + x
+
+
+def same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def tensors(rng, shape, n=2):
+    return [imp.Tensor(rng.standard_normal(shape).astype(np.float32)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+@pytest.mark.parametrize("shape", [(16,), (3, 5), (70000,), ()])
+def test_replay_is_bit_identical_to_eager_and_matches_numpy(rng, symbolic, shape):
+    traced = trace(chain, symbolic=symbolic)
+    for _ in range(3):
+        x, y = tensors(rng, shape)
+        got = traced(x, y).numpy()
+        assert same_bits(got, chain(x, y).numpy())
+        np.testing.assert_allclose(got, numpy_chain(x.numpy(), y.numpy()), rtol=1e-6)
+    assert traced.stats == {"records": 1, "replays": 2, "mismatches": 0, "signatures": 1}
+
+
+def test_long_chains_and_mixed_shapes_compile(rng):
+    def f(x, m):
+        for _ in range(50):                 # longer than one fused group
+            x = F.tanh(x * 1.01 + 0.01)
+        return x, (m * 2.0).sum(axis=0) + x[:3], m.reshape(-1) * 1.5
+
+    traced = trace(f, symbolic=True)
+    x = tensors(rng, (3,), 1)[0]
+    m = tensors(rng, (4, 3), 1)[0]
+    traced(x, m)
+    for got, want in zip(traced(x, m), f(x, m)):
+        assert same_bits(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_a_new_signature_records_again_and_the_cache_is_an_lru(rng, symbolic):
+    traced = trace(chain, symbolic=symbolic, cache_size=2)
+    for shape in [(4,), (5,), (4,), (6,), (5,)]:
+        x, y = tensors(rng, shape)
+        assert same_bits(traced(x, y).numpy(), chain(x, y).numpy())
+    # (5,) was evicted by (6,): records for (4,), (5,), (6,), (5,) again
+    assert traced.stats["records"] == 4 and traced.stats["replays"] == 1
+    assert traced.stats["signatures"] == 2
+
+
+def test_non_tensor_arguments_and_dtypes_key_the_cache(rng):
+    traced = trace(lambda x, k: x * k, symbolic=True)
+    x = imp.Tensor(np.arange(4, dtype=np.float32))
+    assert traced(x, 2.0).numpy().tolist() == [0, 2, 4, 6]
+    assert traced(x, 3.0).numpy().tolist() == [0, 3, 6, 9]
+    assert traced(x.astype("int32"), 3.0).dtype == (x.astype("int32") * 3.0).dtype
+    assert traced.stats["records"] == 3
+
+
+def test_mismatch_names_the_op_index_both_ops_and_the_line(rng):
+    flip = {"on": False}
+
+    def f(x):
+        y = x + 1.0
+        return y * 2.0 if not flip["on"] else y - 2.0
+
+    traced = trace(f)
+    x = tensors(rng, (4,), 1)[0]
+    traced(x)
+    traced(x)
+    flip["on"] = True
+    with pytest.raises(TraceMismatchError) as info:
+        traced(x)
+    text = str(info.value)
+    assert "op 1 differs" in text and "MUL" in text and "SUB" in text
+    assert "test_jit.py:" in text
+    assert isinstance(info.value, RuntimeError)
+    # the trace was discarded: this call records afresh and the next replays
+    assert same_bits(traced(x).numpy(), f(x).numpy())
+    assert same_bits(traced(x).numpy(), f(x).numpy())
+    assert traced.stats["mismatches"] == 1 and traced.stats["records"] == 2
+
+
+def test_missing_extra_op_and_other_wiring_are_mismatches(rng):
+    mode = {"n": 2, "swap": False}
+
+    def f(x, y):
+        z = x
+        for _ in range(mode["n"]):
+            z = z + (x if not mode["swap"] else y)
+        return z
+
+    traced = trace(f)
+    x, y = tensors(rng, (3,))
+    traced(x, y)
+    mode["n"] = 1
+    with pytest.raises(TraceMismatchError, match="was not issued"):
+        traced(x, y)
+    traced(x, y)                     # records n=1
+    mode["n"] = 2
+    with pytest.raises(TraceMismatchError, match="one more"):
+        traced(x, y)
+    traced(x, y)                     # records n=2
+    mode["swap"] = True
+    with pytest.raises(TraceMismatchError, match="input 1"):
+        traced(x, y)
+
+
+def test_constants_are_compared_by_value(rng):
+    scale = {"k": 2.0}
+    traced = trace(lambda x: x * scale["k"] + imp.Tensor(np.ones(3, np.float32)))
+    x = tensors(rng, (3,), 1)[0]
+    traced(x)
+    traced(x)
+    scale["k"] = 3.0
+    with pytest.raises(TraceMismatchError, match="input 1"):
+        traced(x)
+
+
+def test_reading_what_was_not_read_raises_trace_read_error(rng):
+    reads = {"value": False, "shape": False}
+
+    def f(x):
+        y = x * 2.0
+        if reads["value"]:
+            y.numpy()
+        if reads["shape"]:
+            y.shape
+        return y + 1.0
+
+    traced = trace(f)
+    x = tensors(rng, (3,), 1)[0]
+    traced(x)
+    reads["value"] = True
+    with pytest.raises(TraceReadError, match="value of this tensor is not read in trace"):
+        traced(x)
+    reads["value"], reads["shape"] = False, True
+    traced(x)                                    # records, reading the shape
+    traced(x)                                    # and replays it
+    reads["shape"], reads["value"] = True, True
+    with pytest.raises(TraceReadError, match="value of this tensor"):
+        traced(x)
+    # arguments are not the trace's values: reading them is always fine
+    assert same_bits(trace(lambda a: a * float(a.numpy().sum()))(x).numpy(),
+                     (x * float(x.numpy().sum())).numpy())
+
+
+def test_exclude_from_trace_runs_eagerly_every_call(rng):
+    calls = []
+
+    def f(x):
+        y = x * 2.0
+        with exclude_from_trace():
+            calls.append(float(y.numpy().sum()))
+            noise = x * 0.0 + len(calls)
+        return y + noise
+
+    traced = trace(f)
+    x = tensors(rng, (3,), 1)[0]
+    for n in (1, 2, 3):
+        assert same_bits(traced(x).numpy(), (x * 2.0 + (x * 0.0 + n)).numpy())
+    assert len(calls) == 3 and traced.stats["replays"] == 2
+    symbolic = trace(f, symbolic=True)
+    with pytest.raises(ValueError, match="symbolic"):
+        symbolic(x)
+
+
+def test_nested_traces_are_refused_and_errors_discard_the_record(rng):
+    inner = trace(lambda x: x + 1.0)
+    outer = trace(lambda x: inner(x) * 2.0)
+    x = tensors(rng, (3,), 1)[0]
+    with pytest.raises(RuntimeError, match="nested"):
+        outer(x)
+    assert not imp._core.tracing_active()
+    assert same_bits(inner(x).numpy(), (x + 1.0).numpy())      # usable after
+
+    fail = {"on": True}
+
+    def f(x):
+        y = x + 1.0
+        if fail["on"]:
+            raise KeyError("boom")
+        return y
+
+    traced = trace(f, symbolic=True)
+    with pytest.raises(KeyError):
+        traced(x)
+    assert traced.stats["signatures"] == 0
+    fail["on"] = False
+    assert same_bits(traced(x).numpy(), (x + 1.0).numpy())
+    assert traced.stats == {"records": 1, "replays": 0, "mismatches": 0, "signatures": 1}
+
+
+def test_structures_kwargs_and_returned_arguments(rng):
+    def f(pair, *, scale, extra=None):
+        a, b = pair
+        return {"sum": a + b * scale, "a": a, "n": 3}
+
+    for symbolic in (False, True):
+        traced = trace(f, symbolic=symbolic)
+        for _ in range(3):
+            a, b = tensors(rng, (2, 2))
+            got = traced((a, b), scale=2.0)
+            assert same_bits(got["sum"].numpy(), (a + b * 2.0).numpy())
+            assert got["a"] is a or same_bits(got["a"].numpy(), a.numpy())
+            assert got["n"] == 3
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_an_argument_given_twice_is_part_of_the_signature(rng, symbolic):
+    traced = trace(lambda a, b: a * 2.0 + b, symbolic=symbolic)
+    x, y = tensors(rng, (5,))
+    for a, b in [(x, x), (x, y), (y, y), (x, y)]:
+        assert same_bits(traced(a, b).numpy(), (a * 2.0 + b).numpy())
+    assert traced.stats["records"] == 2
+
+
+def test_a_symbolic_record_that_reads_a_computed_value_warns(rng):
+    from imperative.jit import TraceValueReadWarning
+    traced = trace(lambda x: x * 2.0 if float((x * 1.0).sum()) > 0 else x, symbolic=True)
+    with pytest.warns(TraceValueReadWarning, match="read the value"):
+        traced(tensors(rng, (3,), 1)[0])
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="function"):
+        trace(3)
+    with pytest.raises(ValueError, match="cache_size"):
+        trace(chain, cache_size=0)
+    traced = trace(lambda x, opts: x, symbolic=True)
+    with pytest.raises(TypeError, match="hashable"):
+        traced(imp.Tensor([1.0]), {1, 2})
+    with pytest.raises(ValueError, match="capture_as_const"):
+        traced.dump("/tmp/never.onnx")
+
+
+def test_external_tensors_are_read_afresh_each_call(rng):
+    w = imp.Parameter(np.ones((3,), np.float32))
+    traced = trace(lambda x: x * w, symbolic=True)
+    x = tensors(rng, (3,), 1)[0]
+    traced(x)
+    w._set_info_from(w + 1.0)                  # an update outside the trace
+    assert same_bits(traced(x).numpy(), (x * w).numpy())
+    assert traced.stats["replays"] == 1
+
+
+def test_inplace_updates_of_parameters_and_arguments_are_effects(rng):
+    w = imp.Parameter(np.zeros((3,), np.float32))
+
+    def f(x):
+        w._set_info_from(w + x)
+        x += 1.0
+        return w * 2.0
+
+    traced = trace(f, symbolic=True)
+    eager_w = imp.Parameter(np.zeros((3,), np.float32))
+    for _ in range(3):
+        x = tensors(rng, (3,), 1)[0]
+        x_eager = imp.Tensor(x)
+        eager_w._set_info_from(eager_w + x_eager)
+        want = (eager_w * 2.0).numpy()
+        x_eager += 1.0
+        assert same_bits(traced(x).numpy(), want)
+        assert same_bits(w.numpy(), eager_w.numpy())
+        assert same_bits(x.numpy(), x_eager.numpy())
+
+
+class _Unflatten(nn.Module):
+    def forward(self, x):
+        return x.reshape(x.shape[0], 1, 4, 4)
+
+
+def _mlp_step(opt_cls, batch_norm=False, **opt_kw):
+    """A training step on (8, 16) inputs: an MLP, or with batch_norm a small CNN with
+    BatchNorm (its running statistics are effects too)."""
+    if batch_norm:
+        model = nn.Sequential(nn.Flatten(), nn.Linear(16, 16), _Unflatten(), nn.Conv2d(1, 2, 3, padding=1),
+                              nn.BatchNorm2d(2), nn.ReLU(), nn.Flatten(), nn.Linear(32, 4))
+    else:
+        model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    opt = opt_cls(model.parameters(), **opt_kw)
+    return model, opt, training_step(model, opt)
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+@pytest.mark.parametrize("opt_cls,kw,bn", [(optim.SGD, dict(lr=0.1, momentum=0.9), False),
+                                           (optim.Adam, dict(lr=1e-2), True)])
+def test_training_step_replays_bit_identical_to_the_eager_loop(rng, symbolic, opt_cls, kw, bn):
+    m1, o1, eager = _mlp_step(opt_cls, bn, **kw)
+    m2, o2, step = _mlp_step(opt_cls, bn, **kw)
+    m2.load_state_dict(m1.state_dict())
+    traced = trace(step, symbolic=symbolic)
+    for _ in range(4):
+        x = imp.Tensor(rng.standard_normal((8, 16)).astype(np.float32))
+        y = imp.Tensor(rng.integers(0, 4, 8))
+        assert same_bits(traced(x, y).numpy(), eager(x, y).numpy())
+    for (name, a), (_, b) in zip(m1.state_dict().items(), m2.state_dict().items()):
+        assert same_bits(a.numpy(), b.numpy()), name       # incl. BatchNorm's statistics
+    for s1, s2 in zip(o1.state.values(), o2.state.values()):
+        for k in s1:
+            assert same_bits(s1[k].numpy(), s2[k].numpy()), k
+    assert traced.stats["records"] == 1 and traced.stats["replays"] == 3
+
+
+def test_gradients_land_in_grad_and_accumulate(rng):
+    w = imp.Parameter(np.ones((4,), np.float32))
+    gm = GradManager().attach([w])
+
+    def f(x):
+        with gm:
+            gm.backward((w * x).sum())
+
+    traced = trace(f, symbolic=True)
+    x = imp.Tensor(np.arange(4, dtype=np.float32))
+    traced(x)
+    assert same_bits(w.grad.numpy(), x.numpy())
+    traced(x)                          # w.grad is set now: another path (old + grad)
+    assert same_bits(w.grad.numpy(), (x + x).numpy())
+    traced(x)
+    assert same_bits(w.grad.numpy(), (x + x + x).numpy())
+    w.grad = None
+    traced(x)
+    assert same_bits(w.grad.numpy(), x.numpy())
+    assert traced.stats["records"] == 2 and traced.stats["replays"] == 2
+
+
+def test_float_warnings_of_fused_loops_are_numpys(rng):
+    traced = trace(lambda x: F.exp(x) * 2.0, symbolic=True)
+    x = imp.Tensor(np.array([1.0, 100.0], np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced(x)
+    with pytest.warns(RuntimeWarning, match="overflow encountered in exp"):
+        got = traced(x).numpy()
+    assert np.isinf(got[1])
+    with np.errstate(over="raise"), pytest.raises((FloatingPointError, imp.AsyncError)):
+        traced(x).numpy()
+        imp.sync()
+
+
+def in_threads(work, args):
+    """work(arg) for each arg, each on a thread of its own, all at once; re-raises the
+    first error."""
+    errors = []
+
+    def run(arg):
+        try:
+            work(arg)
+        except BaseException as e:          # pragma: no cover - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(a,)) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def test_replay_from_several_threads(rng):
+    traced = trace(chain, symbolic=True)
+    x, y = tensors(rng, (64,))
+    want = chain(x, y).numpy()
+    traced(x, y)
+    big_x, big_y = tensors(rng, (40000,))
+    big_want = chain(big_x, big_y).numpy()
+    traced(big_x, big_y)
+
+    def work(_):
+        for _ in range(50):
+            assert same_bits(traced(x, y).numpy(), want)
+            assert same_bits(traced(big_x, big_y).numpy(), big_want)
+
+    in_threads(work, range(4))
+
+
+def test_first_calls_from_several_threads_record_in_turn(rng):
+    traced = trace(chain, symbolic=False)
+    inputs = [tensors(rng, (n,)) for n in range(1, 9)]
+    results = {}
+
+    def work(i):
+        results[i] = traced(*inputs[i]).numpy()
+
+    in_threads(work, range(len(inputs)))
+    for i, (x, y) in enumerate(inputs):
+        assert same_bits(results[i], chain(x, y).numpy())
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_replays_leak_no_handles(rng, symbolic):
+    model, opt, step = _mlp_step(optim.Adam, lr=1e-3)
+    traced = trace(step, symbolic=symbolic)
+    x = imp.Tensor(rng.standard_normal((8, 16)).astype(np.float32))
+    y = imp.Tensor(rng.integers(0, 4, 8))
+    traced(x, y)
+    traced(x, y).numpy()
+    gc.collect()
+    before = live_handle_count()
+    for _ in range(200):
+        traced(x, y)
+    gc.collect()
+    assert live_handle_count() == before
+
+
+def test_profiler_shows_each_replayed_op_in_its_recorded_scope(rng, tmp_path):
+    def f(x, y):
+        with imp.scope("layer"):
+            return chain(x, y)
+
+    traced = trace(f, symbolic=True)
+    x, y = tensors(rng, (16,))
+    traced(x, y)
+    with imp.Profiler(path=str(tmp_path)) as prof:
+        got = traced(x, y)
+    assert same_bits(got.numpy(), chain(x, y).numpy())
+    with open(prof.files[0]) as fh:
+        events = json.load(fh)["traceEvents"]
+    ops = [e for e in events if e["ph"] == "X" and e.get("cat") == "op"]
+    assert {"Elemwise.TANH", "Elemwise.EXP", "Elemwise.MUL"} <= {e["name"] for e in ops}
+    scopes = {e["args"].get("scope") for e in ops if e["name"].startswith("Elemwise")}
+    assert len(scopes) == 1 and scopes.pop().startswith("layer")     # (layer[1], ... when run again)
+
+
+def test_replay_under_a_dtr_budget_holds_it_and_stays_bit_identical(rng):
+    n = 50000
+
+    def f(x):
+        outs, t = [], x
+        for _ in range(12):
+            t = F.tanh(t * 0.9 + 0.1)
+            outs.append(t)
+        return outs
+
+    traced = trace(f, symbolic=True)
+    x = tensors(rng, (n,), 1)[0]
+    want = [t.numpy().copy() for t in f(x)]
+    traced(x)
+    old = (imp.get_option("dtr_eviction_threshold"), imp.get_option("dtr_evictee_minimum_size"))
+    budget = 8 * n * 4
+    imp.dtr.enable(eviction_threshold=budget, evictee_minimum_size=1024)
+    try:
+        imp.sync()
+        base = imp.memory_stats()["allocated"]
+        imp.reset_peak_memory_stats()
+        outs = traced(x)
+        imp.sync()
+        assert imp.memory_stats()["peak_allocated"] <= max(budget, base) + 2 * n * 4
+        for t, w in zip(outs, want):
+            assert same_bits(t.numpy(), w)
+    finally:
+        imp.dtr.disable()
+        imp.set_option("dtr_eviction_threshold", old[0])
+        imp.set_option("dtr_evictee_minimum_size", old[1])
+
+
+def test_kernel_errors_in_a_replay_surface_as_async_errors(rng):
+    traced = trace(lambda x, i: x[i] * 2.0, symbolic=True)
+    x = imp.Tensor(np.arange(4, dtype=np.float32))
+    traced(x, imp.Tensor(np.array([1, 2], np.int32)))
+    with pytest.raises((imp.AsyncError, IndexError)) as info:
+        traced(x, imp.Tensor(np.array([1, 9], np.int32))).numpy()
+        imp.sync()
+    assert "jit.plan" in str(info.value) or "replay" in "".join(getattr(info.value, "__notes__", ()))
+    assert same_bits(traced(x, imp.Tensor(np.array([3, 0], np.int32))).numpy(),
+                     np.array([6.0, 0.0], np.float32))
+
+
+def test_dump_writes_the_recorded_forward_program_as_onnx(rng, tmp_path):
+    pytest.importorskip("imperative.jit.onnx_export")     # (the exporter's own branch)
+    ort = pytest.importorskip("onnxruntime")
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    traced = trace(lambda x: F.softmax(model(x), axis=-1), symbolic=True,
+                   capture_as_const=True)
+    x = tensors(rng, (2, 8), 1)[0]
+    want = traced(x).numpy()
+    path = str(tmp_path / "mlp.onnx")
+    traced.dump(path, arg_names=["x"], output_names=["y"])
+    got = ort.InferenceSession(path).run(None, {"x": x.numpy()})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
