@@ -40,6 +40,8 @@ def bind_methods(make_reduce, make_reshape, make_transpose, make_astype, make_ge
 
 
 cdef inline object _one(OpDef op, TensorBase x):
+    if _tracing:
+        _trace_inputs((x,))     # (as apply() reports them: imperative/_tracing.pxi)
     return _wrap(_channel.dispatch(op, [x._info])[0])
 
 
@@ -125,8 +127,11 @@ def tensor_reshape(TensorBase self, *shape):
 def tensor_transpose(TensorBase self, *axes):
     """Axes permuted: `transpose(1, 0, 2)`; no axes reverses them (as `.T`)."""
     cdef TensorInfo info = self._info
-    if not axes and info.shape is None:     # (no axes: reversed, so the rank is needed)
-        _channel.wait_produced(info, "shape")
+    if not axes:                            # (no axes: reversed, so the rank is read)
+        if _tracing:
+            _trace_read(info, READ_SHAPE)
+        if info.shape is None:
+            _channel.wait_produced(info, "shape")
     key = (axes, -1 if axes else len(info.shape))
     return _one(_memoised(_transpose_ops, key, _memo_key(axes), _make_transpose, key), self)
 
@@ -206,7 +211,8 @@ def tensor_setitem(TensorBase self, index, value):
     key = _basic_index_key(index)
     tp = type(value)
     op = None
-    if key is not None and (tp is float or tp is int or tp is bool) and not info.quantized:
+    if (key is not None and (tp is float or tp is int or tp is bool) and not info.quantized
+            and not _tracing):      # (traced: the value is a constant the trace must see made)
         op = _setitem_ops.get(key)
     if op is not None:
         try:
@@ -224,6 +230,9 @@ def tensor_setitem(TensorBase self, index, value):
 cdef object _number(TensorBase x, object kind):
     """float(t), int(t), bool(t): the value of a one-element tensor (waits for it)."""
     cdef TensorInfo info = x._info
+    if _tracing:                # (what the facade's size and numpy() reported)
+        _trace_read(info, READ_SHAPE)
+        _trace_read(info, READ_VALUE)
     if info.shape is None:
         _channel.wait_produced(info, "shape")
     if _num_elements(info.shape) != 1:
