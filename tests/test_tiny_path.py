@@ -205,3 +205,26 @@ def test_setitem_of_a_number_that_does_not_fit_says_so_every_time():
         with pytest.raises(OverflowError, match="300 out of bounds for uint8"):
             u[2] = 300
     np.testing.assert_array_equal(u.numpy(), [0, 7, 0, 0])
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_traces_see_the_core_methods_as_they_saw_the_facade(symbolic):
+    from imperative.jit import trace
+    w = imp.Parameter(np.linspace(0, 1, 16).astype(np.float32))
+
+    def f(x):
+        y = x.reshape(8, 8).T[1:5].sum(axis=1, keepdims=True) + w.max()   # w: external
+        z = x.astype(np.int32).reshape(-1)[::3]
+        return y.mean(axis=0) * 2.0, z.transpose()
+
+    traced = trace(f, symbolic=symbolic)
+    rng = np.random.default_rng(3)
+    for step in range(4):
+        x = imp.Tensor(rng.standard_normal(64).astype(np.float32) * 4)
+        got = [t.numpy().copy() for t in traced(x)]
+        want = [t.numpy() for t in f(x)]
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+        w._set_info_from(w + 1.0)           # read afresh by the next call
+    assert traced.stats["replays"] == 3 and traced.stats["mismatches"] == 0
