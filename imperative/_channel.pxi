@@ -9,8 +9,9 @@
 # Small ops whose inputs are resident run on the caller's thread: handing one to the
 # worker costs more than running it (PERF_NOTES: a wake-up is 10-100 us, a tiny add 0.5 us,
 # and ops under ~1 ms never overlap with the caller because of the GIL). The limit counts
-# the elements of the inputs and outputs together.
-HOST_COMPUTE_MAX_ELEMENTS = 4096
+# the elements of the inputs and outputs together: 64K, some 20-60 us of numpy work for an
+# elementwise op (4K sent a 64-wide layer's optimizer updates to the worker, to be waited for).
+HOST_COMPUTE_MAX_ELEMENTS = 65536
 cdef Py_ssize_t _host_max_elements = HOST_COMPUTE_MAX_ELEMENTS
 
 
@@ -204,10 +205,7 @@ cdef class Channel:
         must keep the strides it left with, so that later ops round the same)."""
         cdef Storage storage = shared
         if storage is None:
-            root = array
-            while isinstance(root.base, _ndarray):
-                root = root.base
-            storage = _new_storage(root.nbytes, info.device)
+            storage = _new_storage(_root_array(array).nbytes, info.device)
         storage.refs += 1
         info.storage = storage
         info.value = array
@@ -280,6 +278,17 @@ cdef class Channel:
                 outputs.append(self.new_info(
                     None if desc[0] is None else tuple(desc[0]), desc[1],
                     as_device(desc[2]) if len(desc) > 2 else device))
+        if self._memory_on and op.recomputable:
+            self.mm.record(op, inputs, outputs)
+        for i in range(len(outputs)):
+            info = outputs[i]
+            info.op = op
+            info.scope = _current_scope
+            info.out_index = i
+        if _run_tiny(self, op, inputs, outputs, fast):     # ran: no Command (_tiny.pxi)
+            if _grad_hook is not None:
+                _grad_hook(op, inputs, outputs)
+            return outputs
         cdef Command cmd = Command.__new__(Command)
         cmd.kind = CMD_APPLY
         cmd.op = op
@@ -288,13 +297,6 @@ cdef class Channel:
         cmd.fast = fast
         cmd.scope = _current_scope
         cmd.blame = _blame
-        if self._memory_on and op.recomputable:
-            self.mm.record(op, inputs, outputs)
-        for i in range(len(outputs)):
-            info = outputs[i]
-            info.op = op
-            info.scope = _current_scope
-            info.out_index = i
         _capture_site(cmd)
         self._submit(cmd)
         if _profiling and t0:
@@ -324,8 +326,9 @@ cdef class Channel:
             if info.status != PRODUCED:
                 ready = False
                 break
-        if ready and (level == 0 or (self._opts[OPT_HOST_COMPUTE] and self._is_tiny(cmd)
-                                     and not self._worker_busy_under_budget())):
+        if ready and (level == 0 or (self._opts[OPT_HOST_COMPUTE]
+                                     and _is_tiny(cmd.inputs, cmd.outputs)
+                                     and not _worker_busy_under_budget(self))):
             self._run_inline(cmd, level == 0)
             return 0
         for info in cmd.inputs:
@@ -338,24 +341,6 @@ cdef class Channel:
             _wait_seq(self, cmd.seq)
             self._raise_error_of(cmd, level == 0)
         return 0
-
-    cdef bint _worker_busy_under_budget(self):
-        """DTR has a budget and the worker has commands still to run: an op run here now
-        would run beside the worker's, each having made room without the other's output,
-        and the peak could pass the budget by both (issue 12, rule 1)."""
-        return (self._opts[OPT_DTR_AUTO] and self._opts[OPT_DTR_THRESHOLD] > 0
-                and self._processed != self._seq)
-
-    cdef bint _is_tiny(self, Command cmd):
-        cdef TensorInfo info
-        cdef Py_ssize_t n = 0
-        for info in cmd.outputs:
-            if info.shape is None:
-                return False
-            n += info.numel
-        for info in cmd.inputs:
-            n += info.numel
-        return n <= _host_max_elements
 
     cdef TensorInfo host_ufunc(self, OpDef op, TensorInfo a, TensorInfo b):
         """The fast path of elementwise operators: equal shapes (or one 0-d operand, a Python

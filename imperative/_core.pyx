@@ -25,6 +25,7 @@ from . import _kernels
 from . import dtype as _dtypes      # the dtype rules (imports only numpy: no cycle)
 
 cimport cython
+cimport numpy as cnp
 from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
 from cpython.object cimport PyTypeObject
@@ -32,6 +33,7 @@ from cpython.ref cimport PyObject
 from cpython.exc cimport PyErr_CheckSignals
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
+cnp.import_array()
 cdef object _ndarray = np.ndarray
 cdef object _np_asarray = np.asarray
 cdef object _np_ascontiguousarray = np.ascontiguousarray
@@ -43,6 +45,7 @@ include "_trace.pxi"          # the profiler's and scopes' recording
 include "_errors.pxi"         # AsyncError, where ops were issued
 include "_tracing.pxi"        # imp.jit.trace's hooks: ops, constants, rebinding, reads
 include "_channel.pxi"        # the Channel, caller side
+include "_tiny.pxi"           # host-compute decisions, the tiny-op path without a Command
 include "_worker.pxi"         # the worker thread and the queue to it
 include "_execute.pxi"        # running one command
 include "_memory.pxi"         # drop, swap, DTR (includes _swap.pxi)
@@ -223,6 +226,7 @@ def _channel_stats():
 
 
 include "_tensor_base.pxi"    # TensorBase, apply, operator dispatch
+include "_methods.pxi"        # Tensor methods that issue one op, without Python frames
 include "_collective.pxi"     # MPI collectives as commands (imperative.distributed)
 include "_plan.pxi"           # imp.jit's compiled plans: fused elementwise passes, kernels
 include "_replay.pxi"         # imp.jit's per-call path of a symbolic trace

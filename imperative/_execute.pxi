@@ -161,14 +161,17 @@ cdef int _run_ufunc(Channel self, Command cmd) except -1:
             op.ufunc(a, (<TensorInfo>inputs[1]).value, out=target)
         _take_over(self, reuse, out, target)
         return 0
-    if n == 1:
-        r = op.ufunc(a)
-    else:
-        r = op.ufunc(a, (<TensorInfo>inputs[1]).value)
+    self._set_value(out, _ufunc_result(op, inputs, out), None)
+    return 0
+
+
+cdef object _ufunc_result(OpDef op, list inputs, TensorInfo out):
+    """The elementwise op's ufunc on its inputs' values, as an array of out's dtype."""
+    a = (<TensorInfo>inputs[0]).value
+    r = op.ufunc(a) if len(inputs) == 1 else op.ufunc(a, (<TensorInfo>inputs[1]).value)
     if type(r) is not _ndarray or r.dtype is not out.dtype:
         r = _np_asarray(r, dtype=out.dtype)
-    self._set_value(out, r, None)
-    return 0
+    return r
 
 
 cdef void _take_over(Channel self, TensorInfo dying, TensorInfo out, object value):
@@ -202,16 +205,18 @@ cdef bint _overwritable(Channel self, TensorInfo info, TensorInfo out):
     cdef Storage st = info.storage
     if self._memory_on and not _may_overwrite_dying(info):
         return False
-    return (st is not None and st.refs == 1 and not st.exported
-            and info.dtype is out.dtype and info.shape == out.shape
-            and info.value.flags.c_contiguous and info.value.nbytes == st.nbytes
-            and info.value.flags.writeable)
+    if st is None or st.refs != 1 or st.exported or info.dtype is not out.dtype:
+        return False
+    value = info.value
+    if not isinstance(value, _ndarray) or info.shape != out.shape:
+        return False
+    return (cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>value) and cnp.PyArray_ISWRITEABLE(
+        <cnp.ndarray>value) and cnp.PyArray_NBYTES(<cnp.ndarray>value) == st.nbytes)
 
 
 cdef int _run_kernel(Channel self, Command cmd) except -1:
     cdef OpDef op = cmd.op
-    cdef TensorInfo info, out
-    cdef Py_ssize_t i
+    cdef TensorInfo info
     arrays = [_unpacked_value(info) for info in cmd.inputs]
     cdef TensorInfo reuse = None
     if op.inplace_capable and len(cmd.outputs) == 1:
@@ -231,27 +236,53 @@ cdef int _run_kernel(Channel self, Command cmd) except -1:
         result = op.kernel(*arrays) if epilogue is None else op.kernel(*arrays, epilogue=epilogue)
     else:
         result = op.kernel(*arrays)
+    _store_results(self, op, cmd.inputs, cmd.outputs, result)
+    return 0
+
+
+cdef int _store_results(Channel self, OpDef op, list inputs, list outputs, object result) except -1:
+    """Check a kernel's `result` against what infer declared (count, shapes; a
+    value-dependent shape is set now), then make each array its output's value. Nothing is
+    stored unless every result fits."""
+    cdef TensorInfo out
+    cdef Py_ssize_t i
+    if not isinstance(result, tuple) and len(outputs) == 1:
+        out = outputs[0]        # (the usual case: one array, or numpy scalar, for one output)
+        if type(result) is not _ndarray:
+            result = _np_asarray(result)
+        if out.shape is not None and not out.packed:
+            if (<tuple>result.shape) != out.shape:
+                raise RuntimeError(f"kernel of {op!r} produced shape {result.shape}, "
+                                   f"infer declared {out.shape}")
+            self._set_value(out, result,
+                            _shared_storage(result, inputs) if op.aliases_input else None)
+            return 0
     if not isinstance(result, tuple):
         result = (result,)
-    if len(result) != len(cmd.outputs):
+    if len(result) != len(outputs):
         raise RuntimeError(f"kernel of {op!r} returned {len(result)} arrays, "
-                           f"infer declared {len(cmd.outputs)}")
+                           f"infer declared {len(outputs)}")
+    arrays = []
     for i in range(len(result)):
-        out = cmd.outputs[i]
+        out = outputs[i]
         r = result[i]
         if type(r) is not _ndarray:
             r = _np_asarray(r)
+        if out.shape is not None and r.shape != out.shape:
+            raise RuntimeError(f"kernel of {op!r} produced shape {r.shape}, "
+                               f"infer declared {out.shape}")
+        arrays.append(r)
+    for i in range(len(arrays)):
+        out = outputs[i]
+        r = arrays[i]
         if out.shape is None:       # value-dependent shape: known now
             out.shape = r.shape
             out.numel = _num_elements(out.shape)
             out.size = _nbytes_of(out.numel, out.dtype, out.packed)
-        elif r.shape != out.shape:
-            raise RuntimeError(f"kernel of {op!r} produced shape {r.shape}, "
-                               f"infer declared {out.shape}")
         if out.packed:
             r = _pack_4bit(r)
         if op.aliases_input:
-            self._set_value(out, r, _shared_storage(r, cmd.inputs))
+            self._set_value(out, r, _shared_storage(r, inputs))
         else:
             self._set_value(out, r, None)
     return 0
@@ -260,15 +291,10 @@ cdef int _run_kernel(Channel self, Command cmd) except -1:
 cdef Storage _shared_storage(object array, list inputs):
     """The input Storage that `array` is a view of, or None for a fresh array."""
     cdef TensorInfo info
-    root = array
-    while isinstance(root.base, _ndarray):
-        root = root.base
+    root = _root_array(array)
     for info in inputs:
         if info.value is None:
             continue
-        base = info.value
-        while isinstance(base.base, _ndarray):
-            base = base.base
-        if base is root:
+        if _root_array(info.value) is root:
             return info.storage
     return None

@@ -5,6 +5,15 @@ Callers check `supported()` and the shapes/dtypes below; these functions only va
 what would otherwise corrupt memory."""
 import numpy as np
 
+cimport numpy as cnp
+cnp.import_array()
+
+
+cdef inline size_t _addr(object array) except? 0:
+    """The address of an ndarray's first element (`array.ctypes.data` builds two Python
+    objects per call: microseconds, more than a small kernel's whole run)."""
+    return <size_t>cnp.PyArray_DATA(<cnp.ndarray?>array)
+
 cdef extern from "_sgemm.h" nogil:
     int imp_sgemm_supported()
     int imp_native_cpu_isa()
@@ -120,10 +129,10 @@ def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None, bint streamin
                              "shaped as out with contiguous rows")
         if np.may_share_memory(y, out):
             raise ValueError("native sgemm: y must not overlap out")
-        py, ldy = y.ctypes.data, _stride(y, 0)
+        py, ldy = _addr(y), _stride(y, 0)
     cdef long rsa = _stride(a, 0), csa = _stride(a, 1), rsb = _stride(b, 0), csb = _stride(b, 1)
     cdef long ldc = _stride(out, 0)
-    cdef size_t pa = a.ctypes.data, pb = b.ctypes.data, pc = out.ctypes.data
+    cdef size_t pa = _addr(a), pb = _addr(b), pc = _addr(out)
     cdef int rc
     with nogil:
         rc = imp_sgemm(M, N, K, <const float *>pa, rsa, csa, <const float *>pb, rsb, csb,
@@ -155,13 +164,13 @@ def conv2d_s1(x, w, padding, dilation, bias=None, epilogue=None, y=None):
         bias = np.ascontiguousarray(bias, dtype=np.float32)
         if bias.shape != (o,):
             raise ValueError(f"native conv2d: bias must have shape ({o},), got {bias.shape}")
-        pbias = bias.ctypes.data
+        pbias = _addr(bias)
     if epi == IMP_EPILOGUE_RELU_GRAD:
         if y is None or y.dtype != np.float32 or y.shape != out.shape or not y.flags.c_contiguous:
             raise ValueError("native conv2d: the relu_grad epilogue needs y, a C-contiguous "
                              "float32 array shaped as the output")
-        pey = y.ctypes.data
-    cdef size_t px = x.ctypes.data, pwt = w.ctypes.data, pout = out.ctypes.data
+        pey = _addr(y)
+    cdef size_t px = _addr(x), pwt = _addr(w), pout = _addr(out)
     cdef int rc
     with nogil:
         rc = imp_conv2d_s1(n, c, h, wd, <const float *>px, o, kh, kw, <const float *>pwt,
@@ -188,8 +197,8 @@ def conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation, bint with_bias=Fa
                          f"do not match a {kh}x{kw} kernel")
     gw = np.empty((o, c, kh, kw), dtype=np.float32)
     gb = np.empty(o, dtype=np.float32) if with_bias else None
-    cdef size_t px = x.ctypes.data, pdy = dy.ctypes.data, pg = gw.ctypes.data
-    cdef size_t pb = gb.ctypes.data if with_bias else 0
+    cdef size_t px = _addr(x), pdy = _addr(dy), pg = _addr(gw)
+    cdef size_t pb = _addr(gb) if with_bias else 0
     cdef int rc
     with nogil:
         rc = imp_conv2d_s1_grad_w(n, c, h, wd, <const float *>px, o, kh, kw,
@@ -248,22 +257,34 @@ cdef extern from "_loops.h":
     void imp_axpy(long n, const float *x, float alpha, const float *y, float *out) nogil
 
 
-def _check_same_size(fn, out, **inputs):
-    """Raise unless the inputs and `out` are C-contiguous float32 arrays of one size and
-    `out` is writeable (an elementwise kernel's precondition)."""
-    for name, arr in dict(inputs, out=out).items():
-        if arr.dtype != np.float32 or not arr.flags.c_contiguous:
-            raise TypeError(f"{fn}: {name} must be a C-contiguous float32 array")
-    if any(a.size != out.size for a in inputs.values()) or not out.flags.writeable:
+cdef int _check_same_size(str fn, object out, tuple names, tuple arrays) except -1:
+    """Raise unless `arrays` (called `names`) and `out` are C-contiguous float32 ndarrays of
+    one size and `out` is writeable (an elementwise kernel's precondition). C-level checks:
+    these kernels run once per parameter and step, at sizes where Python's cost shows."""
+    cdef cnp.ndarray arr
+    cdef cnp.ndarray o = _float32_c_array(fn, "out", out)
+    for i in range(len(arrays)):
+        arr = _float32_c_array(fn, names[i], arrays[i])
+        if cnp.PyArray_SIZE(arr) != cnp.PyArray_SIZE(o):
+            raise ValueError(f"{fn}: arrays must have one size and out be writeable")
+    if not cnp.PyArray_ISWRITEABLE(o):
         raise ValueError(f"{fn}: arrays must have one size and out be writeable")
+    return 0
+
+
+cdef cnp.ndarray _float32_c_array(str fn, str name, object arr):
+    if (not isinstance(arr, np.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>arr) != cnp.NPY_FLOAT32
+            or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>arr)):
+        raise TypeError(f"{fn}: {name} must be a C-contiguous float32 array")
+    return <cnp.ndarray>arr
 
 
 def relu_grad(dy, y, out):
     """out = dy where y > 0 else 0, in one pass (numpy needs a mask and a mixed-type
     multiply): C-contiguous float32 arrays of one size; `out` may be dy."""
     _require_native("relu_grad")
-    _check_same_size("relu_grad", out, dy=dy, y=y)
-    cdef size_t pd = dy.ctypes.data, py = y.ctypes.data, po = out.ctypes.data
+    _check_same_size("relu_grad", out, ("dy", "y"), (dy, y))
+    cdef size_t pd = _addr(dy), py = _addr(y), po = _addr(out)
     cdef long n = dy.size
     with nogil:
         imp_relu_grad(n, <const float *>pd, <const float *>py, <float *>po)
@@ -273,8 +294,8 @@ def relu_grad(dy, y, out):
 def axpy(x, float alpha, y, out):
     """out = x + alpha * y, one pass: C-contiguous float32 arrays of one size (`out` may be
     x or y)."""
-    _check_same_size("axpy", out, x=x, y=y)
-    cdef size_t px = x.ctypes.data, py = y.ctypes.data, po = out.ctypes.data
+    _check_same_size("axpy", out, ("x", "y"), (x, y))
+    cdef size_t px = _addr(x), py = _addr(y), po = _addr(out)
     cdef long n = x.size
     with nogil:
         imp_axpy(n, <const float *>px, alpha, <const float *>py, <float *>po)
@@ -296,7 +317,7 @@ def channel_moments(x):
     cdef long n, c, l
     n, c, l = _channel_dims("channel_moments", x)
     mean, var = np.empty(c, np.float32), np.empty(c, np.float32)
-    cdef size_t px = x.ctypes.data, pm = mean.ctypes.data, pv = var.ctypes.data
+    cdef size_t px = _addr(x), pm = _addr(mean), pv = _addr(var)
     with nogil:
         imp_channel_moments(n, c, l, <const float *>px, <float *>pm, <float *>pv)
     return mean, var
@@ -311,8 +332,8 @@ def channel_affine(x, mean, scale, shift):
     if any(a.size != c for a in args):
         raise ValueError(f"channel_affine: per-channel arrays must have {c} values")
     y = np.empty_like(x)
-    cdef size_t px = x.ctypes.data, pm = args[0].ctypes.data, ps = args[1].ctypes.data
-    cdef size_t pb = args[2].ctypes.data, py = y.ctypes.data
+    cdef size_t px = _addr(x), pm = _addr(args[0]), ps = _addr(args[1])
+    cdef size_t pb = _addr(args[2]), py = _addr(y)
     with nogil:
         imp_channel_affine(n, c, l, <const float *>px, <const float *>pm, <const float *>ps,
                            <const float *>pb, <float *>py)
@@ -331,9 +352,9 @@ def layer_norm_rows(x, weight, bias, float eps):
         bias = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
         if weight.size != size or bias.size != size:
             raise ValueError(f"layer_norm_rows: weight and bias must have {size} values")
-        pw, pb = weight.ctypes.data, bias.ctypes.data
+        pw, pb = _addr(weight), _addr(bias)
     y = np.empty_like(x)
-    cdef size_t px = x.ctypes.data, py = y.ctypes.data
+    cdef size_t px = _addr(x), py = _addr(y)
     with nogil:
         imp_layer_norm_rows(rows, size, <const float *>px, <const float *>pw, <const float *>pb,
                             eps, <float *>py)

@@ -8,7 +8,23 @@ cdef inline object _c_ordered(object array):
     result written into a dying input's buffer is C-ordered; without one rule for both, the
     layout, and so the rounding of later products and reductions, would depend on whether
     a buffer was reused, that is on the async level."""
-    return array if array.flags.c_contiguous else _np_ascontiguousarray(array)
+    if isinstance(array, _ndarray):     # (the flag itself, not a flags object per call)
+        if cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>array):
+            return array
+    elif array.flags.c_contiguous:
+        return array
+    return _np_ascontiguousarray(array)
+
+
+cdef inline object _root_array(object array):
+    """The array that owns the memory `array` views (itself when it owns its own)."""
+    cdef PyObject* base
+    while isinstance(array, _ndarray):
+        base = cnp.PyArray_BASE(<cnp.ndarray>array)
+        if base == NULL or not isinstance(<object>base, _ndarray):
+            return array
+        array = <object>base
+    return array
 
 # --------------------------------------------------------------------------- records
 
@@ -141,7 +157,7 @@ cdef inline Py_ssize_t _nbytes_of(Py_ssize_t numel, object dtype, bint packed):
     """Bytes of storage for `numel` elements (4-bit values: two per byte)."""
     if packed:
         return (numel + 1) // 2
-    return numel * dtype.itemsize
+    return numel * (<cnp.dtype>dtype).itemsize
 
 
 cdef inline object _unpacked_value(TensorInfo info):
@@ -156,14 +172,19 @@ cdef object _infer_cached(OpDef op, list inputs):
     cdef TensorInfo info
     if op.value_dependent:
         return op.infer(tuple(inputs))
-    key = []
     for info in inputs:
         if info.quantized:      # numpy ignores metadata in == and hash
             return op.infer(tuple(inputs))
-        key.append(info.shape)
-        key.append(info.dtype)
-        key.append(info.device)
-    key = tuple(key)
+    if len(inputs) == 1:        # (most ops: the key without a list)
+        info = inputs[0]
+        key = (info.shape, info.dtype, info.device)
+    else:
+        key = []
+        for info in inputs:
+            key.append(info.shape)
+            key.append(info.dtype)
+            key.append(info.device)
+        key = tuple(key)
     descs = op._infer_cache.get(key)
     if descs is None:
         descs = op.infer(tuple(inputs))

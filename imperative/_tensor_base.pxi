@@ -47,8 +47,7 @@ cpdef tuple apply_infos(OpDef op, list infos):
     return tuple([_wrap(o) for o in outs])
 
 
-def apply(op, *tensors):
-    """Run one op on Tensors; returns a tuple of Tensors."""
+cdef list _checked_infos(object op, tuple tensors):
     if not isinstance(op, OpDef):
         raise TypeError(f"apply expects an op (imperative.ops.*) first, got {type(op).__name__}")
     cdef list infos = []
@@ -58,7 +57,18 @@ def apply(op, *tensors):
         if not isinstance(t, TensorBase):
             raise TypeError(f"op {type(op).__name__} expects Tensor inputs, got {type(t).__name__}")
         infos.append((<TensorBase>t)._info)
-    return apply_infos(<OpDef>op, infos)
+    return infos
+
+
+def apply(op, *tensors):
+    """Run one op on Tensors; returns a tuple of Tensors."""
+    return apply_infos(<OpDef>op, _checked_infos(op, tensors))
+
+
+def apply_one(op, *tensors):
+    """Run one op on Tensors; returns its first output (functional's calls)."""
+    cdef list infos = _checked_infos(op, tensors)
+    return apply_infos(<OpDef>op, infos)[0]
 
 
 cdef object _promote = _dtypes.dtype_promotion

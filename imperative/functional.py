@@ -53,9 +53,7 @@ __all__ = [
 # Arguments
 
 
-def _apply1(op, *tensors):
-    """Apply an op with one output."""
-    return _core.apply(op, *tensors)[0]
+_apply1 = _core.apply_one     # an op's (first) output: `_core.apply(op, *tensors)[0]`
 
 
 def _as_tensor(value, device=None):
@@ -70,8 +68,11 @@ def _as_tensor(value, device=None):
 def _tensors(*args):
     """The arguments as Tensors on one device. Python scalars become constants of the
     dtype promotion gives them against the other arguments (API.md §5)."""
-    if builtins.all(isinstance(a, TensorBase) for a in args):
-        return args
+    for a in args:
+        if not isinstance(a, TensorBase):
+            break
+    else:
+        return args         # (a loop, not all() over a generator: the common case is fast)
     for i, a in enumerate(args):
         if a is None:
             raise TypeError(f"argument {i} is None; expected a Tensor, an array or a number")
@@ -177,8 +178,8 @@ def clip(x: TensorLike, lower: TensorLike | None = None,
         if lower is not None:
             x = maximum(x, lower)
         return x if upper is None else minimum(x, upper)
-    dt = D.dtype_promotion([x, lower, upper])
-    if not D.same_dtype(dt, x.dtype):
+    dt = O.select.clip_dtype(x.dtype, lower, upper)
+    if dt is not x.dtype and not D.same_dtype(dt, x.dtype):
         x = x.astype(dt)
     return _apply1(cached_op(O.Clip, lower, upper), x)
 

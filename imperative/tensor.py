@@ -18,7 +18,7 @@ from .torch_hints import (TENSOR_ATTRIBUTE_HINTS, PyTorchFlag, add_pytorch_names
                           keyword_hints, tensor_attribute_error)
 from ._core import TensorBase, as_device
 from .dtype import as_tensor_data
-from ._types import AxisLike, DeviceLike, DTypeLike, ShapeLike
+from ._types import DeviceLike, DTypeLike, ShapeLike
 
 _DL_CPU = 1          # DLPack's kDLCPU device type
 
@@ -93,20 +93,10 @@ class Tensor(TensorBase):
         """The value as nested Python lists of numbers (waits for it)."""
         return self.numpy().tolist()
 
-    def _scalar(self, kind):
-        if self.size != 1:
-            raise TypeError(f"only a tensor with one element can be converted to {kind.__name__}, "
-                            f"got shape {self.shape}")
-        return kind(self.numpy().item())
-
-    def __float__(self):
-        return self._scalar(float)
-
-    def __int__(self):
-        return self._scalar(int)
-
-    def __bool__(self):
-        return self._scalar(bool)
+    # float(t), int(t), bool(t) of a one-element tensor (Cython: imperative/_methods.pxi)
+    __float__ = _core.tensor_float
+    __int__ = _core.tensor_int
+    __bool__ = _core.tensor_bool
 
     def __index__(self):
         if self.dtype.kind not in "iub" or self.size != 1:
@@ -195,14 +185,10 @@ class Tensor(TensorBase):
 
     # ---- methods built from ops
 
-    def astype(self, dtype: DTypeLike) -> Tensor:
-        """This tensor converted to `dtype` (itself when it already has that dtype)."""
-        dt = D.canonical_dtype(dtype)
-        if D.same_dtype(dt, self.dtype):
-            return self
-        # numpy ignores quantization metadata in == and hash: never intern those ops
-        op = O.TypeCvt(dt) if D.is_quantize(dt) else cached_op(O.TypeCvt, dt)
-        return _core.apply(op, self)[0]
+    # astype, reshape, transpose, .T and the reductions find their op by their arguments and
+    # dispatch it without a Python frame (imperative/_methods.pxi; the op factories are
+    # _astype_op, _reshape_op, _transpose_op and _reduce_op below)
+    astype = _core.tensor_astype
 
     def to(self, device: DeviceLike) -> Tensor:
         """A copy on `device` ("cpu1"), or itself when it is there already."""
@@ -210,61 +196,28 @@ class Tensor(TensorBase):
             return self
         return _core.apply(cached_op(O.Copy, str(as_device(device))), self)[0]
 
-    def reshape(self, *shape: ShapeLike) -> Tensor:
-        """The value with another shape of the same size: `reshape(2, 3)` or `reshape((2, 3))`;
-        one -1 stands for what is left. Never copies needlessly (values are immutable)."""
-        return _core.apply(cached_op(O.Reshape, _shape_args(shape, "reshape")), self)[0]
+    reshape = _core.tensor_reshape
 
     def flatten(self) -> Tensor:
         """The value as a 1-D tensor."""
         return self.reshape(-1)
 
-    def transpose(self, *axes: ShapeLike) -> Tensor:
-        """Axes permuted: `transpose(1, 0, 2)`; no axes reverses them (as `.T`)."""
-        axes = _shape_args(axes, "transpose", check_int_tuple) or tuple(range(self.ndim))[::-1]
-        return _core.apply(cached_op(O.Dimshuffle, tuple(axes)), self)[0]
+    transpose = _core.tensor_transpose
 
     @property
     def T(self) -> Tensor:
         """The tensor with its axes reversed."""
-        return self.transpose()
+        return _core.tensor_T(self)
 
     def broadcast_to(self, *shape: ShapeLike) -> Tensor:
         """The value repeated to `shape` by numpy's broadcasting rules."""
         return _core.apply(cached_op(O.Broadcast, _shape_args(shape, "broadcast_to")), self)[0]
 
-    def _reduce(self, mode, axis, keepdims):
-        return _core.apply(cached_op(O.Reduce, mode, _axis_arg(axis), bool(keepdims)), self)[0]
-
-    @keyword_hints
-    def sum(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
-        """Sum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
-        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
-        return self._reduce("SUM", axis, keepdims)
-
-    @keyword_hints
-    def mean(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
-        """Mean over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
-        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
-        return self._reduce("MEAN", axis, keepdims)
-
-    @keyword_hints
-    def max(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
-        """Maximum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
-        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
-        return self._reduce("MAX", axis, keepdims)
-
-    @keyword_hints
-    def min(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
-        """Minimum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
-        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
-        return self._reduce("MIN", axis, keepdims)
-
-    @keyword_hints
-    def prod(self, axis: AxisLike = None, keepdims: bool = False) -> Tensor:
-        """Product over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
-        axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
-        return self._reduce("PRODUCT", axis, keepdims)
+    sum = _core.tensor_sum
+    mean = _core.tensor_mean
+    max = _core.tensor_max
+    min = _core.tensor_min
+    prod = _core.tensor_prod
 
     @keyword_hints
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
@@ -276,22 +229,12 @@ class Tensor(TensorBase):
         """Index (int32) of the minimum along `axis`, of the flattened tensor for None."""
         return _core.apply(cached_op(O.Argmin, axis, bool(keepdims)), self)[0]
 
-    def __getitem__(self, index):
-        """`self[index]`, as numpy (ops/indexing.py parses the index)."""
-        items, operands = O.indexing.prepare(self, index, Tensor)
-        return _core.apply(O.indexing.read_op(items, operands), self, *operands)[0]
+    __getitem__ = _core.tensor_getitem       # `self[index]`, as numpy (_getitem_op below)
 
-    def __setitem__(self, index, value):
-        """`self[index] = value`: rebinds this tensor to the new value (values are immutable;
-        other Tensors sharing the old value keep it); the value is cast to this dtype, as
-        numpy casts on assignment."""
-        items, operands = O.indexing.prepare(self, index, Tensor)
-        if isinstance(value, TensorBase):
-            value = value.astype(self.dtype)
-        else:
-            value = Tensor(value, dtype=self.dtype, device=self.device)
-        result = _core.apply(O.indexing.write_op(items, operands), self, value, *operands)[0]
-        self._set_info_from(result)
+    # `self[index] = value`: rebinds this tensor to the new value (values are immutable;
+    # other Tensors sharing the old value keep it); the value is cast to this dtype, as
+    # numpy casts on assignment (_setitem below; a Python number at a basic index: the core)
+    __setitem__ = _core.tensor_setitem
 
     # ---- in-place operators keep the object (a Parameter stays a Parameter)
 
@@ -414,12 +357,55 @@ class TensorWeakRef:
         return _core.wrap_info(info)
 
 
+def _astype_op(dtype, current):
+    """The op of `astype(dtype)` on a tensor of dtype `current`; None: itself."""
+    dt = D.canonical_dtype(dtype)
+    if D.same_dtype(dt, current):
+        return None
+    # numpy ignores quantization metadata in == and hash: never intern those ops
+    return O.TypeCvt(dt) if D.is_quantize(dt) else cached_op(O.TypeCvt, dt)
+
+
+def _reshape_op(args):
+    return cached_op(O.Reshape, _shape_args(args, "reshape"))
+
+
+def _transpose_op(axes, ndim):
+    axes = _shape_args(axes, "transpose", check_int_tuple) or tuple(range(ndim))[::-1]
+    return cached_op(O.Dimshuffle, tuple(axes))
+
+
+def _reduce_op(mode, axis, keepdims):
+    return cached_op(O.Reduce, mode, _axis_arg(axis), bool(keepdims))
+
+
+def _setitem(tensor, index, value):
+    """`tensor[index] = value`; returns the op it issued and its index operands."""
+    items, operands = O.indexing.prepare(tensor, index, Tensor)
+    if isinstance(value, TensorBase):
+        value = value.astype(tensor.dtype)
+    else:
+        value = Tensor(value, dtype=tensor.dtype, device=tensor.device)
+    op = O.indexing.write_op(items, operands)
+    tensor._set_info_from(_core.apply(op, tensor, value, *operands)[0])
+    return op, operands
+
+
+def _getitem_op(tensor, index):
+    """(the op of `tensor[index]`, its index operands) (ops/indexing.py parses the index)."""
+    items, operands = O.indexing.prepare(tensor, index, Tensor)
+    return O.indexing.read_op(items, operands), operands
+
+
 def _setup():
     """Bind this facade to the core: the class of the Tensors it makes, the TypeCvt op for
-    operands of mixed dtypes and the ops the operators issue."""
+    operands of mixed dtypes, the ops the operators issue and the op factories of the
+    methods the core implements."""
     ops = {mode: O.Elemwise(mode) for mode in O.elemwise.modes()}
     ops["MATMUL"] = O.MatrixMul()
     _core.bind_facade(Tensor, O.TypeCvt, ops)
+    _core.bind_methods(_reduce_op, _reshape_op, _transpose_op, _astype_op, _getitem_op,
+                       _setitem, keyword_error)
 
 
 _setup()

@@ -13,7 +13,8 @@ import pytest
 import imperative as imp
 from imperative import _core
 
-BIG = 10000   # elements: more than the host-compute limit, so ops go through the worker
+BIG = _core.HOST_COMPUTE_MAX_ELEMENTS + 1   # elements: past the host-compute limit, so ops
+                                            # go through the worker
 
 
 def live_handles():
@@ -132,7 +133,7 @@ def test_worker_error_surfaces_once_as_async_error_at_the_next_sync():
         assert isinstance(err.__cause__, ValueError)
         assert err.__cause__.__traceback__ is not None
         msg = str(err)
-        assert "Elemwise(mode='POW')" in msg and "(10000,) int32" in msg
+        assert "Elemwise(mode='POW')" in msg and f"({BIG},) int32" in msg
         assert "test_core.py:" in msg           # the file:line that issued the op
         imp.sync()                               # raised once only
         with pytest.raises(RuntimeError, match="unusable because of an earlier error"):
@@ -189,8 +190,8 @@ def test_catch_worker_exception_0_lets_the_exception_escape_the_worker():
     code = """
         import numpy as np, imperative as imp
         imp.set_option("catch_worker_exception", 0)
-        x = imp.Tensor(np.arange(10000, dtype=np.int32))
-        y = x ** imp.Tensor(np.full(10000, -1, np.int32))
+        x = imp.Tensor(np.arange(100000, dtype=np.int32))     # (past the host-compute limit)
+        y = x ** imp.Tensor(np.full(100000, -1, np.int32))
         try:
             imp.sync()
         except RuntimeError as e:

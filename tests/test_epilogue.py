@@ -11,7 +11,7 @@ from imperative.autodiff import GradManager
 from imperative.backend import native
 from imperative.ops.matmul import MatrixMul
 
-BIG = 10000   # elements: more than the host-compute limit, so the op goes to the worker
+BIG = imp._core.HOST_COMPUTE_MAX_ELEMENTS + 1   # elements: past the host-compute limit: the worker
 
 
 def _record_epilogues(monkeypatch, cls, seen, entry=lambda op, kind: kind):
@@ -53,7 +53,8 @@ def _queued(fn):
     """fn() at async level 2 with a buffer long enough to hold all its commands until the
     sync sends them together (so that the worker sees them side by side, as it does when
     it runs behind the caller, the usual case in a training step)."""
-    with imp.option("async_level", 2), imp.option("buffer_length", 99):
+    with imp.option("async_level", 2), imp.option("buffer_length", 99), \
+            imp.option("enable_host_compute", 0):   # (small products too: the worker's)
         # the worker running first: starting it lets it run before the sync's flush ends
         (imp.Tensor(np.zeros(BIG, np.float32)) + 1).numpy()
         out = fn()

@@ -1,6 +1,7 @@
 """Scopes and the profiler: names, the Chrome trace's tracks, slices, flows and counters,
 the summary command, and (when the trace viewer is set up) the real Perfetto UI."""
 import json
+import math
 import os
 import re
 import shutil
@@ -19,7 +20,11 @@ VIEWER = os.path.join(os.path.dirname(REPO), "shared", "tools", "trace_viewer",
                       "perfetto_headless.py")
 VIEWER_PYTHON = os.environ.get("IMPERATIVE_TRACE_VIEWER_PYTHON",
                                "/tmp/trace-viewer-venv/bin/python")
-BIG = (128, 128)     # big enough for the worker (more than the host-compute limit)
+# big enough for the worker: inputs and outputs of x @ x, y + 1, y @ w and its * 2 hold more
+# than the host-compute limit of elements
+BIG = (192, 192)
+NARROW = (192, 176)
+assert 2 * math.prod(NARROW) > imp._core.HOST_COMPUTE_MAX_ELEMENTS
 
 
 # ---------------------------------------------------------------- scopes
@@ -113,7 +118,7 @@ def test_trace_has_named_tracks_ops_flows_scopes_waits_and_memory(tmp_path):
     assert (sorted(e["name"] for e in executed)
             == sorted(["MatrixMul", "Elemwise.ADD", "Elemwise.MUL"] * 3))
     matmuls = [e for e in executed if e["name"] == "MatrixMul"]
-    assert all(e["args"]["in"] == "float32(128, 128), float32(128, 128)" for e in matmuls)
+    assert all(e["args"]["in"] == f"float32{BIG}, float32{BIG}" for e in matmuls)
     assert all("MatrixMul(transpose_a=False" in e["args"]["op"] for e in matmuls)
     if not at_async_0:
         # queued ops: a dispatch slice on the caller, joined to the worker's by a flow
@@ -187,7 +192,7 @@ def test_summary_command_prints_busiest_ops_and_the_memory_peak(tmp_path):
     counts = {row["op"]: row["count"] for row in summary["ops"]}
     assert counts == {"MatrixMul": 3, "Elemwise.ADD": 3, "Elemwise.MUL": 3}
     assert abs(sum(row["share"] for row in summary["ops"]) - 1) < 1e-3
-    assert summary["peak_allocated_bytes"]["cpu0"] >= 2 * 128 * 128 * 4
+    assert summary["peak_allocated_bytes"]["cpu0"] >= 2 * math.prod(BIG) * 4
     text = subprocess.run([sys.executable, "-m", "imperative.profiler", "summary", path],
                           capture_output=True, text=True, timeout=60)
     assert text.returncode == 0 and "MatrixMul" in text.stdout and "memory peak" in text.stdout
@@ -200,7 +205,7 @@ def profile_with_work_after_the_steps(tmp_path, steps=3):
     """Steps of scoped work (two matmul shapes, a one-op scope), then a matmul after the
     last step() that the summary leaves out."""
     x = imp.Tensor(np.ones(BIG, np.float32))
-    w = imp.Tensor(np.ones((128, 64), np.float32))
+    w = imp.Tensor(np.ones(NARROW, np.float32))
     with imp.Profiler(path=str(tmp_path)) as prof:
         for _ in range(steps):
             with imp.scope("model"):
@@ -259,9 +264,9 @@ def test_summary_groups_by_input_shapes_and_by_scope(tmp_path):
     trace, _ = profile_with_work_after_the_steps(tmp_path)
     by_shape = {(r["op"], r["input_shapes"]): r["count"]
                 for r in profiler.summarize(trace, group_by="shape")["ops"]}
-    assert by_shape == {("MatrixMul", "float32(128, 128), float32(128, 128)"): 3,
-                        ("MatrixMul", "float32(128, 128), float32(128, 64)"): 3,
-                        ("Elemwise.MUL", "float32(128, 64), float32()"): 3}
+    assert by_shape == {("MatrixMul", f"float32{BIG}, float32{BIG}"): 3,
+                        ("MatrixMul", f"float32{BIG}, float32{NARROW}"): 3,
+                        ("Elemwise.MUL", f"float32{NARROW}, float32()"): 3}
     # a scope's total holds its children's ops, its self time only its own; the versions
     # of a scope entered once per step (model, model[1], ...) are one row
     rows = {r["scope"]: r for r in profiler.summarize(trace, group_by="scope")["ops"]}
@@ -279,7 +284,8 @@ def test_summary_memory_per_op_and_the_sort_orders(tmp_path):
     trace, _ = profile_with_work_after_the_steps(tmp_path)
     s = profiler.summarize(trace, sort="memory")
     out = {r["op"]: r["out_bytes"] for r in s["ops"]}
-    assert out == {"MatrixMul": 3 * (128 * 128 + 128 * 64) * 4, "Elemwise.MUL": 3 * 128 * 64 * 4}
+    assert out == {"MatrixMul": 3 * (math.prod(BIG) + math.prod(NARROW)) * 4,
+                   "Elemwise.MUL": 3 * math.prod(NARROW) * 4}
     for key, field in (("memory", "out_bytes"), ("count", "count"), ("total", "total_us"),
                        ("self", "self_us"), ("mean", "mean_us")):
         values = [r[field] for r in profiler.summarize(trace, group_by="shape", sort=key)["ops"]]
@@ -298,7 +304,7 @@ def test_summary_command_options(tmp_path):
     table = r.stdout.split("grouped by shape, sorted by memory:\n")[1].splitlines()
     assert "input shapes" in table[0] and "out MiB" in table[0]
     assert table[1].startswith("MatrixMul")
-    assert table[1].endswith("float32(128, 128), float32(128, 128)")
+    assert table[1].endswith(f"float32{BIG}, float32{BIG}")
     assert table[2].startswith("  ... 2 more rows")
     assert re.search(r"steps: 3; step time median [\d.]+ ms", r.stdout)
     assert "not counted" in r.stdout and "--all" in r.stdout

@@ -1,8 +1,8 @@
 """Random programs run by imperative and by PyTorch on the same inputs (issue 19).
 
 A program is a chain of ops drawn by hypothesis over API.md §2's op set, starting from a
-leaf that may be 0-d, zero-size, small or large (more than HOST_COMPUTE_MAX_ELEMENTS, so
-that the worker thread runs it rather than the caller's host-compute path), and laid out
+leaf that may be 0-d, zero-size, small or large (thousands of elements; the test of large
+programs turns host compute off, so that the worker thread runs them), and laid out
 C-ordered, Fortran-ordered, transposed, strided or broadcast. Ops that take a second
 operand draw a new leaf for it. Each step is one closure `step(F, x, leaves)` written once
 against the functional API: `F` is `imp.functional` or `TorchF`, an adapter that spells
@@ -28,8 +28,6 @@ import torch
 from hypothesis import reject, strategies as st
 
 import imperative as imp
-
-HOST_LIMIT = imp._core.HOST_COMPUTE_MAX_ELEMENTS
 
 
 # ---------------------------------------------------------------------------------------

@@ -4,15 +4,49 @@ MLP). Each contender runs in a fresh subprocess (one BLAS thread each) so that i
 is its own; the contenders take turns for --rounds rounds and each keeps its best (the
 JSON also gives the median of the per-round ratios, each round's pair run back to back).
 
-    python tools/bench_train.py [--steps 10] [--rounds 5] [--json bench_train.json]
+Issue 16's dispatch-bound steps (with Adam) are the models `mlp_small` (4 x Linear 64,
+batch 8) and `cnn_small` (two 3x3 convolutions of 16 and 32 channels on 8x8 images, a 2x2
+max-pool, a linear head, batch 64); they run SMALL_STEPS steps at least.
+
+    python tools/bench_train.py [--steps 10] [--rounds 5] [--models mlp,cnn,mlp_small,cnn_small]
+                                [--json bench_train.json]
+
+It measures the checkout it lives in; IMPERATIVE_ROOT=/path/to/checkout measures another.
 """
 import argparse
+import os
 import sys
 
 import _harness
 
+# the checkout this file lives in (not whichever imperative is installed); IMPERATIVE_ROOT
+# measures another build (a before/after comparison); the children inherit it
+sys.path.insert(0, os.environ.get("IMPERATIVE_ROOT",
+                                  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
 WIDTH, DEPTH, BATCH = 1024, 8, 256
 CNN_BATCH = 64
+SMALL = ("mlp_small", "cnn_small")
+SMALL_STEPS = 200        # a dispatch-bound step takes about a millisecond
+MODELS = {"mlp": ("imperative", "torch", "numpy"), "cnn": ("imperative", "torch"),
+          "mlp_small": ("imperative", "torch"), "cnn_small": ("imperative", "torch")}
+
+
+def small_data(np, model):
+    """(x, labels) of a dispatch-bound model: (8, 64) rows or (64, 3, 8, 8) images."""
+    rng = np.random.default_rng(0)
+    shape = (8, 64) if model == "mlp_small" else (64, 3, 8, 8)
+    return rng.standard_normal(shape).astype(np.float32), rng.integers(0, 10, shape[0])
+
+
+def small_net(nn, model):
+    """The dispatch-bound model in `nn` (imperative.nn or torch.nn: the same names)."""
+    if model == "mlp_small":
+        return nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                             nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(32 * 4 * 4, 10))
 
 
 def mlp_data(np):
@@ -33,6 +67,10 @@ def run_imperative(model, steps):
     if model == "mlp":
         x, y, ws = mlp_data(np)
         net = imp_mlp(ws)
+    elif model in SMALL:
+        x, y = small_data(np, model)
+        imp.random.seed(0)
+        net = small_net(nn, model)
     else:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)
@@ -42,9 +80,9 @@ def run_imperative(model, steps):
                             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
                             nn.Conv2d(64, 64, 3, padding=1), nn.ReLU())
         head = nn.Linear(64, 10)
-    x, y = imp.Tensor(x), imp.Tensor(y)
-    params = net.parameters() + ([] if model == "mlp" else head.parameters())
-    opt = optim.SGD(params, 0.01)
+    x, y = imp.Tensor(x), imp.Tensor(y.astype(np.int32))
+    params = net.parameters() + (head.parameters() if model == "cnn" else [])
+    opt = optim.Adam(params, 1e-3) if model in SMALL else optim.SGD(params, 0.01)
     gm = GradManager().attach(params)
 
     def step():
@@ -92,6 +130,11 @@ def run_torch(model, steps):
         x, y, ws = mlp_data(np)
         net = torch_mlp(torch, ws)
         params = list(net.parameters())
+    elif model in SMALL:
+        x, y = small_data(np, model)
+        torch.manual_seed(0)
+        net = small_net(torch.nn, model)
+        params = list(net.parameters())
     else:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)
@@ -102,7 +145,7 @@ def run_torch(model, steps):
         head = torch.nn.Linear(64, 10)
         params = list(net.parameters()) + list(head.parameters())
     x, y = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
-    opt = torch.optim.SGD(params, 0.01)
+    opt = torch.optim.Adam(params, 1e-3) if model in SMALL else torch.optim.SGD(params, 0.01)
 
     def step():
         out = net(x)
@@ -157,6 +200,8 @@ def child(contender, model, steps):
     """Runs in the subprocess: times `steps` steps after one warm-up, reports peak RSS."""
     make = {"imperative": run_imperative, "torch": run_torch, "numpy": run_numpy}[contender]
     step = make(model, steps)
+    if model in SMALL:
+        steps = max(steps, SMALL_STEPS)
     losses = []
     times = _harness.call_times(lambda: losses.append(step()), steps)
     _harness.report({"step_s": min(times), "median_s": sorted(times)[len(times) // 2],
@@ -168,16 +213,20 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5, help="turns each contender takes")
     parser.add_argument("--json", default="bench_train.json")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args.child[0], args.child[1], args.steps)
+    models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        parser.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     # every contender in a fresh process (one BLAS thread), so that its peak RSS is its own;
     # the contenders take turns, round after round (peak RSS: the largest of its rounds)
     contenders = {f"{model} {who}": child_run(who, model, args.steps)
-                  for model, whos in (("mlp", ("imperative", "torch", "numpy")),
-                                      ("cnn", ("imperative", "torch")))
-                  for who in whos}
+                  for model in models for who in MODELS[model]}
     rounds = _harness.interleaved(contenders, args.rounds)
     results = {}
     for key, runs in rounds.items():
@@ -192,7 +241,7 @@ def main():
                          {"best ms": ".1f", "median ms": ".1f", "peak RSS MiB": ".1f",
                           "loss": ".4f"})
     ratios = {}
-    for model in ("mlp", "cnn"):
+    for model in models:
         a, b = results.get(f"{model} imperative"), results.get(f"{model} torch")
         if a and b:
             ratios[f"{model}_step_over_torch"] = a["step_s"] / b["step_s"]

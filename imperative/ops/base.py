@@ -123,10 +123,26 @@ def normalize_axes(axis, ndim, op):
     return out
 
 
+_PROMOTED = {}     # tuple of plain dtypes -> dtype_promotion's answer
+
+
+def promoted_dtype(dtypes):
+    """dtype_promotion of these dtypes, memoised for plain dtypes: kernels ask at every
+    call, and dtype_promotion costs microseconds (quantized dtypes, whose metadata numpy
+    ignores in == and hash, are never memoised)."""
+    dtypes = tuple(dtypes)
+    found = _PROMOTED.get(dtypes)
+    if found is None:
+        found = dtype_promotion(list(dtypes))
+        if len(_PROMOTED) < 256 and all(d.metadata is None for d in dtypes):
+            _PROMOTED[dtypes] = found
+    return found
+
+
 def float_dtype(dtypes):
     """Result dtype of a float-only function of these input dtypes (ints and bools give
     float32, as the contract says)."""
-    dt = dtype_promotion(list(dtypes))
+    dt = promoted_dtype(dtypes)
     return _FLOAT32 if dt.kind in "biu" else dt
 
 

@@ -346,8 +346,13 @@ class Elemwise(Op):
     def kernel(self, *arrays, out=None):
         """`out`: a buffer of the output's shape and dtype the result may be written to
         (the runtime passes a dying input's storage); the returned array is the result."""
-        compute, out_dtype = self._dtypes_for(tuple(a.dtype for a in arrays))
-        arrays = [a if a.dtype == compute else a.astype(compute) for a in arrays]
+        if len(arrays) == 1:     # (one input: no generator, no list; the same conversion)
+            compute, out_dtype = self._dtypes_for((arrays[0].dtype,))
+            if arrays[0].dtype != compute:
+                arrays = (arrays[0].astype(compute),)
+        else:
+            compute, out_dtype = self._dtypes_for(tuple(a.dtype for a in arrays))
+            arrays = [a if a.dtype == compute else a.astype(compute) for a in arrays]
         if self._fn is _relu:
             # one np.maximum pass (into the donated buffer when there is one), not blocks
             x = arrays[0]
@@ -429,9 +434,7 @@ class ActivationGrad(Op):
         return f"ActivationGrad.{self.mode}"
 
     def _dtypes(self, dtypes):
-        compute = dtype_promotion(list(dtypes))
-        if compute.kind in "biu":
-            compute = _FLOAT32
+        compute = float_dtype(dtypes)      # (memoised: the kernel asks at every call)
         return compute, downcast(compute)
 
     def infer(self, inputs):

@@ -358,8 +358,10 @@ class IndexingIncrMultiAxisVec(IndexingSetMultiAxisVec):
 
 
 @functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=1024)
 def _subtensor(items):
-    """Basic indexing is a view: shape.Subtensor, interned by our hashable items."""
+    """Basic indexing is a view: shape.Subtensor, interned by our hashable items (one op
+    object per index, so that the core's inference cache serves the next `x[1:3]`)."""
     return Subtensor(tuple(_to_numpy(item) for item in items))
 
 

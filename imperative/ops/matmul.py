@@ -64,14 +64,14 @@ class MatrixMul(Op):
     def kernel(self, a, b, epilogue=None):
         """`epilogue` (a backend.epilogue.Epilogue): the product with it applied, native in the
         product's stores where it can be, else by the follower's own kernel afterwards."""
-        if (epilogue is None and a.dtype is b.dtype and not self.transpose_a
-                and not self.transpose_b and (a.ndim != 2 or b.ndim != 2 or a.shape[0]
-                                              * a.shape[1] * b.shape[1] < native._MIN_MACS)):
-            return as_buffer(np.matmul(a, b))   # numpy's product, which native leaves it
         if self.transpose_a and a.ndim >= 2:
-            a = np.swapaxes(a, -1, -2)
+            a = a.T if a.ndim == 2 else np.swapaxes(a, -1, -2)
         if self.transpose_b and b.ndim >= 2:
-            b = np.swapaxes(b, -1, -2)
+            b = b.T if b.ndim == 2 else np.swapaxes(b, -1, -2)
+        if (epilogue is None and a.dtype is b.dtype
+                and (a.ndim != 2 or b.ndim != 2
+                     or a.shape[0] * a.shape[1] * b.shape[1] < native._MIN_MACS)):
+            return as_buffer(np.matmul(a, b))   # numpy's product, which native leaves it
         if a.dtype != b.dtype:
             dt = downcast(dtype_promotion([a.dtype, b.dtype]))
             a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)

@@ -100,7 +100,9 @@ class LayerNormForward(Op):
     def __init__(self, normalized_shape, eps=1e-5):
         if isinstance(normalized_shape, numbers.Integral):
             normalized_shape = (normalized_shape,)
-        self._set(normalized_shape=tuple(int(s) for s in normalized_shape), eps=float(eps))
+        shape = tuple(int(s) for s in normalized_shape)
+        # (the row length, once: np.prod costs microseconds at every kernel call)
+        self._set(normalized_shape=shape, eps=float(eps), _size=int(np.prod(shape)))
 
     def infer(self, inputs):
         if len(inputs) not in (1, 3):
@@ -125,11 +127,11 @@ class LayerNormForward(Op):
         if x.size == 0:
             return x.astype(out_dtype)
         # each normalised group as one row: the blocked row loop of along_axis applies
-        size = int(np.prod(self.normalized_shape))
+        size = self._size
         rows = x.reshape(-1, size)
         inv_size = compute.type(1.0 / size)
-        affine = None if weight is None else (weight.astype(compute).reshape(-1),
-                                              bias.astype(compute).reshape(-1))
+        affine = None if weight is None else (weight.astype(compute, copy=False).reshape(-1),
+                                              bias.astype(compute, copy=False).reshape(-1))
         y = native.layer_norm_rows(rows, *(affine or (None, None)), self.eps)
         if y is not None:
             return y.reshape(x.shape).astype(out_dtype, copy=False)

@@ -140,7 +140,7 @@ class Reduce(Op):
                 self._plans[(x.shape, x.dtype)] = plan
         if plan:
             ufunc, axis, acc, out, count = plan
-            r = ufunc.reduce(x, axis=axis, dtype=acc, keepdims=self.keepdims)
+            r = ufunc.reduce(x, axis, acc, None, self.keepdims)   # (positional: parsed faster)
             if count is not None:
                 r = np.true_divide(r, count, dtype=x.dtype)
             return r if r.dtype == out else r.astype(out)

@@ -3,8 +3,8 @@ import numbers
 
 import numpy as np
 
-from .. import dtype as D
-from .base import Op, check_arity, promote_inputs, reject_quantized
+from ..dtype import dtype_promotion
+from .base import Op, check_arity, promote_inputs, promoted_dtype, reject_quantized
 
 
 class Where(Op):
@@ -25,8 +25,23 @@ class Where(Op):
         return ((shape, promote_inputs(self, (x, y))),)
 
     def kernel(self, cond, x, y):
-        dt = D.dtype_promotion([x.dtype, y.dtype])
-        return np.where(cond, x, y).astype(dt, copy=False)
+        return np.where(cond, x, y).astype(promoted_dtype((x.dtype, y.dtype)), copy=False)
+
+
+_CLIP_DTYPES = {}   # (plain dtype, type of lower, type of upper) -> the dtype clip computes in
+
+
+def clip_dtype(dtype, lower, upper):
+    """dtype_promotion of a tensor of `dtype` with Python-number bounds (functional.clip
+    converts to it first): it depends on the bounds' types only (their category), so it
+    is memoised by them."""
+    key = (dtype, type(lower), type(upper))
+    found = _CLIP_DTYPES.get(key) if dtype.metadata is None else None
+    if found is None:
+        found = dtype_promotion([dtype, lower, upper])
+        if dtype.metadata is None and len(_CLIP_DTYPES) < 256:
+            _CLIP_DTYPES[key] = found
+    return found
 
 
 def _check_bound(value, name):
@@ -49,7 +64,8 @@ class Clip(Op):
     def __init__(self, lower=None, upper=None):
         if lower is None and upper is None:
             raise ValueError("clip: at least one of lower and upper must be given")
-        self._set(lower=_check_bound(lower, "lower"), upper=_check_bound(upper, "upper"))
+        self._set(lower=_check_bound(lower, "lower"), upper=_check_bound(upper, "upper"),
+                  _bounds={})
 
     def infer(self, inputs):
         check_arity(self, inputs, 1)
@@ -65,6 +81,15 @@ class Clip(Op):
             value = min(max(int(value), info.min), info.max)
         return np.asarray(value).astype(dtype)
 
+    def _bounds_for(self, dtype):
+        """(lower, upper) as _bound makes them, memoised per plain dtype."""
+        found = self._bounds.get(dtype) if dtype.metadata is None else None
+        if found is None:
+            found = (self._bound(self.lower, dtype), self._bound(self.upper, dtype))
+            if dtype.metadata is None and len(self._bounds) < 64:
+                self._bounds[dtype] = found
+        return found
+
     def kernel(self, x, out=None):
-        return np.clip(x, self._bound(self.lower, x.dtype), self._bound(self.upper, x.dtype),
-                       out=out)
+        lower, upper = self._bounds_for(x.dtype)
+        return np.clip(x, lower, upper, out=out)

@@ -5,8 +5,7 @@ import operator
 
 import numpy as np
 
-from .. import dtype as D
-from .base import Op, check_arity, normalize_axis, promote_inputs
+from .base import Op, check_arity, normalize_axis, promote_inputs, promoted_dtype
 
 _INT32 = np.dtype(np.int32)
 
@@ -250,10 +249,11 @@ class Subtensor(Op):
     def __init__(self, index):
         if not isinstance(index, tuple):
             index = (index,)
-        self._set(items=tuple(_normalize_index_item(i) for i in index))
+        items = tuple(_normalize_index_item(i) for i in index)
+        self._set(items=items, _index=_index_from_items(items))
 
     def index(self):
-        return _index_from_items(self.items)
+        return self._index
 
     def infer(self, inputs):
         check_arity(self, inputs, 1)
@@ -293,8 +293,8 @@ class Concat(Op):
         return ((tuple(shape), promote_inputs(self, inputs)),)
 
     def kernel(self, *arrays):
-        dt = D.dtype_promotion([a.dtype for a in arrays])
-        return np.concatenate(arrays, axis=self.axis, dtype=dt)
+        return np.concatenate(arrays, axis=self.axis,
+                              dtype=promoted_dtype([a.dtype for a in arrays]))
 
 
 def _split_points(spec, size, axis):

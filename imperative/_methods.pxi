@@ -1,0 +1,253 @@
+# Included by _core.pyx: the Tensor methods that issue one op (the reductions, reshape,
+# transpose, astype, basic indexing) and the conversions to Python numbers, in Cython
+# (issue 16). A method
+# finds its op in a dict keyed by the call's own arguments and dispatches it, with no
+# Python frame between the call and the handle table. imperative/tensor.py puts these
+# functions on Tensor, and binds (bind_methods) the Python helpers that make an op the
+# first time a key is seen: they validate the arguments and raise the facade's errors, so
+# the first call with any argument behaves exactly as the facade always did. Keys are
+# memoised only where equal keys mean the same op: plain ints and tuples of ints, strings,
+# dtypes without quantization metadata (numpy ignores metadata in == and hash).
+
+cdef object _make_reduce = None      # (mode, axis, keepdims) -> Reduce op
+cdef object _make_reshape = None     # (shape arguments,) -> Reshape op
+cdef object _make_transpose = None   # (axes arguments, ndim) -> Dimshuffle op
+cdef object _make_astype = None      # (dtype argument, input dtype) -> TypeCvt op or None
+cdef object _make_getitem = None     # (tensor, index) -> (op, index operand Tensors)
+cdef object _setitem = None          # (tensor, index, value) -> (the op it ran, operands)
+cdef object _keyword_error = None    # (function name, keyword) -> TypeError or None
+
+cdef dict _reduce_ops = {}
+cdef dict _reshape_ops = {}
+cdef dict _transpose_ops = {}
+cdef dict _astype_ops = {}
+cdef dict _getitem_ops = {}
+cdef dict _setitem_ops = {}
+cdef Py_ssize_t _MAX_MEMO = 1024
+cdef object _np_dtype = np.dtype
+
+
+def bind_methods(make_reduce, make_reshape, make_transpose, make_astype, make_getitem,
+                 setitem, keyword_error):
+    """Called once, by imperative/tensor.py at its import: the op factories of the methods
+    below (each validates its arguments as the facade does), the facade's setitem and
+    torch_hints.keyword_error."""
+    global _make_reduce, _make_reshape, _make_transpose, _make_astype, _make_getitem
+    global _setitem, _keyword_error
+    _make_reduce, _make_reshape, _make_transpose = make_reduce, make_reshape, make_transpose
+    _make_astype, _make_getitem, _setitem = make_astype, make_getitem, setitem
+    _keyword_error = keyword_error
+
+
+cdef inline object _one(OpDef op, TensorBase x):
+    if _tracing:
+        _trace_inputs((x,))     # (as apply() reports them: imperative/_tracing.pxi)
+    return _wrap(_channel.dispatch(op, [x._info])[0])
+
+
+cdef int _reject_keywords(str name, dict keywords) except -1:
+    """PyTorch's `dim=` and the like raise a TypeError naming imperative's spelling."""
+    for given in keywords:
+        error = _keyword_error(name, given)
+        raise error if error is not None else TypeError(
+            f"{name}() got an unexpected keyword argument {given!r}")
+    return 0
+
+
+cdef inline bint _is_int_tuple(tuple args):
+    for a in args:
+        if type(a) is not int:
+            return False
+    return True
+
+
+cdef inline bint _memo_key(object args):
+    """Plain ints, or one tuple of plain ints: a key whose equality is the op's."""
+    if type(args) is not tuple:
+        return type(args) is int or args is None
+    if len(<tuple>args) == 1 and type((<tuple>args)[0]) is tuple:
+        return _is_int_tuple((<tuple>args)[0])
+    return _is_int_tuple(<tuple>args)
+
+
+cdef object _memoised(dict memo, object key, bint cacheable, object make, tuple params):
+    op = memo.get(key) if cacheable else None
+    if op is None:
+        op = make(*params)
+        if cacheable and len(memo) < _MAX_MEMO:
+            memo[key] = op
+    return op
+
+
+cdef object _reduce(str mode, str name, TensorBase x, object axis, object keepdims,
+                    dict keywords):
+    if keywords:
+        _reject_keywords(name, keywords)
+    cdef bint cacheable = _memo_key(axis) and (keepdims is True or keepdims is False)
+    key = (mode, axis, keepdims)
+    return _one(_memoised(_reduce_ops, key, cacheable, _make_reduce, key), x)
+
+
+def tensor_sum(TensorBase self, axis=None, keepdims=False, **torch_keywords):
+    """Sum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+    axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
+    return _reduce("SUM", "Tensor.sum", self, axis, keepdims, torch_keywords)
+
+
+def tensor_mean(TensorBase self, axis=None, keepdims=False, **torch_keywords):
+    """Mean over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+    axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
+    return _reduce("MEAN", "Tensor.mean", self, axis, keepdims, torch_keywords)
+
+
+def tensor_max(TensorBase self, axis=None, keepdims=False, **torch_keywords):
+    """Maximum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+    axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
+    return _reduce("MAX", "Tensor.max", self, axis, keepdims, torch_keywords)
+
+
+def tensor_min(TensorBase self, axis=None, keepdims=False, **torch_keywords):
+    """Minimum over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+    axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
+    return _reduce("MIN", "Tensor.min", self, axis, keepdims, torch_keywords)
+
+
+def tensor_prod(TensorBase self, axis=None, keepdims=False, **torch_keywords):
+    """Product over `axis` (an int, a tuple, or None for all); `keepdims` keeps the reduced
+    axes with length 1. PyTorch's `dim=` / `keepdim=` raise a TypeError naming these."""
+    return _reduce("PRODUCT", "Tensor.prod", self, axis, keepdims, torch_keywords)
+
+
+def tensor_reshape(TensorBase self, *shape):
+    """The value with another shape of the same size: `reshape(2, 3)` or `reshape((2, 3))`;
+    one -1 stands for what is left. Never copies needlessly (values are immutable)."""
+    return _one(_memoised(_reshape_ops, shape, _memo_key(shape), _make_reshape, (shape,)), self)
+
+
+def tensor_transpose(TensorBase self, *axes):
+    """Axes permuted: `transpose(1, 0, 2)`; no axes reverses them (as `.T`)."""
+    cdef TensorInfo info = self._info
+    if not axes:                            # (no axes: reversed, so the rank is read)
+        if _tracing:
+            _trace_read(info, READ_SHAPE)
+        if info.shape is None:
+            _channel.wait_produced(info, "shape")
+    key = (axes, -1 if axes else len(info.shape))
+    return _one(_memoised(_transpose_ops, key, _memo_key(axes), _make_transpose, key), self)
+
+
+def tensor_T(TensorBase self):
+    """The tensor with its axes reversed."""
+    return tensor_transpose(self)
+
+
+def tensor_astype(TensorBase self, dtype):
+    """This tensor converted to `dtype` (itself when it already has that dtype)."""
+    cdef TensorInfo info = self._info
+    tp = type(dtype)
+    cdef bint cacheable = not info.quantized and (
+        tp is str or tp is type or (isinstance(dtype, _np_dtype) and dtype.metadata is None))
+    key = (dtype, info.dtype)
+    op = _astype_ops.get(key, False) if cacheable else False
+    if op is False:
+        op = _make_astype(dtype, info.dtype)
+        if cacheable and len(_astype_ops) < _MAX_MEMO:
+            _astype_ops[key] = op
+    return self if op is None else _one(op, self)
+
+
+
+cdef object _index_item_key(object item):
+    """A plain int, a slice of plain ints and Nones, None or `...` as a hashable key (slices
+    are unhashable before Python 3.12); None for anything else."""
+    tp = type(item)
+    if tp is int:
+        return item
+    if item is None:
+        return ("None",)
+    if item is Ellipsis:
+        return ("...",)
+    if tp is slice:
+        start, stop, step = (<slice>item).start, (<slice>item).stop, (<slice>item).step
+        if ((start is None or type(start) is int) and (stop is None or type(stop) is int)
+                and (step is None or type(step) is int)):
+            return ("slice", start, stop, step)
+    return None
+
+
+cdef object _basic_index_key(object index):
+    """The memo key of a basic index (the same op for every tensor: its bounds are checked
+    by inference, per shape), or None."""
+    if type(index) is not tuple:
+        index = (index,)
+    keys = []
+    for item in <tuple>index:
+        key = _index_item_key(item)
+        if key is None:
+            return None
+        keys.append(key)
+    return tuple(keys)
+
+
+def tensor_getitem(TensorBase self, index):
+    """`self[index]`, as numpy (ops/indexing.py parses the index)."""
+    key = _basic_index_key(index)
+    op = _getitem_ops.get(key) if key is not None else None
+    if op is not None:
+        return _one(<OpDef>op, self)
+    op, operands = _make_getitem(self, index)
+    if not operands:
+        if key is not None and len(_getitem_ops) < _MAX_MEMO:
+            _getitem_ops[key] = op
+        return _one(<OpDef>op, self)
+    return apply_infos(<OpDef>op, _checked_infos(op, (self,) + tuple(operands)))[0]
+
+
+def tensor_setitem(TensorBase self, index, value):
+    """`self[index] = value`: a Python number at a basic index is cast to this dtype as a
+    constant (as Tensor(value, dtype=) makes it) and written by the memoised op; anything
+    else, and a number that does not fit, is the facade's (tensor.py:_setitem)."""
+    cdef TensorInfo info = self._info, constant
+    key = _basic_index_key(index)
+    tp = type(value)
+    op = None
+    if (key is not None and (tp is float or tp is int or tp is bool) and not info.quantized
+            and not _tracing):      # (traced: the value is a constant the trace must see made)
+        op = _setitem_ops.get(key)
+    if op is not None:
+        try:
+            constant = _scalar_info(value, info.dtype, info.device)
+        except OverflowError:
+            op = None       # the facade raises numpy's own words for it
+    if op is None:
+        op, operands = _setitem(self, index, value)
+        if key is not None and not operands and len(_setitem_ops) < _MAX_MEMO:
+            _setitem_ops[key] = op
+        return
+    self._set_info_from(_wrap(_channel.dispatch(<OpDef>op, [info, constant])[0]))
+
+
+cdef object _number(TensorBase x, object kind):
+    """float(t), int(t), bool(t): the value of a one-element tensor (waits for it)."""
+    cdef TensorInfo info = x._info
+    if _tracing:                # (what the facade's size and numpy() reported)
+        _trace_read(info, READ_SHAPE)
+        _trace_read(info, READ_VALUE)
+    if info.shape is None:
+        _channel.wait_produced(info, "shape")
+    if _num_elements(info.shape) != 1:
+        raise TypeError(f"only a tensor with one element can be converted to "
+                        f"{kind.__name__}, got shape {info.shape}")
+    return kind(_channel.get_value(info).item())
+
+
+def tensor_float(TensorBase self):
+    return _number(self, float)
+
+
+def tensor_int(TensorBase self):
+    return _number(self, int)
+
+
+def tensor_bool(TensorBase self):
+    return _number(self, bool)

@@ -1,0 +1,62 @@
+# Included by _core.pyx: the host-compute decisions and the tiny-op path.
+#
+# An op whose inputs are resident and whose inputs and outputs are small runs on the
+# caller's thread (PERF_NOTES: handing a tiny op to the worker costs more than running it,
+# and ops under ~1 ms never overlap with the caller because of the GIL). Such an op needs
+# no Command at all when it succeeds: no buffer, no sequence number, no site (the site is
+# wanted only for an error's message). `_run_tiny` runs it straight from dispatch; when it
+# does not apply, or the kernel raises, it returns False and dispatch issues the Command as
+# always, whose run (again) reports any error the usual way, at the async level's place.
+
+
+cdef inline bint _worker_busy_under_budget(Channel self):
+    """DTR has a budget and the worker has commands still to run: an op run here now
+    would run beside the worker's, each having made room without the other's output,
+    and the peak could pass the budget by both (issue 12, rule 1)."""
+    return (self._opts[OPT_DTR_AUTO] and self._opts[OPT_DTR_THRESHOLD] > 0
+            and self._processed != self._seq)
+
+
+cdef inline bint _is_tiny(list inputs, list outputs):
+    """Inputs and outputs hold at most _host_max_elements elements together (and every
+    output's shape is known: a value-dependent one is not)."""
+    cdef TensorInfo info
+    cdef Py_ssize_t n = 0
+    for info in outputs:
+        if info.shape is None:
+            return False
+        n += info.numel
+    for info in inputs:
+        n += info.numel
+    return n <= _host_max_elements
+
+
+cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast) except -1:
+    """Run `op` now, without a Command, when host compute takes it (inputs resident, small,
+    or async level 0), no memory manager, profile or trace watches (a trace sees every op at
+    the end of dispatch), and it may run twice (not an RNG op: a kernel that raises here
+    runs again on the general path). True when it ran."""
+    cdef TensorInfo info
+    if self._memory_on or _profiling or _tracing or not op.recomputable:
+        return False
+    for info in inputs:
+        if info.status != PRODUCED or info.packed:
+            return False
+    if self._opts[OPT_ASYNC_LEVEL] != 0 and not (self._opts[OPT_HOST_COMPUTE]
+                                                   and _is_tiny(inputs, outputs)):
+        return False
+    try:
+        if fast:
+            self._set_value(outputs[0], _ufunc_result(op, inputs, outputs[0]), None)
+        elif len(inputs) == 1:
+            _store_results(self, op, inputs, outputs, op.kernel((<TensorInfo>inputs[0]).value))
+        else:
+            _store_results(self, op, inputs, outputs,
+                           op.kernel(*[(<TensorInfo>info).value for info in inputs]))
+    except Exception:
+        for info in outputs:        # (results are checked before any is stored)
+            if info.status == PRODUCED:
+                self._free_value(info)
+                info.status = ALLOCATED
+        return False
+    return True
