@@ -565,7 +565,7 @@ cdef class MemoryManager:
                     for i in p.inputs:
                         if (not _alive(i) and i.pins == 0 and i.status == PRODUCED
                                 and i.producer is not None and not _read_on_the_stack(i, stack)
-                                and not self.worth_keeping(i, stack)):
+                                and not self.worth_keeping(i)):
                             # an intermediate no tensor and no queued op holds, brought back
                             # only for this step: free it again as its first run did
                             self.drop_dead(i, "recomputed, dead again")
@@ -609,20 +609,18 @@ cdef class MemoryManager:
             _decision_hook("revive", info, self.clock)
         return True
 
-    cdef bint worth_keeping(self, TensorInfo dead, list restoring) except -1:
+    cdef bint worth_keeping(self, TensorInfo dead) except -1:
         """Keep a dead intermediate brought back on the way, evictable like any value, when
         another evicted tensor would need it to come back too: a whole sequence's input
         projection that each time step's slice is cut from (dropping it after each step
         recomputes it once per step). Otherwise it goes at once: keeping every such value
         recomputed 1.1-2.3x more on the zoo at 0.5 P (it takes the room of values sure to
         be read). Only a candidate stays: one below evictee_minimum_size could never be
-        evicted again and would stay for as long as the recipes that read it. The
-        tensors being restored do not count: they are on their way back, and once back
-        they no longer need it (a matmul output kept because the ReLU above it, the very
-        tensor being restored, was still evicted, made that ReLU look cheap to evict
-        again: recomputing it from the kept matmul output costs only a bias add)."""
+        evicted again and would stay for as long as the recipes that read it. (Not
+        counting the tensors being restored, which would then drop it once back, halved
+        a ReLU MLP's recomputations at 0.5 P and doubled a U-Net's: not taken.)"""
         return (_key(dead) in self.candidates and self.evictable(dead, dead.device)
-                and _needed_by_evicted(dead, [], restoring))
+                and _needed_by_evicted(dead, []))
 
     cdef int recompute(self, Producer p, TensorInfo wanted) except -1:
         """Run `p` again for `wanted`. Its other dropped outputs come back only when some
@@ -902,12 +900,11 @@ cdef _Ghost _ghost_of(TensorInfo info):
     return g
 
 
-cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list restoring=None) except -1:
+cdef bint _needed_by_evicted(TensorInfo leaf, list frontier) except -1:
     """Walk forward from `leaf` over the recipes that read it, through dead records (which
     would be recomputed on the way), to the records something still holds. True when one
-    of those is evicted (dropped or swapped out) and not in `restoring` (being brought
-    back now): it needs `leaf` to come back. Otherwise `frontier` gets the held records,
-    all resident or about to be."""
+    of those is evicted (dropped or swapped out): it needs `leaf` to come back. Otherwise
+    `frontier` gets the held records, all resident or about to be."""
     cdef list stack = [leaf]
     cdef set seen = {_key(leaf)}
     cdef TensorInfo r, out
@@ -917,8 +914,6 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list restoring=None
             if _key(out) in seen:
                 continue
             seen.add(_key(out))
-            if restoring is not None and _contains(restoring, out):
-                continue                 # (resident soon: what lies beyond needs only it)
             if out.status == DROPPED or out.status == SWAPPED:
                 if _alive(out):
                     return True
