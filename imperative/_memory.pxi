@@ -952,4 +952,3 @@ cdef void _remove_swap_file(TensorInfo info):
         except OSError:
             pass
         info.swap_path = None
-
