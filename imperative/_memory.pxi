@@ -164,7 +164,10 @@ cdef class DTREqPolicy(EvictionPolicy):
         cdef EvictedClass mine = EvictedClass.__new__(EvictedClass)
         cdef EvictedClass other
         mine.cost = info.cost
-        mine.member_alive = info.tensor_refs > 0
+        # (alive as the worker sees it: a tensor the caller let go of while queued ops and
+        # its own queued deletion still wait is needed until those have run; the caller's
+        # count alone made, at async levels 1-2, every evicted tensor look unwanted)
+        mine.member_alive = _alive(info)
         mine.alive = mine.member_alive
         info.uf_class = mine
         cdef Producer p = info.producer
@@ -530,6 +533,7 @@ cdef class MemoryManager:
         cdef list stack = [target]
         cdef dict held = {}              # tensor on the stack -> its inputs pinned for it
         cdef dict asked = {}             # tensor on the stack -> inputs it waited for
+        cdef list kept = []              # dead values brought back and kept so far
         cdef TensorInfo t, i
         cdef Producer p
         try:
@@ -562,13 +566,15 @@ cdef class MemoryManager:
                     asked.pop(t, None)
                     for i in held.pop(t, ()):
                         i.pins -= 1
+                    # Intermediates no tensor and no queued op holds, brought back only on
+                    # the way: free them again as their first run did. One kept because an
+                    # evicted tensor needed it is looked at again after every later step:
+                    # the tensor may be the one just brought back (a ReLU MLP kept each
+                    # layer's matmul output for the ReLU being restored, and then kept it).
                     for i in p.inputs:
-                        if (not _alive(i) and i.pins == 0 and i.status == PRODUCED
-                                and i.producer is not None and not _read_on_the_stack(i, stack)
-                                and not self.worth_keeping(i)):
-                            # an intermediate no tensor and no queued op holds, brought back
-                            # only for this step: free it again as its first run did
-                            self.drop_dead(i, "recomputed, dead again")
+                        if not _contains(kept, i):
+                            kept.append(i)
+                    kept = self.drop_the_unneeded(kept, stack)
                 else:
                     raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
         finally:
@@ -576,6 +582,21 @@ cdef class MemoryManager:
                 for i in pinned:
                     i.pins -= 1
         return 0
+
+    cdef list drop_the_unneeded(self, list dead, list stack):
+        """Drop the dead values brought back by a restore that no tensor still waiting on
+        `stack` reads and that no evicted tensor needs; the rest, still dead and resident, is
+        returned to be looked at again."""
+        cdef TensorInfo i
+        cdef list still = []
+        for i in dead:
+            if _alive(i) or i.status != PRODUCED or i.producer is None:
+                continue
+            if i.pins or _read_on_the_stack(i, stack) or self.worth_keeping(i):
+                still.append(i)
+            else:
+                self.drop_dead(i, "recomputed, dead again")
+        return still
 
     cdef void pin_resident_inputs(self, Producer p, list pinned):
         cdef TensorInfo i
