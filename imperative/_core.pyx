@@ -219,6 +219,7 @@ def reset_peak_memory_stats():
     for d in set(_devices.values()):
         (<Device>d).stats.peak_allocated = (<Device>d).stats.allocated
     _channel.mm.peak_floor = 0
+    _channel.mm.highest_floor = 0
 
 
 def _channel_stats():
