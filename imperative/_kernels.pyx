@@ -359,3 +359,90 @@ def layer_norm_rows(x, weight, bias, float eps):
         imp_layer_norm_rows(rows, size, <const float *>px, <const float *>pw, <const float *>pb,
                             eps, <float *>py)
     return y
+
+
+
+# ---- row-wise loops: softmax, log_softmax, cross entropy (_rows.c)
+
+cdef extern from "_rows.h":
+    void imp_softmax_rows(long rows, long n, const float *x, float *y) noexcept nogil
+    void imp_log_softmax_rows(long rows, long n, const float *x, float *y) noexcept nogil
+    void imp_cross_entropy_rows(long rows, long n, const float *x, const long long *labels,
+                                float *loss, long *bad) nogil
+
+# below this many elements a kernel keeps the GIL: releasing and taking it back costs more
+# than the work, and nothing could run beside it meanwhile
+cdef long _NOGIL_ELEMENTS = 1 << 14
+
+
+def rows_apply(x, long axis):
+    """True when the row kernels below take `x` along `axis`: a C-contiguous float32 ndarray
+    of at least one dimension and one element, `axis` its last (C-level checks: a tiny
+    softmax's whole kernel costs a few of Python's)."""
+    if type(x) is not np.ndarray:
+        return False
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    return (cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT32 and cnp.PyArray_IS_C_CONTIGUOUS(a)
+            and a.ndim >= 1 and (axis == -1 or axis == a.ndim - 1) and cnp.PyArray_SIZE(a) > 0)
+
+
+cdef long _row_length(str fn, object x) except -1:
+    """The length of x's rows (its last axis): a C-contiguous float32 array of at least one
+    dimension with a last dimension of at least one element."""
+    _float32_c_array(fn, "x", x)
+    if (<cnp.ndarray>x).ndim == 0 or x.shape[x.ndim - 1] == 0:
+        raise ValueError(f"{fn}: x must have a last axis of at least one element, "
+                         f"got shape {x.shape}")
+    return x.shape[x.ndim - 1]
+
+
+cdef object _row_kernel(str fn, void (*kernel)(long, long, const float *, float *) noexcept nogil,
+                        object x):
+    cdef long n = _row_length(fn, x)
+    cdef long size = cnp.PyArray_SIZE(<cnp.ndarray>x)
+    y = np.empty(x.shape, np.float32)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef float *py = <float *>cnp.PyArray_DATA(<cnp.ndarray>y)
+    if size < _NOGIL_ELEMENTS:
+        kernel(size // n, n, px, py)
+    else:
+        with nogil:
+            kernel(size // n, n, px, py)
+    return y
+
+
+def softmax_rows(x):
+    """exp(x - max) / sum(exp(x - max)) along the last axis of a C-contiguous float32 array
+    (a new array), each row in L1 for its three passes."""
+    return _row_kernel("softmax_rows", imp_softmax_rows, x)
+
+
+def log_softmax_rows(x):
+    """(x - max) - log(sum(exp(x - max))) along the last axis of a C-contiguous float32
+    array (a new array)."""
+    return _row_kernel("log_softmax_rows", imp_log_softmax_rows, x)
+
+
+def cross_entropy_rows(x, labels):
+    """(loss, bad): loss[r] = -log_softmax(x[r])[labels[r]] for a C-contiguous float32
+    x (rows, n) and integer labels (rows,), float32; bad is the first row whose label is
+    outside [0, n) (loss then unset), else -1."""
+    cdef long n = _row_length("cross_entropy_rows", x)
+    if x.ndim != 2:
+        raise ValueError(f"cross_entropy_rows: x must be 2-D, got shape {x.shape}")
+    cdef long rows = x.shape[0]
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
+    if labels.shape != (rows,):
+        raise ValueError(f"cross_entropy_rows: labels must have shape ({rows},), "
+                         f"got {labels.shape}")
+    loss = np.empty(rows, np.float32)
+    cdef long bad = -1
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef const long long *pl = <const long long *>cnp.PyArray_DATA(<cnp.ndarray>labels)
+    cdef float *po = <float *>cnp.PyArray_DATA(<cnp.ndarray>loss)
+    if rows * n < _NOGIL_ELEMENTS:
+        imp_cross_entropy_rows(rows, n, px, pl, po, &bad)
+    else:
+        with nogil:
+            imp_cross_entropy_rows(rows, n, px, pl, po, &bad)
+    return loss, bad

@@ -161,6 +161,29 @@ def layer_norm_rows(rows, weight, bias, eps):
     return _kernels.layer_norm_rows(rows, weight, bias, eps)
 
 
+def _rows_on(x, axis):
+    return _SUPPORTED and _MODE != "never" and _kernels.rows_apply(x, axis)
+
+
+def softmax_rows(x, axis):
+    """softmax of float32 x along `axis` in one native pass per row (three over L1-resident
+    data), or None where the native loops do not take x (see _kernels.rows_apply)."""
+    return _kernels.softmax_rows(x) if _rows_on(x, axis) else None
+
+
+def log_softmax_rows(x, axis):
+    """log_softmax of float32 x along `axis` natively, as softmax_rows, or None."""
+    return _kernels.log_softmax_rows(x) if _rows_on(x, axis) else None
+
+
+def cross_entropy_rows(logits, labels, axis):
+    """(loss per row, first row with a label out of range or -1) for 2-D float32 logits with
+    classes along `axis`, each value the one log_softmax_rows has at the label, or None."""
+    if logits.ndim != 2 or not _rows_on(logits, axis):
+        return None
+    return _kernels.cross_entropy_rows(logits, labels)
+
+
 def conv2d(x, w, stride, padding, dilation, groups, bias=None, epilogue=None):
     """A one-group, stride-1 float32 convolution on the native direct kernel (plus bias per
     channel, then `epilogue`, in its last copy of the output), or None."""

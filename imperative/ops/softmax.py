@@ -1,6 +1,7 @@
 """The softmax family: Softmax, LogSoftmax and CrossEntropy."""
 import numpy as np
 
+from ..backend import native
 from .base import Op, check_arity, float_dtype, normalize_axis, reject_quantized
 from .nn_common import along_axis, check_int_dtype, compute_dtype
 
@@ -31,6 +32,7 @@ class _AlongAxis(Op):
 
     _fields = ("axis",)
     _fn = None
+    _native = None      # the native loop over rows (float32, along the last axis), or None
 
     def __init__(self, axis=-1):
         self._set(axis=int(axis))
@@ -44,6 +46,9 @@ class _AlongAxis(Op):
         return ((x.shape, float_dtype([x.dtype])),)
 
     def kernel(self, x):
+        y = type(self)._native(x, self.axis)
+        if y is not None:
+            return y
         out_dtype = float_dtype((x.dtype,))
         x = x.astype(compute_dtype(out_dtype), copy=False)
         if x.size == 0:     # a max over an empty axis has no identity
@@ -56,15 +61,21 @@ class Softmax(_AlongAxis):
     """`Softmax(axis=-1)`: exp(x - max) / sum, along `axis`."""
 
     _fn = staticmethod(_softmax_into)
+    _native = staticmethod(native.softmax_rows)
 
 
 class LogSoftmax(_AlongAxis):
     """`LogSoftmax(axis=-1)`: x - max - log(sum(exp(x - max))), along `axis`."""
 
     _fn = staticmethod(_log_softmax_into)
+    _native = staticmethod(native.log_softmax_rows)
 
 
 _REDUCTIONS = ("mean", "sum", "none")
+
+
+def _bad_label(label, classes):
+    raise IndexError(f"cross_entropy: label {label} is out of range for {classes} classes")
 
 
 class CrossEntropy(Op):
@@ -101,10 +112,15 @@ class CrossEntropy(Op):
         logits = logits.astype(compute_dtype(out_dtype), copy=False)
         axis = normalize_axis(self.axis, logits.ndim, "cross_entropy")
         classes = logits.shape[axis]
+        rows = native.cross_entropy_rows(logits, labels, self.axis)
+        if rows is not None:
+            loss, bad = rows
+            if bad >= 0:
+                _bad_label(labels[bad], classes)
+            return self._reduced(loss, out_dtype)
         if labels.size and (np.minimum.reduce(labels, None) < 0
                             or np.maximum.reduce(labels, None) >= classes):
-            bad = labels[(labels < 0) | (labels >= classes)].flat[0]
-            raise IndexError(f"cross_entropy: label {bad} is out of range for {classes} classes")
+            _bad_label(labels[(labels < 0) | (labels >= classes)].flat[0], classes)
         logp = along_axis(_log_softmax_into, logits, axis) if logits.size else logits
         if logp.ndim == 2 and axis == 1:
             # a batch of rows: one gather, the values take_along_axis would pick
@@ -112,6 +128,10 @@ class CrossEntropy(Op):
         else:
             picked = np.take_along_axis(logp, np.expand_dims(labels, axis).astype(np.intp), axis)
             loss = -np.squeeze(picked, axis)
+        return self._reduced(loss, out_dtype)
+
+    def _reduced(self, loss, out_dtype):
+        """The per-item losses reduced as `reduction` says, in the output dtype."""
         if self.reduction == "sum":
             loss = _sum(loss, None)
         elif self.reduction == "mean":
