@@ -255,6 +255,8 @@ cdef extern from "_loops.h":
     void imp_channel_affine(long n, long c, long l, const float *x, const float *mean,
                             const float *scale, const float *shift, float *y) nogil
     void imp_axpy(long n, const float *x, float alpha, const float *y, float *out) nogil
+    void imp_adam(long n, const float *param, const float *g, const float *m, const float *v,
+                  const float *k, float *out, float *m_out, float *v_out) nogil
 
 
 cdef int _check_same_size(str fn, object out, tuple names, tuple arrays) except -1:
@@ -300,6 +302,24 @@ def axpy(x, float alpha, y, out):
     with nogil:
         imp_axpy(n, <const float *>px, alpha, <const float *>py, <float *>po)
     return out
+
+
+def adam(param, grad, m, v, constants):
+    """(param', m', v') of one Adam step, new arrays, each product, sum and quotient rounded to
+    float32 as numpy's would be: param, grad, m, v C-contiguous float32 arrays of one size;
+    `constants` a float32 array (b1, 1 - b1, b2, 1 - b2, c1, c2, eps, -lr)."""
+    out, m_out, v_out = np.empty_like(param), np.empty_like(m), np.empty_like(v)
+    _check_same_size("adam", out, ("param", "grad", "m", "v"), (param, grad, m, v))
+    k = _float32_c_array("adam", "constants", constants)
+    if k.size != 8:
+        raise ValueError(f"adam: constants must hold 8 values, got {k.size}")
+    cdef size_t pp = _addr(param), pg = _addr(grad), pm = _addr(m), pv = _addr(v)
+    cdef size_t pk = _addr(k), po = _addr(out), pmo = _addr(m_out), pvo = _addr(v_out)
+    cdef long n = param.size
+    with nogil:
+        imp_adam(n, <const float *>pp, <const float *>pg, <const float *>pm, <const float *>pv,
+                 <const float *>pk, <float *>po, <float *>pmo, <float *>pvo)
+    return out, m_out, v_out
 
 
 def _channel_dims(fn, x):
@@ -389,20 +409,21 @@ def rows_apply(x, long axis):
 cdef long _row_length(str fn, object x) except -1:
     """The length of x's rows (its last axis): a C-contiguous float32 array of at least one
     dimension with a last dimension of at least one element."""
-    _float32_c_array(fn, "x", x)
-    if (<cnp.ndarray>x).ndim == 0 or x.shape[x.ndim - 1] == 0:
+    cdef cnp.ndarray a = _float32_c_array(fn, "x", x)
+    if a.ndim == 0 or cnp.PyArray_DIM(a, a.ndim - 1) == 0:
         raise ValueError(f"{fn}: x must have a last axis of at least one element, "
                          f"got shape {x.shape}")
-    return x.shape[x.ndim - 1]
+    return cnp.PyArray_DIM(a, a.ndim - 1)
 
 
 cdef object _row_kernel(str fn, void (*kernel)(long, long, const float *, float *) noexcept nogil,
                         object x):
     cdef long n = _row_length(fn, x)
-    cdef long size = cnp.PyArray_SIZE(<cnp.ndarray>x)
-    y = np.empty(x.shape, np.float32)
-    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
-    cdef float *py = <float *>cnp.PyArray_DATA(<cnp.ndarray>y)
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    cdef long size = cnp.PyArray_SIZE(a)
+    cdef cnp.ndarray y = cnp.PyArray_EMPTY(a.ndim, cnp.PyArray_DIMS(a), cnp.NPY_FLOAT32, 0)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(a)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
     if size < _NOGIL_ELEMENTS:
         kernel(size // n, n, px, py)
     else:

@@ -190,6 +190,8 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
         imp_row_deviations(row, size, m, &sum, &squares);
         imp_corrected_moments(m, sum, squares, (double)size, &m, &var);
         float rstd = 1.f / sqrtf(var + eps);
+        if (r + 1 < rows)       /* the next row on its way while this one is written */
+            for (long j = 0; j < size; j += 16) __builtin_prefetch(row + size + j);
         if (weight)
             for (long j = 0; j < size; j++) out[j] = (row[j] - m) * rstd * weight[j] + bias[j];
         else
@@ -200,3 +202,29 @@ IMP_ISA_VARIANTS_EXACT(imp_layer_norm_rows, (long rows, long size, const float *
                                              const float *weight, const float *bias, float eps,
                                              float *y),
                        (rows, size, x, weight, bias, eps, y))
+
+/* Adam's update of n floats in one pass (ops/optim.py:AdamStep), each value rounded as the
+ * op-by-op update rounds it (no fused multiply-adds: the EXACT variants; the square root is
+ * correctly rounded, as numpy's):
+ * m' = m * b1 + g * (1 - b1), v' = v * b2 + (g * g) * (1 - b2),
+ * out = param + alpha * ((m' / c1) / (sqrt(v' / c2) + eps)), alpha = -lr. */
+IMP_INLINE void imp_adam_body(long n, const float *param, const float *g, const float *m,
+                              const float *v, const float *k, float *restrict out,
+                              float *restrict m_out, float *restrict v_out)
+{
+    /* (restrict: GCC gives up vectorising after ten run-time overlap checks, and the
+     * outputs are fresh arrays) */
+    const float b1 = k[0], one_minus_b1 = k[1], b2 = k[2], one_minus_b2 = k[3];
+    const float c1 = k[4], c2 = k[5], eps = k[6], alpha = k[7];
+    for (long i = 0; i < n; i++) {
+        float gi = g[i];
+        float mi = m[i] * b1 + gi * one_minus_b1, vi = v[i] * b2 + (gi * gi) * one_minus_b2;
+        m_out[i] = mi;
+        v_out[i] = vi;
+        out[i] = param[i] + alpha * ((mi / c1) / (sqrtf(vi / c2) + eps));
+    }
+}
+IMP_ISA_VARIANTS_EXACT(imp_adam, (long n, const float *param, const float *g, const float *m,
+                                  const float *v, const float *k, float *out, float *m_out,
+                                  float *v_out),
+                       (n, param, g, m, v, k, out, m_out, v_out))

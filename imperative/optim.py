@@ -13,6 +13,7 @@ from . import _core
 from ._core import apply
 from .ops.base import cached_op
 from .ops.elemwise import ScaledAdd
+from .ops.optim import AdamStep
 from . import functional as F
 from .tensor import Tensor
 
@@ -24,6 +25,8 @@ def _axpy(x, alpha, y):
     return x + y * alpha
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm"]
+
+_FLOAT32 = np.dtype(np.float32)
 
 
 def _check_number(name, value, low=0.0):
@@ -183,6 +186,7 @@ class Adam(Optimizer):
         self.betas = (float(b1), float(b2))
         self.eps = _check_number("eps", eps)
         self.weight_decay = _check_number("weight_decay", weight_decay)
+        self._step_op = None
         self._make_state()
 
     def _initial_state(self, param):
@@ -190,11 +194,29 @@ class Adam(Optimizer):
         count = _core.persistent(F.zeros((), "float32", param.device))
         return {"m": _zeros_like(param), "v": _zeros_like(param), "t": count}
 
+    def _adam_step(self):
+        """The AdamStep op of the current settings (made again only when they change: a
+        learning-rate schedule changes lr between steps)."""
+        key = (self.lr, self.betas, self.eps)
+        if self._step_op is None or self._step_op[0] != key:
+            b1, b2 = self.betas
+            self._step_op = (key, AdamStep(self.lr, b1, b2, self.eps, _log(b1), _log(b2)))
+        return self._step_op[1]
+
     def _update(self, param, grad, state):
         b1, b2 = self.betas
         if self.weight_decay and not self.decoupled:
             grad = grad + param * self.weight_decay
+        if self.weight_decay and self.decoupled:
+            param = param * (1 - self.lr * self.weight_decay)
         t, m, v = state["t"], state["m"], state["v"]
+        if param.dtype is _FLOAT32 is grad.dtype is m.dtype and param.shape == grad.shape:
+            # the ops below as one (the same roundings: bit-identical, ops/optim.py)
+            param, new_m, new_v, new_t = apply(self._adam_step(), param, grad, m, v, t)
+            m._set_info_from(new_m)
+            v._set_info_from(new_v)
+            t._set_info_from(new_t)
+            return param
         t._set_info_from(t + 1.0)
         m._set_info_from(m * b1 + grad * (1 - b1))
         v._set_info_from(v * b2 + (grad * grad) * (1 - b2))
@@ -202,9 +224,7 @@ class Adam(Optimizer):
         # subtraction from 1 would lose the digits of 0.001 = 1 - 0.999); beta = 0 gives 1
         correction1 = -F.expm1(t * _log(b1))
         correction2 = -F.expm1(t * _log(b2))
-        step = (m / correction1) / ((v / correction2) ** 0.5 + self.eps)
-        if self.weight_decay and self.decoupled:
-            param = param * (1 - self.lr * self.weight_decay)
+        step = (m / correction1) / (F.sqrt(v / correction2) + self.eps)
         return _axpy(param, -self.lr, step)
 
 

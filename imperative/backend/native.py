@@ -136,6 +136,15 @@ def axpy(x, alpha, y, out):
     return _kernels.axpy(x, alpha, y, _output_like(out, x))
 
 
+def adam(param, grad, m, v, constants):
+    """AdamStep's (param', m', v') in one native pass (ops/optim.py; `constants` the float32
+    array _kernels.adam takes), or None: the same bits as its numpy calls."""
+    if not (_loops_on() and _same_shape_float32(param, grad) and _same_shape_float32(m, v)
+            and param.shape == m.shape):
+        return None
+    return _kernels.adam(param, grad, m, v, constants)
+
+
 def _channels_ok(x):
     return (_loops_on() and x.dtype == _FLOAT32 and x.ndim >= 2 and x.flags.c_contiguous
             and x.size > 0)
