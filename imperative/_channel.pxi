@@ -327,7 +327,7 @@ cdef class Channel:
                 ready = False
                 break
         if ready and (level == 0 or (self._opts[OPT_HOST_COMPUTE]
-                                     and _is_tiny(cmd.inputs, cmd.outputs)
+                                     and _is_tiny(cmd.op, cmd.inputs, cmd.outputs)
                                      and not _worker_busy_under_budget(self))):
             self._run_inline(cmd, level == 0)
             return 0

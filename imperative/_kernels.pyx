@@ -467,3 +467,51 @@ def cross_entropy_rows(x, labels):
         with nogil:
             imp_cross_entropy_rows(rows, n, px, pl, po, &bad)
     return loss, bad
+
+
+# ---- activations: sigmoid, gelu (_activations.c)
+
+cdef extern from "_activations.h":
+    void imp_sigmoid(long n, const float *x, float *y) noexcept nogil
+    void imp_gelu(long n, const float *x, float *y, const float *c, int degree) noexcept nogil
+
+
+cdef cnp.ndarray _like(str fn, object x):
+    """A new C-contiguous float32 array of x's shape, x a C-contiguous float32 array."""
+    cdef cnp.ndarray a = _float32_c_array(fn, "x", x)
+    return cnp.PyArray_EMPTY(a.ndim, cnp.PyArray_DIMS(a), cnp.NPY_FLOAT32, 0)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)) of a C-contiguous float32 array (a new array), computed from
+    exp(-|x|), which never overflows."""
+    cdef cnp.ndarray y = _like("sigmoid", x)
+    cdef long n = cnp.PyArray_SIZE(y)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    if n < _NOGIL_ELEMENTS:
+        imp_sigmoid(n, px, py)
+    else:
+        with nogil:
+            imp_sigmoid(n, px, py)
+    return y
+
+
+def gelu(x, coefficients):
+    """x * Phi(x) of a C-contiguous float32 array (a new array), Phi from erfc through the
+    polynomial `coefficients` (float32, lowest degree first; see _activations.h)."""
+    cdef cnp.ndarray y = _like("gelu", x)
+    cdef cnp.ndarray c = _float32_c_array("gelu", "coefficients", coefficients)
+    if c.size < 1:
+        raise ValueError("gelu: coefficients must hold at least one value")
+    cdef long n = cnp.PyArray_SIZE(y)
+    cdef int degree = c.size - 1
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef const float *pc = <const float *>cnp.PyArray_DATA(c)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    if n < _NOGIL_ELEMENTS:
+        imp_gelu(n, px, py, pc, degree)
+    else:
+        with nogil:
+            imp_gelu(n, px, py, pc, degree)
+    return y

@@ -1,5 +1,5 @@
 /* Eight float32 lanes as a GCC generic vector, and the per-ISA instantiation of a loop
- * written once with them (_rows.c).
+ * written once with them (_rows.c, _activations.c, _loops.c).
  *
  * A loop body is a static always-inline function over `imp_v8`; IMP_ISA_VARIANTS compiles
  * it three times (AVX-512F and AVX2: one ymm per vector; the baseline: two xmm) and
@@ -56,6 +56,9 @@ IMP_INLINE imp_v8 imp_select(imp_m8 mask, imp_v8 a, imp_v8 b)
     return (imp_v8)((mask & (imp_m8)a) | (~mask & (imp_m8)b));
 }
 
+/* |v|: the sign bit cleared (a NaN stays NaN) */
+IMP_INLINE imp_v8 imp_abs(imp_v8 v) { return (imp_v8)((imp_m8)v & 0x7fffffff); }
+
 /* the larger of each pair; a NaN in v keeps m (callers let NaNs reach the output
  * through the values themselves) */
 IMP_INLINE imp_v8 imp_max(imp_v8 m, imp_v8 v) { return imp_select(v > m, v, m); }
@@ -84,7 +87,7 @@ IMP_INLINE float imp_lane_max(imp_v8 v)
  * x = n ln 2 + r with ln 2 split in two, then the classic degree-5 minimax polynomial of
  * (e^r - 1 - r) / r^2 (Cephes' expf coefficients), and 2^n put in the exponent. Below
  * log(2^-126) the result is 0: the subnormal results e^-87.3 .. e^-103 are below any
- * tolerance a softmax or sigmoid is read at. Rounding to an integer adds and subtracts
+ * tolerance a softmax, sigmoid or GELU is read at. Rounding to an integer adds and subtracts
  * 1.5 * 2^23 (exact for |x log2 e| < 2^22, and the same in every variant where a round
  * instruction might not be). */
 IMP_INLINE imp_v8 imp_exp_nonpos(imp_v8 x)

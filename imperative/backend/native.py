@@ -171,6 +171,7 @@ def layer_norm_rows(rows, weight, bias, eps):
 
 
 def _rows_on(x, axis):
+    """The native loops take x (C-contiguous float32, see _kernels.rows_apply) along axis."""
     return _SUPPORTED and _MODE != "never" and _kernels.rows_apply(x, axis)
 
 
@@ -183,6 +184,17 @@ def softmax_rows(x, axis):
 def log_softmax_rows(x, axis):
     """log_softmax of float32 x along `axis` natively, as softmax_rows, or None."""
     return _kernels.log_softmax_rows(x) if _rows_on(x, axis) else None
+
+
+def sigmoid(x):
+    """sigmoid of float32 x in one native pass (a vectorised exp), or None."""
+    return _kernels.sigmoid(x) if _rows_on(x, -1) else None
+
+
+def gelu(x, coefficients):
+    """x * Phi(x) of float32 x in one native pass, Phi from the erfc polynomial
+    `coefficients` (float32, lowest degree first), or None."""
+    return _kernels.gelu(x, coefficients) if _rows_on(x, -1) else None
 
 
 def cross_entropy_rows(logits, labels, axis):
