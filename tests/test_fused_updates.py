@@ -78,3 +78,29 @@ def test_adam_fused_or_not_follows_pytorch(kernels, dtype, cls, wd):
     tol = 1e-5 if dtype == "float32" else 2e-3
     np.testing.assert_allclose(p.numpy().astype(np.float64), tp.detach().numpy(),
                                rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape,axis", [((6, 10), -1), ((4, 5, 3), 1), ((7,), 0)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cross_entropy_gradient_is_the_composite_rule_bit_for_bit(reduction, shape, axis,
+                                                                  dtype):
+    """The fused gradient (nothing records the backward) against the composite rule's ops,
+    which an outer GradManager makes the rule issue (to differentiate them again)."""
+    from imperative.autodiff import GradManager
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal(shape).astype(dtype) * 3
+    labels = rng.integers(0, shape[axis], np.delete(shape, axis))
+
+    def grad_of_logits(outer):
+        x = imp.Parameter(logits)
+        gm, outer_gm = GradManager().attach([x]), GradManager().attach([x])
+        with outer_gm if outer else gm:
+            with gm if outer else outer_gm:
+                loss = F.cross_entropy(x, imp.Tensor(labels), axis, reduction)
+                gm.backward(loss if reduction != "none" else loss.sum())
+        return x.grad.numpy()
+
+    fused, composite = grad_of_logits(False), grad_of_logits(True)
+    assert fused.dtype == composite.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(fused, composite)

@@ -3,6 +3,7 @@ norm.py, and Embedding and LeakyRelu); see registry.py for the rule interface. L
 rule, these compute with imperative ops only."""
 import numpy as np
 
+from .. import _core
 from .. import functional as F
 from .._core import apply
 from ..ops.base import cached_op
@@ -12,7 +13,7 @@ from ..ops.elemwise import LeakyRelu
 from ..ops.indexing import Embedding
 from ..ops.norm import BatchNormForward, LayerNormForward
 from ..ops.pool import Pooling, valid_counts
-from ..ops.softmax import CrossEntropy, LogSoftmax, Softmax
+from ..ops.softmax import CrossEntropy, CrossEntropyGrad, LogSoftmax, Softmax
 from ..tensor import Tensor
 from .registry import as_input_grad, defgrad, is_float, no_grads, single_output, wants
 from .rules_indexing import scatter_add
@@ -200,14 +201,18 @@ def _cross_entropy_backward(op, ctx, dy):
         return no_grads(ctx)
     logits, labels = ctx.inputs
     axis = op.axis % len(ctx.in_shapes[0])
-    classes = ctx.in_shapes[0][axis]
-    class_ids = F.arange(classes, device=logits.device).reshape(
-        tuple(classes if d == axis else 1 for d in range(logits.ndim)))
-    onehot = (F.expand_dims(labels, axis) == class_ids).astype(dy.dtype)
     if op.reduction == "none":
         dy = F.expand_dims(dy, axis)
     elif op.reduction == "mean":
         dy = dy * (1 / max(int(np.prod(ctx.in_shapes[1], dtype=np.int64)), 1))
+    if _core.get_grad_hook() is None:
+        # nothing records this backward (no higher order): the ops below as one
+        dx = apply(cached_op(CrossEntropyGrad, axis), logits, labels, dy)[0]
+        return as_input_grad(dx, ctx, 0), None
+    classes = ctx.in_shapes[0][axis]
+    class_ids = F.arange(classes, device=logits.device).reshape(
+        tuple(classes if d == axis else 1 for d in range(logits.ndim)))
+    onehot = (F.expand_dims(labels, axis) == class_ids).astype(dy.dtype)
     dx = (F.softmax(logits.astype(dy.dtype), axis) - onehot) * dy
     return as_input_grad(dx, ctx, 0), None
 

@@ -138,3 +138,37 @@ class CrossEntropy(Op):
             # the mean of no items is nan, as in PyTorch
             loss = _sum(loss, None) / loss.size if loss.size else np.asarray(np.nan)
         return np.asarray(loss).astype(out_dtype, copy=False)
+
+
+class CrossEntropyGrad(Op):
+    """`CrossEntropyGrad(axis=-1)`: inputs (logits, labels, dy), outputs the gradient of
+    cross entropy's logits, (softmax(logits) - onehot(labels)) * dy, dy broadcast against
+    it (the 0-d upstream gradient of a mean or sum, already scaled; or the per-item one
+    with a length-1 class axis). The same numpy calls, in the same order and dtypes, as the
+    composite rule of autodiff/rules_nn.py issues op by op: the same bits in one dispatch.
+    Not differentiable itself: the rule issues it only while no outer gradient records."""
+
+    _fields = ("axis",)
+
+    def __init__(self, axis=-1):
+        self._set(axis=int(axis), _softmax=Softmax(axis))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 3)
+        reject_quantized(self, inputs)
+        logits, labels, dy = inputs
+        axis = normalize_axis(self.axis, max(len(logits.shape), 1), "cross_entropy")
+        check_int_dtype("cross_entropy", "labels", labels.dtype)
+        if labels.shape != logits.shape[:axis] + logits.shape[axis + 1:]:
+            raise ValueError(f"{self!r}: labels {labels.shape} do not fit logits "
+                             f"{logits.shape}")
+        return ((logits.shape, dy.dtype),)
+
+    def kernel(self, logits, labels, dy):
+        axis = normalize_axis(self.axis, logits.ndim, "cross_entropy")
+        classes = logits.shape[axis]
+        class_ids = np.arange(classes, dtype=np.int32).reshape(
+            tuple(classes if d == axis else 1 for d in range(logits.ndim)))
+        onehot = (np.expand_dims(labels, axis) == class_ids).astype(dy.dtype)
+        p = self._softmax.kernel(logits.astype(dy.dtype, copy=False))
+        return np.multiply(np.subtract(p, onehot), dy)
