@@ -194,29 +194,54 @@ class Adam(Optimizer):
         count = _core.persistent(F.zeros((), "float32", param.device))
         return {"m": _zeros_like(param), "v": _zeros_like(param), "t": count}
 
-    def _adam_step(self):
-        """The AdamStep op of the current settings (made again only when they change: a
-        learning-rate schedule changes lr between steps)."""
-        key = (self.lr, self.betas, self.eps)
+    def _adam_step(self, params):
+        """The AdamStep op of the current settings for `params` parameters (made again
+        only when they change: a learning-rate schedule changes lr between steps)."""
+        key = (self.lr, self.betas, self.eps, params)
         if self._step_op is None or self._step_op[0] != key:
             b1, b2 = self.betas
-            self._step_op = (key, AdamStep(self.lr, b1, b2, self.eps, _log(b1), _log(b2)))
+            self._step_op = (key, AdamStep(self.lr, b1, b2, self.eps, _log(b1), _log(b2),
+                                           params))
         return self._step_op[1]
 
-    def _update(self, param, grad, state):
-        b1, b2 = self.betas
+    def step(self) -> None:
+        """Update every parameter that has a `.grad`: the float32 ones together, as one
+        AdamStep op (bit-identical to the update op by op, ops/optim.py), the others op by
+        op."""
+        fused, operands = [], []
+        for p in self.params:
+            grad = p.grad
+            if grad is None:
+                continue
+            state = self.state[id(p)]
+            param, grad = self._with_weight_decay(p, grad)
+            m = state["m"]
+            if param.dtype is _FLOAT32 is grad.dtype is m.dtype and param.shape == grad.shape:
+                fused.append((p, state))
+                operands += (param, grad, m, state["v"], state["t"])
+            else:
+                p._set_info_from(self._update_op_by_op(param, grad, state))
+        if not fused:
+            return
+        outputs = apply(self._adam_step(len(fused)), *operands)
+        for i, (p, state) in enumerate(fused):
+            p._set_info_from(outputs[4 * i])
+            state["m"]._set_info_from(outputs[4 * i + 1])
+            state["v"]._set_info_from(outputs[4 * i + 2])
+            state["t"]._set_info_from(outputs[4 * i + 3])
+
+    def _with_weight_decay(self, param, grad):
+        """(param, grad) with the weight decay applied: added to the gradient (Adam) or
+        shrinking the parameter (decoupled, AdamW)."""
         if self.weight_decay and not self.decoupled:
             grad = grad + param * self.weight_decay
         if self.weight_decay and self.decoupled:
             param = param * (1 - self.lr * self.weight_decay)
+        return param, grad
+
+    def _update_op_by_op(self, param, grad, state):
+        b1, b2 = self.betas
         t, m, v = state["t"], state["m"], state["v"]
-        if param.dtype is _FLOAT32 is grad.dtype is m.dtype and param.shape == grad.shape:
-            # the ops below as one (the same roundings: bit-identical, ops/optim.py)
-            param, new_m, new_v, new_t = apply(self._adam_step(), param, grad, m, v, t)
-            m._set_info_from(new_m)
-            v._set_info_from(new_v)
-            t._set_info_from(new_t)
-            return param
         t._set_info_from(t + 1.0)
         m._set_info_from(m * b1 + grad * (1 - b1))
         v._set_info_from(v * b2 + (grad * grad) * (1 - b2))

@@ -29,20 +29,27 @@ def op_by_op(param, grad, m, v, t, lr, b1, b2, eps):
     return param + (m / c1) / (F.sqrt(v / c2) + eps) * -lr, m, v, t
 
 
-@pytest.mark.parametrize("shape", [(3,), (5, 7), (64, 64), (2, 3, 40)])
-@pytest.mark.parametrize("count", [0.0, 41.0])
-def test_adam_step_gives_the_bits_of_the_update_op_by_op(kernels, shape, count):
-    rng = np.random.default_rng(len(shape) + int(count))
+def adam_operands(rng, shape, count):
     f32 = np.float32
     param, grad = (imp.Tensor(rng.standard_normal(shape).astype(f32)) for _ in range(2))
     m = imp.Tensor(rng.standard_normal(shape).astype(f32) * 0.1)
     v = imp.Tensor(rng.random(shape).astype(f32) * 0.01)
-    t = imp.Tensor(np.array(count, f32))
+    return param, grad, m, v, imp.Tensor(np.array(count, f32))
+
+
+@pytest.mark.parametrize("shapes", [[(3,)], [(5, 7)], [(64, 64)], [(2, 3, 40), (64,), (1,)]])
+@pytest.mark.parametrize("count", [0.0, 41.0])
+def test_adam_step_gives_the_bits_of_the_update_op_by_op(kernels, shapes, count):
+    rng = np.random.default_rng(len(shapes[0]) + int(count))
+    groups = [adam_operands(rng, shape, count) for shape in shapes]
     lr, b1, b2, eps = 1e-3, 0.9, 0.999, 1e-8
-    fused = apply(AdamStep(lr, b1, b2, eps, math.log(b1), math.log(b2)), param, grad, m, v, t)
-    for got, want in zip(fused, op_by_op(param, grad, m, v, t, lr, b1, b2, eps)):
-        assert got.shape == want.shape and got.dtype == want.dtype
-        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    op = AdamStep(lr, b1, b2, eps, math.log(b1), math.log(b2), len(shapes))
+    fused = apply(op, *[x for group in groups for x in group])
+    want = [y for group in groups for y in op_by_op(*group, lr, b1, b2, eps)]
+    assert len(fused) == len(want) == 4 * len(shapes)
+    for got, expected in zip(fused, want):
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())
 
 
 def test_adam_step_checks_its_inputs():
@@ -56,28 +63,33 @@ def test_adam_step_checks_its_inputs():
         apply(op, x, x, x, x, x)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("cls,wd", [(optim.Adam, 0.0), (optim.Adam, 0.01), (optim.AdamW, 0.01)])
-def test_adam_fused_or_not_follows_pytorch(kernels, dtype, cls, wd):
-    """float32 parameters take AdamStep, float16 ones the update op by op; both track
-    PyTorch's Adam (in float64 here) over several steps."""
+def test_adam_fused_or_not_follows_pytorch(kernels, cls, wd):
+    """float32 parameters take one AdamStep together, float16 ones the update op by op; all
+    track PyTorch's Adam (in float64 here) over several steps, a parameter without a
+    gradient stays as it is."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(7)
-    start = rng.standard_normal((6, 5)).astype(dtype)
-    grads = [rng.standard_normal((6, 5)).astype(dtype) for _ in range(5)]
-    p = imp.Parameter(start)
-    opt = cls([p], lr=1e-2, weight_decay=wd)
-    tp = torch.nn.Parameter(torch.from_numpy(start.astype(np.float64)))
-    topt = (torch.optim.AdamW if cls is optim.AdamW else torch.optim.Adam)([tp], lr=1e-2,
-                                                                          weight_decay=wd)
-    for g in grads:
-        p.grad = imp.Tensor(g)
+    shapes_dtypes = [((6, 5), "float32"), ((4,), "float16"), ((3, 2), "float32"),
+                     ((2,), "float32")]
+    starts = [rng.standard_normal(shape).astype(dtype) for shape, dtype in shapes_dtypes]
+    params = [imp.Parameter(s) for s in starts]
+    tparams = [torch.nn.Parameter(torch.from_numpy(s.astype(np.float64))) for s in starts]
+    opt = cls(params, lr=1e-2, weight_decay=wd)
+    topt = (torch.optim.AdamW if cls is optim.AdamW else torch.optim.Adam)(
+        tparams[:-1], lr=1e-2, weight_decay=wd)
+    for _ in range(5):
+        for p, tp, s in zip(params[:-1], tparams, starts):     # the last: never a gradient
+            g = rng.standard_normal(s.shape).astype(s.dtype)
+            p.grad = imp.Tensor(g)
+            tp.grad = torch.from_numpy(g.astype(np.float64))
         opt.step()
-        tp.grad = torch.from_numpy(g.astype(np.float64))
         topt.step()
-    tol = 1e-5 if dtype == "float32" else 2e-3
-    np.testing.assert_allclose(p.numpy().astype(np.float64), tp.detach().numpy(),
-                               rtol=tol, atol=tol)
+    for p, tp, s in zip(params, tparams, starts):
+        tol = 1e-5 if s.dtype == np.float32 else 2e-3
+        np.testing.assert_allclose(p.numpy().astype(np.float64), tp.detach().numpy(),
+                                   rtol=tol, atol=tol)
+    np.testing.assert_array_equal(params[-1].numpy(), starts[-1])
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

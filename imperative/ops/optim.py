@@ -21,9 +21,10 @@ def _const(value):
 
 
 class AdamStep(Op):
-    """`AdamStep(lr, beta1, beta2, eps, log_beta1, log_beta2)`: inputs (param, grad, m, v, t),
-    float32, the first four of one shape and t 0-d (the step count before this step);
-    outputs (param', m', v', t'), with
+    """`AdamStep(lr, beta1, beta2, eps, log_beta1, log_beta2, params=1)`: the Adam update of
+    `params` parameters in one op. Inputs (param, grad, m, v, t) per parameter, float32,
+    the first four of one shape and t 0-d (the step count before this step); outputs
+    (param', m', v', t') per parameter, with
 
         t' = t + 1
         m' = m * beta1 + grad * (1 - beta1);  v' = v * beta2 + (grad * grad) * (1 - beta2)
@@ -32,28 +33,32 @@ class AdamStep(Op):
 
     as `optim.Adam` issues it op by op (the last line is ScaledAdd(-lr))."""
 
-    _fields = ("lr", "beta1", "beta2", "eps", "log_beta1", "log_beta2")
+    _fields = ("lr", "beta1", "beta2", "eps", "log_beta1", "log_beta2", "params")
 
-    def __init__(self, lr, beta1, beta2, eps, log_beta1, log_beta2):
+    def __init__(self, lr, beta1, beta2, eps, log_beta1, log_beta2, params=1):
         self._set(lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
-                  log_beta1=float(log_beta1), log_beta2=float(log_beta2))
+                  log_beta1=float(log_beta1), log_beta2=float(log_beta2), params=int(params))
         self._set(_consts=tuple(_const(c) for c in (
             1.0, beta1, 1 - beta1, beta2, 1 - beta2, log_beta1, log_beta2, eps, -lr)),
             _update=ScaledAdd(-lr), _corrections={})
 
     def infer(self, inputs):
-        check_arity(self, inputs, 5)
+        check_arity(self, inputs, 5 * self.params)
         reject_quantized(self, inputs)
-        param, grad, m, v, t = inputs
-        for name, x in zip(("param", "grad", "m", "v", "t"), inputs):
-            if x.dtype != _FLOAT32:
-                raise TypeError(f"{self!r}: {name} must be float32, got {x.dtype}")
-        for name, x in (("grad", grad), ("m", m), ("v", v)):
-            if x.shape != param.shape:
-                raise ValueError(f"{self!r}: {name} has shape {x.shape}, param {param.shape}")
-        if t.shape != ():
-            raise ValueError(f"{self!r}: the step count t must be 0-d, got shape {t.shape}")
-        return tuple((x.shape, x.dtype) for x in (param, m, v, t))
+        outputs = ()
+        for i in range(0, len(inputs), 5):
+            param, grad, m, v, t = inputs[i:i + 5]
+            for name, x in zip(("param", "grad", "m", "v", "t"), inputs[i:i + 5]):
+                if x.dtype != _FLOAT32:
+                    raise TypeError(f"{self!r}: {name} must be float32, got {x.dtype}")
+            for name, x in (("grad", grad), ("m", m), ("v", v)):
+                if x.shape != param.shape:
+                    raise ValueError(f"{self!r}: {name} has shape {x.shape}, param "
+                                     f"{param.shape}")
+            if t.shape != ():
+                raise ValueError(f"{self!r}: the step count t must be 0-d, got shape {t.shape}")
+            outputs += tuple((x.shape, x.dtype) for x in (param, m, v, t))
+        return outputs
 
     def _step_count(self, t):
         """(t + 1, c1, c2) for the count t: the same for every parameter of a step, so
@@ -70,7 +75,15 @@ class AdamStep(Op):
             self._corrections[key] = found
         return found
 
-    def kernel(self, param, grad, m, v, t):
+    def kernel(self, *arrays):
+        if self.params == 1:
+            return self._one(*arrays)
+        results = ()
+        for i in range(0, len(arrays), 5):
+            results += self._one(*arrays[i:i + 5])
+        return results
+
+    def _one(self, param, grad, m, v, t):
         t, correction1, correction2 = self._step_count(t)
         _, b1, one_minus_b1, b2, one_minus_b2, _, _, eps, alpha = self._consts
         done = native.adam(param, grad, m, v, np.array(
