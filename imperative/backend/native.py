@@ -24,7 +24,9 @@ except ImportError:         # an old build without the extension: numpy does eve
 from .epilogue import finish
 
 _FLOAT32 = np.dtype(np.float32)
-# below ~64^3 multiply-adds numpy's call overhead is smaller than packing panels
+# below ~64^3 multiply-adds numpy's call overhead is smaller than packing panels (products
+# only: numpy's convolution, an im2col of a dozen calls, took 10x the native kernel's time
+# on a 1x8x8x8 image, so convolutions of any size run natively)
 _MIN_MACS = 1 << 18
 # a product with fewer columns fills under half of the AVX-512 kernel's 32-wide tile (a
 # classifier head's 10 outputs: 0.19 ms native against numpy's 0.11 ms); the AVX2 tile is
@@ -209,7 +211,7 @@ def conv2d(x, w, stride, padding, dilation, groups, bias=None, epilogue=None):
     """A one-group, stride-1 float32 convolution on the native direct kernel (plus bias per
     channel, then `epilogue`, in its last copy of the output), or None."""
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or w.dtype != _FLOAT32
-            or x.shape[0] * w.size * x.shape[2] * x.shape[3] < _MIN_MACS or not active()):
+            or not active()):
         return None
     in_stores = _in_stores(epilogue)
     out = _kernels.conv2d_s1(x, w, padding, dilation, bias, epilogue.kind if in_stores else None,
@@ -221,6 +223,6 @@ def conv2d_grad_weight(x, dy, kernel_hw, stride, padding, dilation, groups, with
     """The weight gradient of `conv2d` above on the native kernel (with_bias: and the bias
     gradient, as a pair), or None."""
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or dy.dtype != _FLOAT32
-            or dy.size * x.shape[1] * kernel_hw[0] * kernel_hw[1] < _MIN_MACS or not active()):
+            or not active()):
         return None
     return _kernels.conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation, with_bias)
