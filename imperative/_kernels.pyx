@@ -360,6 +360,14 @@ def channel_affine(x, mean, scale, shift):
     return y
 
 
+cdef cnp.ndarray _as_float32_c(object a):
+    """a as a C-contiguous float32 ndarray (itself when it is one: no Python-level call)."""
+    if (type(a) is np.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>a) == cnp.NPY_FLOAT32
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)):
+        return <cnp.ndarray>a
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
 def layer_norm_rows(x, weight, bias, float eps):
     """Layer normalisation of each row of a C-contiguous 2-D float32 array (mean and biased
     variance per row), then `* weight + bias` per column unless weight is None: a new array."""
@@ -368,12 +376,12 @@ def layer_norm_rows(x, weight, bias, float eps):
     cdef long rows = x.shape[0], size = x.shape[1]
     cdef size_t pw = 0, pb = 0
     if weight is not None:
-        weight = np.ascontiguousarray(weight, dtype=np.float32).reshape(-1)
-        bias = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
-        if weight.size != size or bias.size != size:
+        weight = _as_float32_c(weight)
+        bias = _as_float32_c(bias)
+        if cnp.PyArray_SIZE(weight) != size or cnp.PyArray_SIZE(bias) != size:
             raise ValueError(f"layer_norm_rows: weight and bias must have {size} values")
         pw, pb = _addr(weight), _addr(bias)
-    y = np.empty_like(x)
+    y = cnp.PyArray_EMPTY(2, cnp.PyArray_DIMS(<cnp.ndarray>x), cnp.NPY_FLOAT32, 0)
     cdef size_t px = _addr(x), py = _addr(y)
     with nogil:
         imp_layer_norm_rows(rows, size, <const float *>px, <const float *>pw, <const float *>pb,

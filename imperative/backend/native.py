@@ -207,6 +207,15 @@ def cross_entropy_rows(logits, labels, axis):
     return _kernels.cross_entropy_rows(logits, labels)
 
 
+def layer_norm(x, weight, bias, size, eps):
+    """Layer normalisation of float32 x over its trailing `size` values (then * weight + bias
+    when given, float32 too), as layer_norm_rows computes it, or None."""
+    if not _rows_on(x, -1) or (weight is not None and not (
+            _kernels.rows_apply(weight, -1) and _kernels.rows_apply(bias, -1))):
+        return None
+    return _kernels.layer_norm_rows(x.reshape(-1, size), weight, bias, eps).reshape(x.shape)
+
+
 def conv2d(x, w, stride, padding, dilation, groups, bias=None, epilogue=None):
     """A one-group, stride-1 float32 convolution on the native direct kernel (plus bias per
     channel, then `epilogue`, in its last copy of the output), or None."""

@@ -121,6 +121,9 @@ class LayerNormForward(Op):
         return ((x.shape, float_dtype(t.dtype for t in inputs)),)
 
     def kernel(self, x, weight=None, bias=None):
+        y = native.layer_norm(x, weight, bias, self._size, self.eps)    # (float32: the
+        if y is not None:                                               # same call as below)
+            return y
         out_dtype = float_dtype(a.dtype for a in (x, weight, bias) if a is not None)
         compute = compute_dtype(out_dtype)
         x = x.astype(compute, copy=False)

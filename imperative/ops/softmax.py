@@ -5,6 +5,8 @@ from ..backend import native
 from .base import Op, check_arity, float_dtype, normalize_axis, reject_quantized
 from .nn_common import along_axis, check_int_dtype, compute_dtype
 
+_FLOAT16, _FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
+
 
 # ---------------------------------------------------------------------------------------
 # Softmax family
@@ -108,16 +110,18 @@ class CrossEntropy(Op):
         return ((shape, float_dtype([logits.dtype])),)
 
     def kernel(self, logits, labels):
+        rows = native.cross_entropy_rows(logits, labels, self.axis)    # (float32 logits)
+        if rows is None and logits.dtype == _FLOAT16:       # computed in float32
+            rows = native.cross_entropy_rows(logits.astype(_FLOAT32), labels, self.axis)
         out_dtype = float_dtype((logits.dtype,))
-        logits = logits.astype(compute_dtype(out_dtype), copy=False)
-        axis = normalize_axis(self.axis, logits.ndim, "cross_entropy")
-        classes = logits.shape[axis]
-        rows = native.cross_entropy_rows(logits, labels, self.axis)
         if rows is not None:
             loss, bad = rows
             if bad >= 0:
-                _bad_label(labels[bad], classes)
+                _bad_label(labels[bad], logits.shape[-1])
             return self._reduced(loss, out_dtype)
+        logits = logits.astype(compute_dtype(out_dtype), copy=False)
+        axis = normalize_axis(self.axis, logits.ndim, "cross_entropy")
+        classes = logits.shape[axis]
         if labels.size and (np.minimum.reduce(labels, None) < 0
                             or np.maximum.reduce(labels, None) >= classes):
             _bad_label(labels[(labels < 0) | (labels >= classes)].flat[0], classes)
