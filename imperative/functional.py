@@ -157,12 +157,16 @@ subtract, multiply, divide, true_divide = sub, mul, div, div
 remainder, power, negative = mod, pow, neg
 
 
+_WHERE = cached_op(O.Where)
+
+
 def where(condition: TensorLike, x: TensorLike, y: TensorLike) -> Tensor:
     """`x` where `condition` is true, else `y` (numpy.where, broadcasting; x and y are
     promoted to one dtype)."""
     x, y = _tensors(x, y)
-    condition = _as_tensor(condition, get_device(x, y))
-    return _apply1(cached_op(O.Where), condition, x, y)
+    if not isinstance(condition, TensorBase):
+        condition = _as_tensor(condition, get_device(x, y))
+    return _apply1(_WHERE, condition, x, y)
 
 
 def clip(x: TensorLike, lower: TensorLike | None = None,
