@@ -255,6 +255,9 @@ cdef extern from "_loops.h":
     void imp_channel_affine(long n, long c, long l, const float *x, const float *mean,
                             const float *scale, const float *shift, float *y) nogil
     void imp_axpy(long n, const float *x, float alpha, const float *y, float *out) nogil
+    void imp_layer_norm_grad(long rows, long size, const float *x, const float *dy,
+                             const float *weight, float eps, float *dx, double *dw,
+                             double *db) nogil
     void imp_adam(long n, const float *param, const float *g, const float *m, const float *v,
                   const float *k, float *out, float *m_out, float *v_out) nogil
 
@@ -302,6 +305,34 @@ def axpy(x, float alpha, y, out):
     with nogil:
         imp_axpy(n, <const float *>px, alpha, <const float *>py, <float *>po)
     return out
+
+
+def layer_norm_grad(x, dy, weight, float eps):
+    """Layer norm's gradients for C-contiguous 2-D float32 x and dy (rows normalised) and the
+    weight (float32, one value per column, or None): dx, and with a weight (dw, db) as
+    float32, summed over the rows in double. The statistics are layer_norm_rows' own."""
+    _check_same_size("layer_norm_grad", x, ("dy",), (dy,))
+    if x.ndim != 2 or dy.shape != x.shape:
+        raise ValueError(f"layer_norm_grad: x and dy must be 2-D of one shape, got {x.shape} "
+                         f"and {dy.shape}")
+    cdef long rows = x.shape[0], size = x.shape[1]
+    cdef size_t pw = 0, pdw = 0, pdb = 0
+    dw = db = None
+    if weight is not None:
+        weight = _as_float32_c(weight)
+        if cnp.PyArray_SIZE(weight) != size:
+            raise ValueError(f"layer_norm_grad: weight must have {size} values")
+        dw, db = np.zeros(size, np.float64), np.zeros(size, np.float64)
+        pw, pdw, pdb = _addr(weight), _addr(dw), _addr(db)
+    dx = cnp.PyArray_EMPTY(2, cnp.PyArray_DIMS(<cnp.ndarray>x), cnp.NPY_FLOAT32, 0)
+    cdef size_t px = _addr(x), pdy = _addr(dy), pdx = _addr(dx)
+    with nogil:
+        imp_layer_norm_grad(rows, size, <const float *>px, <const float *>pdy,
+                            <const float *>pw, eps, <float *>pdx, <double *>pdw,
+                            <double *>pdb)
+    if weight is None:
+        return dx
+    return dx, dw.astype(np.float32), db.astype(np.float32)
 
 
 def adam(param, grad, m, v, constants):

@@ -228,3 +228,43 @@ IMP_ISA_VARIANTS_EXACT(imp_adam, (long n, const float *param, const float *g, co
                                   const float *v, const float *k, float *out, float *m_out,
                                   float *v_out),
                        (n, param, g, m, v, k, out, m_out, v_out))
+
+/* Layer norm's gradients from x, dy and the weight (NULL: none), the statistics
+ * recomputed as imp_layer_norm_rows computes them: per row, with xhat = (x - mean) * rstd
+ * and g = dy * weight, dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); over the rows,
+ * dw += dy * xhat and db += dy in double (dw and db zeroed by the caller, NULL without a
+ * weight). Two passes over each row after the statistics' two, all in L1. */
+IMP_INLINE void imp_layer_norm_grad_body(long rows, long size, const float *x, const float *dy,
+                                         const float *weight, float eps, float *dx,
+                                         double *dw, double *db)
+{
+    const double inv_size = 1.0 / (double)size;
+    for (long r = 0; r < rows; r++) {
+        const float *row = x + r * size, *grow = dy + r * size;
+        float *out = dx + r * size;
+        double sum = 0.0, squares = 0.0;
+        float m = (float)(imp_row_sum(row, size) * inv_size), var;
+        imp_row_deviations(row, size, m, &sum, &squares);
+        imp_corrected_moments(m, sum, squares, (double)size, &m, &var);
+        float rstd = 1.f / sqrtf(var + eps);
+        double g_sum = 0.0, gx_sum = 0.0;
+        for (long j = 0; j < size; j++) {
+            float xhat = (row[j] - m) * rstd, g = weight ? grow[j] * weight[j] : grow[j];
+            g_sum += g;
+            gx_sum += g * xhat;
+            if (weight) {
+                dw[j] += (double)grow[j] * xhat;
+                db[j] += grow[j];
+            }
+        }
+        float a = (float)(g_sum * inv_size), b = (float)(gx_sum * inv_size);
+        for (long j = 0; j < size; j++) {
+            float xhat = (row[j] - m) * rstd, g = weight ? grow[j] * weight[j] : grow[j];
+            out[j] = rstd * (g - a - xhat * b);
+        }
+    }
+}
+IMP_ISA_VARIANTS(imp_layer_norm_grad, (long rows, long size, const float *x, const float *dy,
+                                       const float *weight, float eps, float *dx, double *dw,
+                                       double *db),
+                 (rows, size, x, dy, weight, eps, dx, dw, db))

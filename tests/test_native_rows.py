@@ -113,3 +113,33 @@ def test_a_bias_like_operand_takes_the_host_path_with_numpys_values(shapes):
     for op in (np.add, np.multiply, np.subtract, np.greater):
         got = op(imp.Tensor(a), imp.Tensor(b))
         np.testing.assert_array_equal(got.numpy(), op(a, b))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("shape,normalized", [((6, 40), (40,)), ((2, 3, 4, 5), (4, 5)),
+                                              ((3, 7), (7,))])
+def test_layer_norm_gradients_in_one_op_match_the_composite_rule(kernels, affine, shape,
+                                                                 normalized):
+    """The fused gradients (nothing records the backward) against the composite rule's
+    ops (an outer GradManager makes the rule issue them) and PyTorch's."""
+    from imperative.autodiff import GradManager
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    w = rng.standard_normal(normalized).astype(np.float32)
+    b = rng.standard_normal(normalized).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+
+    def grads(outer):
+        params = [imp.Parameter(x)] + ([imp.Parameter(w), imp.Parameter(b)] if affine else [])
+        gm, outer_gm = GradManager().attach(params), GradManager().attach(params)
+        with outer_gm if outer else gm:
+            with gm if outer else outer_gm:
+                y = F.layer_norm(params[0], normalized, *params[1:])
+                gm.backward((y * imp.Tensor(dy)).sum())
+        return [p.grad.numpy() for p in params]
+
+    tparams = [torch.tensor(a, requires_grad=True) for a in ([x, w, b] if affine else [x])]
+    (TF.layer_norm(tparams[0], normalized, *tparams[1:]) * torch.from_numpy(dy)).sum().backward()
+    for fused, composite, t in zip(grads(False), grads(True), tparams):
+        close(fused, composite, 2e-5)
+        close(fused, t.grad.numpy(), 2e-5)

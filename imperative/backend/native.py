@@ -216,6 +216,14 @@ def layer_norm(x, weight, bias, size, eps):
     return _kernels.layer_norm_rows(x.reshape(-1, size), weight, bias, eps).reshape(x.shape)
 
 
+def layer_norm_grad(x, dy, weight, eps):
+    """Layer norm's gradients (dx, or dx, dw, db) of 2-D float32 rows in two native passes
+    per row after the statistics', or None (see _kernels.layer_norm_grad)."""
+    if not (_loops_on() and _same_shape_float32(x, dy)):
+        return None
+    return _kernels.layer_norm_grad(x, dy, weight, eps)
+
+
 def conv2d(x, w, stride, padding, dilation, groups, bias=None, epilogue=None):
     """A one-group, stride-1 float32 convolution on the native direct kernel (plus bias per
     channel, then `epilogue`, in its last copy of the output), or None."""
