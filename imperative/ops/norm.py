@@ -92,10 +92,8 @@ class BatchNormForward(Op):
                 new_var.astype(float_dtype([running_var.dtype])))
 
 
-class LayerNormForward(Op):
-    """`LayerNormForward(normalized_shape, eps=1e-5)`: normalise over the trailing
-    dimensions `normalized_shape` of x (biased variance), then, given weight and bias of
-    that shape as inputs 2 and 3, scale and shift."""
+class _LayerNormOp(Op):
+    """The parameters of the layer norm ops: the trailing shape normalised, and eps."""
 
     _fields = ("normalized_shape", "eps")
 
@@ -105,6 +103,12 @@ class LayerNormForward(Op):
         shape = tuple(int(s) for s in normalized_shape)
         # (the row length, once: np.prod costs microseconds at every kernel call)
         self._set(normalized_shape=shape, eps=float(eps), _size=int(np.prod(shape)))
+
+
+class LayerNormForward(_LayerNormOp):
+    """`LayerNormForward(normalized_shape, eps=1e-5)`: normalise over the trailing
+    dimensions `normalized_shape` of x (biased variance), then, given weight and bias of
+    that shape as inputs 2 and 3, scale and shift."""
 
     def infer(self, inputs):
         if len(inputs) not in (1, 3):
@@ -160,19 +164,13 @@ class LayerNormForward(Op):
         return y.astype(out_dtype, copy=False)
 
 
-class LayerNormBackward(Op):
+class LayerNormBackward(_LayerNormOp):
     """`LayerNormBackward(normalized_shape, eps=1e-5)`: layer norm's gradients in one op.
     Inputs x, dy and, for an affine layer norm, its weight (float32); outputs dx and, with
     the weight, the weight's and the bias's gradients (dy * xhat and dy summed over the
     leading axes). The statistics are recomputed as LayerNormForward computes them.
     Not differentiable itself: autodiff's rule issues it only while no outer gradient
     records (higher orders take the composite rule)."""
-
-    _fields = ("normalized_shape", "eps")
-
-    def __init__(self, normalized_shape, eps=1e-5):
-        shape = tuple(int(s) for s in normalized_shape)
-        self._set(normalized_shape=shape, eps=float(eps), _size=int(np.prod(shape)))
 
     def infer(self, inputs):
         if len(inputs) not in (2, 3):
