@@ -50,12 +50,14 @@ extensions = [
     Extension(
         "imperative._kernels",
         ["imperative/_kernels.pyx", "imperative/_sgemm.c", "imperative/_pool.c",
-         "imperative/_loops.c"],
+         "imperative/_loops.c", "imperative/_rows.c", "imperative/_activations.c"],
         depends=["imperative/_sgemm.h", "imperative/_sgemm_kernels.h", "imperative/_pool.h",
-                 "imperative/_loops.h"],
+                 "imperative/_loops.h", "imperative/_rows.h", "imperative/_vec8.h",
+                 "imperative/_activations.h"],
         include_dirs=[numpy.get_include(), "imperative"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] + KERNEL_MACROS,
-        extra_compile_args=["-O3"],
+        # (no errno from sqrtf: the loops' square roots vectorise)
+        extra_compile_args=["-O3", "-fno-math-errno"],
     ),
 ]
 

@@ -327,7 +327,10 @@ cdef class Channel:
                 ready = False
                 break
         if ready and (level == 0 or (self._opts[OPT_HOST_COMPUTE]
-                                     and _is_tiny(cmd.inputs, cmd.outputs)
+                                     # (under the memory manager as before: views and
+                                     # gathers of large inputs go to the worker)
+                                     and _is_tiny(cmd.inputs, cmd.outputs,
+                                                  cmd.op.cost_by_output and not self._memory_on)
                                      and not _worker_busy_under_budget(self))):
             self._run_inline(cmd, level == 0)
             return 0

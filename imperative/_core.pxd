@@ -131,6 +131,8 @@ cdef class OpDef:
     cdef readonly bint inplace_capable # may write its output into a dying input's storage
     cdef readonly bint aliases_input   # outputs may be views of inputs (share their Storage)
     cdef readonly bint value_dependent # output shape known only after it runs
+    cdef readonly bint cost_by_output  # its work grows with its outputs, not its first input
+                                       #     (a view, a gather): that input's size is free
     cdef readonly bint epilogue_capable # kernel(..., epilogue=) can do the next op's work
     cdef public object epilogue_kind   # the epilogue (backend/epilogue.py) that does this
                                        #     op's work on a product it reads, or None

@@ -255,6 +255,11 @@ cdef extern from "_loops.h":
     void imp_channel_affine(long n, long c, long l, const float *x, const float *mean,
                             const float *scale, const float *shift, float *y) nogil
     void imp_axpy(long n, const float *x, float alpha, const float *y, float *out) nogil
+    void imp_layer_norm_grad(long rows, long size, const float *x, const float *dy,
+                             const float *weight, float eps, float *dx, double *dw,
+                             double *db) nogil
+    void imp_adam(long n, const float *param, const float *g, const float *m, const float *v,
+                  const float *k, float *out, float *m_out, float *v_out) nogil
 
 
 cdef int _check_same_size(str fn, object out, tuple names, tuple arrays) except -1:
@@ -302,6 +307,52 @@ def axpy(x, float alpha, y, out):
     return out
 
 
+def layer_norm_grad(x, dy, weight, float eps):
+    """Layer norm's gradients for C-contiguous 2-D float32 x and dy (rows normalised) and the
+    weight (float32, one value per column, or None): dx, and with a weight (dw, db) as
+    float32, summed over the rows in double. The statistics are layer_norm_rows' own."""
+    _check_same_size("layer_norm_grad", x, ("dy",), (dy,))
+    if x.ndim != 2 or dy.shape != x.shape:
+        raise ValueError(f"layer_norm_grad: x and dy must be 2-D of one shape, got {x.shape} "
+                         f"and {dy.shape}")
+    cdef long rows = x.shape[0], size = x.shape[1]
+    cdef size_t pw = 0, pdw = 0, pdb = 0
+    dw = db = None
+    if weight is not None:
+        weight = _as_float32_c(weight)
+        if cnp.PyArray_SIZE(weight) != size:
+            raise ValueError(f"layer_norm_grad: weight must have {size} values")
+        dw, db = np.zeros(size, np.float64), np.zeros(size, np.float64)
+        pw, pdw, pdb = _addr(weight), _addr(dw), _addr(db)
+    dx = cnp.PyArray_EMPTY(2, cnp.PyArray_DIMS(<cnp.ndarray>x), cnp.NPY_FLOAT32, 0)
+    cdef size_t px = _addr(x), pdy = _addr(dy), pdx = _addr(dx)
+    with nogil:
+        imp_layer_norm_grad(rows, size, <const float *>px, <const float *>pdy,
+                            <const float *>pw, eps, <float *>pdx, <double *>pdw,
+                            <double *>pdb)
+    if weight is None:
+        return dx
+    return dx, dw.astype(np.float32), db.astype(np.float32)
+
+
+def adam(param, grad, m, v, constants):
+    """(param', m', v') of one Adam step, new arrays, each product, sum and quotient rounded to
+    float32 as numpy's would be: param, grad, m, v C-contiguous float32 arrays of one size;
+    `constants` a float32 array (b1, 1 - b1, b2, 1 - b2, c1, c2, eps, -lr)."""
+    out, m_out, v_out = np.empty_like(param), np.empty_like(m), np.empty_like(v)
+    _check_same_size("adam", out, ("param", "grad", "m", "v"), (param, grad, m, v))
+    k = _float32_c_array("adam", "constants", constants)
+    if k.size != 8:
+        raise ValueError(f"adam: constants must hold 8 values, got {k.size}")
+    cdef size_t pp = _addr(param), pg = _addr(grad), pm = _addr(m), pv = _addr(v)
+    cdef size_t pk = _addr(k), po = _addr(out), pmo = _addr(m_out), pvo = _addr(v_out)
+    cdef long n = param.size
+    with nogil:
+        imp_adam(n, <const float *>pp, <const float *>pg, <const float *>pm, <const float *>pv,
+                 <const float *>pk, <float *>po, <float *>pmo, <float *>pvo)
+    return out, m_out, v_out
+
+
 def _channel_dims(fn, x):
     """(N, C, L) of a C-contiguous float32 array (N, C, ...), L the size of one channel of
     one sample; raises for any other array."""
@@ -340,6 +391,14 @@ def channel_affine(x, mean, scale, shift):
     return y
 
 
+cdef cnp.ndarray _as_float32_c(object a):
+    """a as a C-contiguous float32 ndarray (itself when it is one: no Python-level call)."""
+    if (type(a) is np.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>a) == cnp.NPY_FLOAT32
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)):
+        return <cnp.ndarray>a
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
 def layer_norm_rows(x, weight, bias, float eps):
     """Layer normalisation of each row of a C-contiguous 2-D float32 array (mean and biased
     variance per row), then `* weight + bias` per column unless weight is None: a new array."""
@@ -348,14 +407,150 @@ def layer_norm_rows(x, weight, bias, float eps):
     cdef long rows = x.shape[0], size = x.shape[1]
     cdef size_t pw = 0, pb = 0
     if weight is not None:
-        weight = np.ascontiguousarray(weight, dtype=np.float32).reshape(-1)
-        bias = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
-        if weight.size != size or bias.size != size:
+        weight = _as_float32_c(weight)
+        bias = _as_float32_c(bias)
+        if cnp.PyArray_SIZE(weight) != size or cnp.PyArray_SIZE(bias) != size:
             raise ValueError(f"layer_norm_rows: weight and bias must have {size} values")
         pw, pb = _addr(weight), _addr(bias)
-    y = np.empty_like(x)
+    y = cnp.PyArray_EMPTY(2, cnp.PyArray_DIMS(<cnp.ndarray>x), cnp.NPY_FLOAT32, 0)
     cdef size_t px = _addr(x), py = _addr(y)
     with nogil:
         imp_layer_norm_rows(rows, size, <const float *>px, <const float *>pw, <const float *>pb,
                             eps, <float *>py)
+    return y
+
+
+
+# ---- row-wise loops: softmax, log_softmax, cross entropy (_rows.c)
+
+cdef extern from "_rows.h":
+    void imp_softmax_rows(long rows, long n, const float *x, float *y) noexcept nogil
+    void imp_log_softmax_rows(long rows, long n, const float *x, float *y) noexcept nogil
+    void imp_cross_entropy_rows(long rows, long n, const float *x, const long long *labels,
+                                float *loss, long *bad) nogil
+
+# below this many elements a kernel keeps the GIL: releasing and taking it back costs more
+# than the work, and nothing could run beside it meanwhile
+cdef long _NOGIL_ELEMENTS = 1 << 14
+
+
+def rows_apply(x, long axis):
+    """True when the row kernels below take `x` along `axis`: a C-contiguous float32 ndarray
+    of at least one dimension and one element, `axis` its last (C-level checks: a tiny
+    softmax's whole kernel costs a few of Python's)."""
+    if type(x) is not np.ndarray:
+        return False
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    return (cnp.PyArray_TYPE(a) == cnp.NPY_FLOAT32 and cnp.PyArray_IS_C_CONTIGUOUS(a)
+            and a.ndim >= 1 and (axis == -1 or axis == a.ndim - 1) and cnp.PyArray_SIZE(a) > 0)
+
+
+cdef long _row_length(str fn, object x) except -1:
+    """The length of x's rows (its last axis): a C-contiguous float32 array of at least one
+    dimension with a last dimension of at least one element."""
+    cdef cnp.ndarray a = _float32_c_array(fn, "x", x)
+    if a.ndim == 0 or cnp.PyArray_DIM(a, a.ndim - 1) == 0:
+        raise ValueError(f"{fn}: x must have a last axis of at least one element, "
+                         f"got shape {x.shape}")
+    return cnp.PyArray_DIM(a, a.ndim - 1)
+
+
+cdef object _row_kernel(str fn, void (*kernel)(long, long, const float *, float *) noexcept nogil,
+                        object x):
+    cdef long n = _row_length(fn, x)
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    cdef long size = cnp.PyArray_SIZE(a)
+    cdef cnp.ndarray y = cnp.PyArray_EMPTY(a.ndim, cnp.PyArray_DIMS(a), cnp.NPY_FLOAT32, 0)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(a)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    if size < _NOGIL_ELEMENTS:
+        kernel(size // n, n, px, py)
+    else:
+        with nogil:
+            kernel(size // n, n, px, py)
+    return y
+
+
+def softmax_rows(x):
+    """exp(x - max) / sum(exp(x - max)) along the last axis of a C-contiguous float32 array
+    (a new array), each row in L1 for its three passes."""
+    return _row_kernel("softmax_rows", imp_softmax_rows, x)
+
+
+def log_softmax_rows(x):
+    """(x - max) - log(sum(exp(x - max))) along the last axis of a C-contiguous float32
+    array (a new array)."""
+    return _row_kernel("log_softmax_rows", imp_log_softmax_rows, x)
+
+
+def cross_entropy_rows(x, labels):
+    """(loss, bad): loss[r] = -log_softmax(x[r])[labels[r]] for a C-contiguous float32
+    x (rows, n) and integer labels (rows,), float32; bad is the first row whose label is
+    outside [0, n) (loss then unset), else -1."""
+    cdef long n = _row_length("cross_entropy_rows", x)
+    if x.ndim != 2:
+        raise ValueError(f"cross_entropy_rows: x must be 2-D, got shape {x.shape}")
+    cdef long rows = x.shape[0]
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
+    if labels.shape != (rows,):
+        raise ValueError(f"cross_entropy_rows: labels must have shape ({rows},), "
+                         f"got {labels.shape}")
+    loss = np.empty(rows, np.float32)
+    cdef long bad = -1
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef const long long *pl = <const long long *>cnp.PyArray_DATA(<cnp.ndarray>labels)
+    cdef float *po = <float *>cnp.PyArray_DATA(<cnp.ndarray>loss)
+    if rows * n < _NOGIL_ELEMENTS:
+        imp_cross_entropy_rows(rows, n, px, pl, po, &bad)
+    else:
+        with nogil:
+            imp_cross_entropy_rows(rows, n, px, pl, po, &bad)
+    return loss, bad
+
+
+# ---- activations: sigmoid, gelu (_activations.c)
+
+cdef extern from "_activations.h":
+    void imp_sigmoid(long n, const float *x, float *y) noexcept nogil
+    void imp_gelu(long n, const float *x, float *y, const float *c, int degree) noexcept nogil
+
+
+cdef cnp.ndarray _like(str fn, object x):
+    """A new C-contiguous float32 array of x's shape, x a C-contiguous float32 array."""
+    cdef cnp.ndarray a = _float32_c_array(fn, "x", x)
+    return cnp.PyArray_EMPTY(a.ndim, cnp.PyArray_DIMS(a), cnp.NPY_FLOAT32, 0)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)) of a C-contiguous float32 array (a new array), computed from
+    exp(-|x|), which never overflows."""
+    cdef cnp.ndarray y = _like("sigmoid", x)
+    cdef long n = cnp.PyArray_SIZE(y)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    if n < _NOGIL_ELEMENTS:
+        imp_sigmoid(n, px, py)
+    else:
+        with nogil:
+            imp_sigmoid(n, px, py)
+    return y
+
+
+def gelu(x, coefficients):
+    """x * Phi(x) of a C-contiguous float32 array (a new array), Phi from erfc through the
+    polynomial `coefficients` (float32, lowest degree first; see _activations.h)."""
+    cdef cnp.ndarray y = _like("gelu", x)
+    cdef cnp.ndarray c = _float32_c_array("gelu", "coefficients", coefficients)
+    if c.size < 1:
+        raise ValueError("gelu: coefficients must hold at least one value")
+    cdef long n = cnp.PyArray_SIZE(y)
+    cdef int degree = c.size - 1
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef const float *pc = <const float *>cnp.PyArray_DATA(c)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    if n < _NOGIL_ELEMENTS:
+        imp_gelu(n, px, py, pc, degree)
+    else:
+        with nogil:
+            imp_gelu(n, px, py, pc, degree)
     return y

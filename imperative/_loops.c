@@ -7,6 +7,7 @@
 
 #include "_loops.h"
 #include "_sgemm.h"     /* IMP_X86_NATIVE */
+#include "_vec8.h"      /* IMP_INLINE, IMP_ISA_VARIANTS_EXACT */
 /* dy * (y > 0) (exact: the same bits on every path), with the products' instruction
  * set (imp_native_isa) */
 void imp_relu_grad(long n, const float *dy, const float *y, float *out)
@@ -83,16 +84,27 @@ void imp_axpy(long n, const float *x, float alpha, const float *y, float *out)
  * the biased variance (two passes, see imp_row_deviations; each row of L summed in
  * float, rows added in double), then y = (x - mean) * scale + shift in numpy's order of
  * operations. Three contiguous passes instead of numpy's six strided ones. */
-/* sum of a row over 16 lanes, so that gcc vectorises it (a single float sum may not be
- * reordered) */
-static double imp_row_sum(const float *row, long l)
+/* Sixteen float lanes as two vectors of eight, lane u taking the values j = u (mod 16):
+ * a single float sum may not be reordered, and GCC left a 16-float array of lanes in
+ * memory. The lanes are added to s in double, in order. */
+IMP_INLINE double imp_lanes_added(double s, imp_v8 lo, imp_v8 hi)
 {
-    float lanes[16] = {0};
-    long j = 0;
-    for (; j + 16 <= l; j += 16)
-        for (int u = 0; u < 16; u++) lanes[u] += row[j + u];
-    double s = 0.0;
+    float lanes[16];
+    imp_store(lanes, lo);
+    imp_store(lanes + 8, hi);
     for (int u = 0; u < 16; u++) s += lanes[u];
+    return s;
+}
+
+IMP_INLINE double imp_row_sum(const float *row, long l)
+{
+    imp_v8 lo = imp_splat(0.f), hi = lo;
+    long j = 0;
+    for (; j + 16 <= l; j += 16) {
+        lo += imp_load(row + j);
+        hi += imp_load(row + j + 8);
+    }
+    double s = imp_lanes_added(0.0, lo, hi);
     for (; j < l; j++) s += row[j];
     return s;
 }
@@ -103,20 +115,20 @@ static double imp_row_sum(const float *row, long l)
  * sum of n floats is off by up to about n / 16 roundings, and normalising divides the
  * deviations by a standard deviation that may be far below the mean (a near-constant
  * row), which magnified that error into the output (PyTorch's float32 was 1000x closer). */
-static void imp_row_deviations(const float *row, long l, float m, double *sum, double *squares)
+IMP_INLINE void imp_row_deviations(const float *row, long l, float m, double *sum, double *squares)
 {
-    float lanes[16] = {0}, square_lanes[16] = {0};
+    const imp_v8 vm = imp_splat(m);
+    imp_v8 lo = imp_splat(0.f), hi = lo, square_lo = lo, square_hi = lo;
     long j = 0;
-    for (; j + 16 <= l; j += 16)
-        for (int u = 0; u < 16; u++) {
-            float d = row[j + u] - m;
-            lanes[u] += d;
-            square_lanes[u] += d * d;
-        }
-    for (int u = 0; u < 16; u++) {
-        *sum += lanes[u];
-        *squares += square_lanes[u];
+    for (; j + 16 <= l; j += 16) {
+        imp_v8 d_lo = imp_load(row + j) - vm, d_hi = imp_load(row + j + 8) - vm;
+        lo += d_lo;
+        hi += d_hi;
+        square_lo += d_lo * d_lo;
+        square_hi += d_hi * d_hi;
     }
+    *sum = imp_lanes_added(*sum, lo, hi);
+    *squares = imp_lanes_added(*squares, square_lo, square_hi);
     for (; j < l; j++) {
         float d = row[j] - m;
         *sum += d;
@@ -125,7 +137,7 @@ static void imp_row_deviations(const float *row, long l, float m, double *sum, d
 }
 
 /* mean and biased variance of n values from a first estimate m and their deviations */
-static void imp_corrected_moments(float m, double sum, double squares, double n,
+IMP_INLINE void imp_corrected_moments(float m, double sum, double squares, double n,
                                   float *mean, float *var)
 {
     double shift = sum / n, v = squares / n - shift * shift;
@@ -164,9 +176,11 @@ void imp_channel_affine(long n, long c, long l, const float *x, const float *mea
 
 /* Layer normalisation of each of `rows` rows of `size` floats: (x - mean) * rstd, then
  * * weight + bias (per column) when weight is given; each row stays in L1 across its three
- * passes (numpy's blocked version made six over cache-sized blocks). */
-void imp_layer_norm_rows(long rows, long size, const float *x, const float *weight,
-                                const float *bias, float eps, float *y)
+ * passes (numpy's blocked version made six over cache-sized blocks). Compiled per
+ * instruction set without fused multiply-adds: every variant gives the baseline's bits. */
+IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
+                                         const float *weight, const float *bias, float eps,
+                                         float *y)
 {
     for (long r = 0; r < rows; r++) {
         const float *row = x + r * size;
@@ -176,9 +190,81 @@ void imp_layer_norm_rows(long rows, long size, const float *x, const float *weig
         imp_row_deviations(row, size, m, &sum, &squares);
         imp_corrected_moments(m, sum, squares, (double)size, &m, &var);
         float rstd = 1.f / sqrtf(var + eps);
+        if (r + 1 < rows)       /* the next row on its way while this one is written */
+            for (long j = 0; j < size; j += 16) __builtin_prefetch(row + size + j);
         if (weight)
             for (long j = 0; j < size; j++) out[j] = (row[j] - m) * rstd * weight[j] + bias[j];
         else
             for (long j = 0; j < size; j++) out[j] = (row[j] - m) * rstd;
     }
 }
+IMP_ISA_VARIANTS_EXACT(imp_layer_norm_rows, (long rows, long size, const float *x,
+                                             const float *weight, const float *bias, float eps,
+                                             float *y),
+                       (rows, size, x, weight, bias, eps, y))
+
+/* Adam's update of n floats in one pass (ops/optim.py:AdamStep), each value rounded as the
+ * op-by-op update rounds it (no fused multiply-adds: the EXACT variants; the square root is
+ * correctly rounded, as numpy's):
+ * m' = m * b1 + g * (1 - b1), v' = v * b2 + (g * g) * (1 - b2),
+ * out = param + alpha * ((m' / c1) / (sqrt(v' / c2) + eps)), alpha = -lr. */
+IMP_INLINE void imp_adam_body(long n, const float *param, const float *g, const float *m,
+                              const float *v, const float *k, float *restrict out,
+                              float *restrict m_out, float *restrict v_out)
+{
+    /* (restrict: GCC gives up vectorising after ten run-time overlap checks, and the
+     * outputs are fresh arrays) */
+    const float b1 = k[0], one_minus_b1 = k[1], b2 = k[2], one_minus_b2 = k[3];
+    const float c1 = k[4], c2 = k[5], eps = k[6], alpha = k[7];
+    for (long i = 0; i < n; i++) {
+        float gi = g[i];
+        float mi = m[i] * b1 + gi * one_minus_b1, vi = v[i] * b2 + (gi * gi) * one_minus_b2;
+        m_out[i] = mi;
+        v_out[i] = vi;
+        out[i] = param[i] + alpha * ((mi / c1) / (sqrtf(vi / c2) + eps));
+    }
+}
+IMP_ISA_VARIANTS_EXACT(imp_adam, (long n, const float *param, const float *g, const float *m,
+                                  const float *v, const float *k, float *out, float *m_out,
+                                  float *v_out),
+                       (n, param, g, m, v, k, out, m_out, v_out))
+
+/* Layer norm's gradients from x, dy and the weight (NULL: none), the statistics
+ * recomputed as imp_layer_norm_rows computes them: per row, with xhat = (x - mean) * rstd
+ * and g = dy * weight, dx = rstd * (g - mean(g) - xhat * mean(g * xhat)); over the rows,
+ * dw += dy * xhat and db += dy in double (dw and db zeroed by the caller, NULL without a
+ * weight). Two passes over each row after the statistics' two, all in L1. */
+IMP_INLINE void imp_layer_norm_grad_body(long rows, long size, const float *x, const float *dy,
+                                         const float *weight, float eps, float *dx,
+                                         double *dw, double *db)
+{
+    const double inv_size = 1.0 / (double)size;
+    for (long r = 0; r < rows; r++) {
+        const float *row = x + r * size, *grow = dy + r * size;
+        float *out = dx + r * size;
+        double sum = 0.0, squares = 0.0;
+        float m = (float)(imp_row_sum(row, size) * inv_size), var;
+        imp_row_deviations(row, size, m, &sum, &squares);
+        imp_corrected_moments(m, sum, squares, (double)size, &m, &var);
+        float rstd = 1.f / sqrtf(var + eps);
+        double g_sum = 0.0, gx_sum = 0.0;
+        for (long j = 0; j < size; j++) {
+            float xhat = (row[j] - m) * rstd, g = weight ? grow[j] * weight[j] : grow[j];
+            g_sum += g;
+            gx_sum += g * xhat;
+            if (weight) {
+                dw[j] += (double)grow[j] * xhat;
+                db[j] += grow[j];
+            }
+        }
+        float a = (float)(g_sum * inv_size), b = (float)(gx_sum * inv_size);
+        for (long j = 0; j < size; j++) {
+            float xhat = (row[j] - m) * rstd, g = weight ? grow[j] * weight[j] : grow[j];
+            out[j] = rstd * (g - a - xhat * b);
+        }
+    }
+}
+IMP_ISA_VARIANTS(imp_layer_norm_grad, (long rows, long size, const float *x, const float *dy,
+                                       const float *weight, float eps, float *dx, double *dw,
+                                       double *db),
+                 (rows, size, x, dy, weight, eps, dx, dw, db))

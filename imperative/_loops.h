@@ -14,5 +14,13 @@ void imp_channel_affine(long n, long c, long l, const float *x, const float *mea
 /* each of `rows` rows of `size` floats normalised; then * weight + bias when weight is given */
 void imp_layer_norm_rows(long rows, long size, const float *x, const float *weight,
                          const float *bias, float eps, float *y);
+/* layer norm's gradients: dx of each row; dw += dy * xhat and db += dy over the rows, in
+ * double (zeroed by the caller; NULL, and weight NULL, without an affine transform) */
+void imp_layer_norm_grad(long rows, long size, const float *x, const float *dy,
+                         const float *weight, float eps, float *dx, double *dw, double *db);
+/* Adam (ops/optim.py:AdamStep) in one pass: k = (b1, 1 - b1, b2, 1 - b2, c1, c2, eps,
+ * alpha); m' and v' the new moments, out = param + alpha * ((m' / c1) / (sqrt(v' / c2) + eps)) */
+void imp_adam(long n, const float *param, const float *g, const float *m, const float *v,
+              const float *k, float *out, float *m_out, float *v_out);
 
 #endif

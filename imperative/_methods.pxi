@@ -189,8 +189,28 @@ cdef object _basic_index_key(object index):
     return tuple(keys)
 
 
+cdef dict _tensor_index_ops = {}     # the index Tensor's dtype -> the op of x[index]
+
+
+cdef object _getitem_by_tensor(TensorBase self, TensorBase index):
+    """`self[index]` for one index Tensor (x[idx], x[mask]): its op depends only on the
+    index's dtype (integer: a gather; bool: a mask), memoised by that dtype once the facade
+    has checked it."""
+    dtype = index._info.dtype
+    op = _tensor_index_ops.get(dtype) if dtype.metadata is None else None
+    if op is None:
+        op, operands = _make_getitem(self, index)
+        if (dtype.metadata is None and len(operands) == 1 and operands[0] is index
+                and len(_tensor_index_ops) < _MAX_MEMO):
+            _tensor_index_ops[dtype] = op
+        return apply_infos(<OpDef>op, _checked_infos(op, (self,) + tuple(operands)))[0]
+    return apply_infos(<OpDef>op, _checked_infos(op, (self, index)))[0]
+
+
 def tensor_getitem(TensorBase self, index):
     """`self[index]`, as numpy (ops/indexing.py parses the index)."""
+    if isinstance(index, TensorBase):
+        return _getitem_by_tensor(self, <TensorBase>index)
     key = _basic_index_key(index)
     op = _getitem_ops.get(key) if key is not None else None
     if op is not None:

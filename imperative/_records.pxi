@@ -78,15 +78,26 @@ cdef class TensorInfo:
                 f"shape={self.shape} dtype={self.dtype} device={self.device}>")
 
 
+cdef inline bint _is_suffix(tuple part, tuple whole):
+    """`part` is the trailing dimensions of `whole` (numpy broadcasts it by repeating)."""
+    cdef Py_ssize_t n = len(part), m = len(whole)
+    return n <= m and (n == 0 or whole[m - n:] == part)
+
+
 cdef inline TensorInfo _ufunc_result_operand(TensorInfo a, TensorInfo b):
     """For the elementwise host fast path (Channel.host_ufunc): the operand whose shape the
-    result of `a op b` takes when they need no promotion or broadcasting beyond a 0-d side
-    (a Python scalar's constant); None when the fast path does not apply."""
+    result of `a op b` takes when they need no promotion, and no broadcasting beyond
+    repeating one operand whose shape ends the other's (a Python scalar's 0-d constant, a
+    bias beside a batch); None when the fast path does not apply."""
     if b.status != PRODUCED or b.dtype is not a.dtype or b.device is not a.device or b.quantized:
         return None
     if b.shape is a.shape or b.shape == a.shape or b.shape == ():
         return a
-    return b if a.shape == () else None
+    if a.shape is None or b.shape is None:
+        return None
+    if _is_suffix(b.shape, a.shape):
+        return a
+    return b if _is_suffix(a.shape, b.shape) else None
 
 
 cdef object _ufunc_out_dtype(OpDef op, TensorInfo a, TensorInfo b):
@@ -110,7 +121,8 @@ cdef class Command:
 
 cdef class OpDef:
     """Subclasses (see imperative.ops) set the class attributes RECOMPUTABLE,
-    INPLACE_CAPABLE, ALIASES_INPUT, VALUE_DEPENDENT, EPILOGUE_CAPABLE and EPILOGUE_KIND (or
+    INPLACE_CAPABLE, ALIASES_INPUT, VALUE_DEPENDENT, COST_BY_OUTPUT (default:
+    ALIASES_INPUT), EPILOGUE_CAPABLE and EPILOGUE_KIND (or
     the instance's `epilogue_kind`, where it depends on a parameter) and implement `infer`
     and `kernel`."""
 
@@ -120,6 +132,7 @@ cdef class OpDef:
         self.inplace_capable = getattr(cls, "INPLACE_CAPABLE", False)
         self.aliases_input = getattr(cls, "ALIASES_INPUT", False)
         self.value_dependent = getattr(cls, "VALUE_DEPENDENT", False)
+        self.cost_by_output = getattr(cls, "COST_BY_OUTPUT", self.aliases_input)
         self.epilogue_capable = getattr(cls, "EPILOGUE_CAPABLE", False)
         self.epilogue_kind = getattr(cls, "EPILOGUE_KIND", None)
         self.ufunc = None

@@ -17,17 +17,19 @@ cdef inline bint _worker_busy_under_budget(Channel self):
             and self._processed != self._seq)
 
 
-cdef inline bint _is_tiny(list inputs, list outputs):
+cdef inline bint _is_tiny(list inputs, list outputs, bint skip_first):
     """Inputs and outputs hold at most _host_max_elements elements together (and every
-    output's shape is known: a value-dependent one is not)."""
+    output's shape is known: a value-dependent one is not). With skip_first, the first
+    input counts for nothing: that of an op that reads only what its outputs hold (a view,
+    a gather: op.cost_by_output), a few rows picked from a large table being a small op."""
     cdef TensorInfo info
-    cdef Py_ssize_t n = 0
+    cdef Py_ssize_t n = 0, i
     for info in outputs:
         if info.shape is None:
             return False
         n += info.numel
-    for info in inputs:
-        n += info.numel
+    for i in range(1 if skip_first else 0, len(inputs)):
+        n += (<TensorInfo>inputs[i]).numel
     return n <= _host_max_elements
 
 
@@ -43,7 +45,7 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
         if info.status != PRODUCED or info.packed:
             return False
     if self._opts[OPT_ASYNC_LEVEL] != 0 and not (self._opts[OPT_HOST_COMPUTE]
-                                                   and _is_tiny(inputs, outputs)):
+                                                   and _is_tiny(inputs, outputs, op.cost_by_output)):
         return False
     try:
         if fast:

@@ -157,12 +157,16 @@ subtract, multiply, divide, true_divide = sub, mul, div, div
 remainder, power, negative = mod, pow, neg
 
 
+_WHERE = cached_op(O.Where)
+
+
 def where(condition: TensorLike, x: TensorLike, y: TensorLike) -> Tensor:
     """`x` where `condition` is true, else `y` (numpy.where, broadcasting; x and y are
     promoted to one dtype)."""
     x, y = _tensors(x, y)
-    condition = _as_tensor(condition, get_device(x, y))
-    return _apply1(cached_op(O.Where), condition, x, y)
+    if not isinstance(condition, TensorBase):
+        condition = _as_tensor(condition, get_device(x, y))
+    return _apply1(_WHERE, condition, x, y)
 
 
 def clip(x: TensorLike, lower: TensorLike | None = None,
@@ -471,6 +475,9 @@ def mse_loss(pred: TensorLike, target: TensorLike, reduction: str = "mean") -> T
     return squared if reduction == "none" else _reduce(reduction.upper(), squared, None, False)
 
 
+_MATMUL_WEIGHT_T = cached_op(O.MatrixMul, False, True)
+
+
 def linear(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None) -> Tensor:
     """x @ weight.T (+ bias), with weight (out_features, in_features) as in PyTorch."""
     x, weight = _as_tensor(x), _as_tensor(weight)
@@ -480,7 +487,7 @@ def linear(x: TensorLike, weight: TensorLike, bias: TensorLike | None = None) ->
     if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: input's last dimension must be in_features={weight.shape[1]} "
                          f"(weight {weight.shape}), got input of shape {x.shape}")
-    y = matmul(x, weight, transpose_b=True)
+    y = _apply1(_MATMUL_WEIGHT_T, x, weight)      # matmul(x, weight, transpose_b=True)
     if bias is None:
         return y
     bias = _as_tensor(bias, x.device)

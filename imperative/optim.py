@@ -13,6 +13,7 @@ from . import _core
 from ._core import apply
 from .ops.base import cached_op
 from .ops.elemwise import ScaledAdd
+from .ops.optim import AdamStep
 from . import functional as F
 from .tensor import Tensor
 
@@ -24,6 +25,8 @@ def _axpy(x, alpha, y):
     return x + y * alpha
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm"]
+
+_FLOAT32 = np.dtype(np.float32)
 
 
 def _check_number(name, value, low=0.0):
@@ -183,6 +186,7 @@ class Adam(Optimizer):
         self.betas = (float(b1), float(b2))
         self.eps = _check_number("eps", eps)
         self.weight_decay = _check_number("weight_decay", weight_decay)
+        self._step_op = None
         self._make_state()
 
     def _initial_state(self, param):
@@ -190,10 +194,53 @@ class Adam(Optimizer):
         count = _core.persistent(F.zeros((), "float32", param.device))
         return {"m": _zeros_like(param), "v": _zeros_like(param), "t": count}
 
-    def _update(self, param, grad, state):
-        b1, b2 = self.betas
+    def _adam_step(self, params):
+        """The AdamStep op of the current settings for `params` parameters (made again
+        only when they change: a learning-rate schedule changes lr between steps)."""
+        key = (self.lr, self.betas, self.eps, params)
+        if self._step_op is None or self._step_op[0] != key:
+            b1, b2 = self.betas
+            self._step_op = (key, AdamStep(self.lr, b1, b2, self.eps, _log(b1), _log(b2),
+                                           params))
+        return self._step_op[1]
+
+    def step(self) -> None:
+        """Update every parameter that has a `.grad`: the float32 ones together, as one
+        AdamStep op (bit-identical to the update op by op, ops/optim.py), the others op by
+        op."""
+        fused, operands = [], []
+        for p in self.params:
+            grad = p.grad
+            if grad is None:
+                continue
+            state = self.state[id(p)]
+            param, grad = self._with_weight_decay(p, grad)
+            m = state["m"]
+            if param.dtype is _FLOAT32 is grad.dtype is m.dtype and param.shape == grad.shape:
+                fused.append((p, state))
+                operands += (param, grad, m, state["v"], state["t"])
+            else:
+                p._set_info_from(self._update_op_by_op(param, grad, state))
+        if not fused:
+            return
+        outputs = apply(self._adam_step(len(fused)), *operands)
+        for i, (p, state) in enumerate(fused):
+            p._set_info_from(outputs[4 * i])
+            state["m"]._set_info_from(outputs[4 * i + 1])
+            state["v"]._set_info_from(outputs[4 * i + 2])
+            state["t"]._set_info_from(outputs[4 * i + 3])
+
+    def _with_weight_decay(self, param, grad):
+        """(param, grad) with the weight decay applied: added to the gradient (Adam) or
+        shrinking the parameter (decoupled, AdamW)."""
         if self.weight_decay and not self.decoupled:
             grad = grad + param * self.weight_decay
+        if self.weight_decay and self.decoupled:
+            param = param * (1 - self.lr * self.weight_decay)
+        return param, grad
+
+    def _update_op_by_op(self, param, grad, state):
+        b1, b2 = self.betas
         t, m, v = state["t"], state["m"], state["v"]
         t._set_info_from(t + 1.0)
         m._set_info_from(m * b1 + grad * (1 - b1))
@@ -202,9 +249,7 @@ class Adam(Optimizer):
         # subtraction from 1 would lose the digits of 0.001 = 1 - 0.999); beta = 0 gives 1
         correction1 = -F.expm1(t * _log(b1))
         correction2 = -F.expm1(t * _log(b2))
-        step = (m / correction1) / ((v / correction2) ** 0.5 + self.eps)
-        if self.weight_decay and self.decoupled:
-            param = param * (1 - self.lr * self.weight_decay)
+        step = (m / correction1) / (F.sqrt(v / correction2) + self.eps)
         return _axpy(param, -self.lr, step)
 
 

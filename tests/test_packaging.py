@@ -40,4 +40,5 @@ def test_the_sdist_carries_the_kernel_sources_and_headers(sdist):
     names, _ = sdist
     assert {"imperative/_sgemm.c", "imperative/_sgemm.h", "imperative/_sgemm_kernels.h",
             "imperative/_pool.c", "imperative/_pool.h", "imperative/_loops.c",
-            "imperative/_loops.h"} <= names
+            "imperative/_loops.h", "imperative/_rows.c", "imperative/_rows.h",
+            "imperative/_vec8.h", "imperative/_activations.c", "imperative/_activations.h"} <= names

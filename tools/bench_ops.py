@@ -2,14 +2,18 @@
 
     python tools/bench_ops.py [--quick] [--rounds N] [--json bench_ops.json]
 
+It measures the checkout it lives in; IMPERATIVE_ROOT=/path/to/checkout measures another.
+
 Cases: conv2d on (32, 64, 56, 56) with 64 3x3 filters, padding 1; max_pool2d 3x3 stride 2
-padding 1 on the same input; softmax over the last axis of (4096, 1000); layer_norm over
+padding 1 on the same input; softmax, log_softmax and cross_entropy (mean over the rows,
+integer labels) over the last axis of (4096, 1000); layer_norm over
 the last axis of (32, 128, 768) with weight and bias. Every contender runs each case in
 the same process, interleaved over several rounds; the table shows the best round in
 milliseconds (imperative end to end: dispatch, kernel and a final sync), and the JSON
 holds the times and the ratios. Each result is checked against PyTorch's first.
 """
 import argparse
+import os
 import sys
 
 import _harness
@@ -19,6 +23,10 @@ _harness.one_blas_thread()      # before numpy loads OpenBLAS
 import numpy as np  # noqa: E402
 from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 
+# the checkout this file lives in (not whichever imperative is installed); IMPERATIVE_ROOT
+# measures another build (a before/after comparison)
+sys.path.insert(0, os.environ.get("IMPERATIVE_ROOT",
+                                  os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import imperative as imp  # noqa: E402
 
 F = imp.functional
@@ -50,6 +58,15 @@ def np_softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def np_log_softmax(x):
+    z = x - x.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def np_cross_entropy(x, labels):
+    return -np_log_softmax(x)[np.arange(len(labels)), labels].mean()
+
+
 def np_layer_norm(x, w, b, eps=1e-5):
     mean = x.mean(axis=-1, keepdims=True)
     var = x.var(axis=-1, keepdims=True)
@@ -71,9 +88,10 @@ def make_cases(quick):
     beta = rng.standard_normal(768, dtype=np.float32)
     table = rng.standard_normal((4096, 256), dtype=np.float32)
     rows = rng.integers(0, 4096, size=1024)
+    classes = rng.integers(0, logits.shape[1], size=logits.shape[0])
     T = imp.Tensor
     ti, tf, tl, tt, tg, tb = (T(a) for a in (image, filters, logits, tokens, gamma, beta))
-    t_table, t_rows = T(table), T(rows)
+    t_table, t_rows, t_classes = T(table), T(rows), T(classes)
 
     def imp_setitem():
         x = T(t_table)            # shares the value; setitem rebinds x only
@@ -98,6 +116,14 @@ def make_cases(quick):
             "imperative": lambda: F.softmax(tl, -1),
             "numpy": lambda: np_softmax(logits),
         },
+        f"log_softmax {logits.shape}": {
+            "imperative": lambda: F.log_softmax(tl, -1),
+            "numpy": lambda: np_log_softmax(logits),
+        },
+        f"cross_entropy {logits.shape}": {
+            "imperative": lambda: F.cross_entropy(tl, t_classes),
+            "numpy": lambda: np_cross_entropy(logits, classes),
+        },
         f"layer_norm {tokens.shape}": {
             "imperative": lambda: F.layer_norm(tt, (768,), tg, tb),
             "numpy": lambda: np_layer_norm(tokens, gamma, beta),
@@ -115,7 +141,7 @@ def make_cases(quick):
         pi, pf, pl, pt, pg, pb, ptab = (
             torch.from_numpy(a.copy())
             for a in (image, filters, logits, tokens, gamma, beta, table))
-        prows = torch.from_numpy(rows)
+        prows, pclasses = torch.from_numpy(rows), torch.from_numpy(classes)
 
         def torch_setitem():
             x = ptab.clone()
@@ -123,7 +149,9 @@ def make_cases(quick):
             return x
 
         torch_fns = [lambda: TF.conv2d(pi, pf, padding=1), lambda: TF.max_pool2d(pi, 3, 2, 1),
-                     lambda: torch.softmax(pl, -1), lambda: TF.layer_norm(pt, (768,), pg, pb),
+                     lambda: torch.softmax(pl, -1), lambda: torch.log_softmax(pl, -1),
+                     lambda: TF.cross_entropy(pl, pclasses),
+                     lambda: TF.layer_norm(pt, (768,), pg, pb),
                      lambda: ptab[prows, 1:9], torch_setitem]
         for case, fn in zip(cases.values(), torch_fns):
             case["torch"] = fn

@@ -6,9 +6,12 @@ JSON also gives the median of the per-round ratios, each round's pair run back t
 
 Issue 16's dispatch-bound steps (with Adam) are the models `mlp_small` (4 x Linear 64,
 batch 8) and `cnn_small` (two 3x3 convolutions of 16 and 32 channels on 8x8 images, a 2x2
-max-pool, a linear head, batch 64); they run SMALL_STEPS steps at least.
+max-pool, a linear head, batch 64); they run SMALL_STEPS steps at least. `mlp_ln` is the
+demo's `--model mlp` (imperative.models: 32 x (Linear 256 -> LayerNorm -> ReLU), batch 1024,
+SGD at its learning rate 0.02).
 
-    python tools/bench_train.py [--steps 10] [--rounds 5] [--models mlp,cnn,mlp_small,cnn_small]
+    python tools/bench_train.py [--steps 10] [--rounds 5]
+                                [--models mlp,cnn,mlp_small,cnn_small,mlp_ln]
                                 [--json bench_train.json]
 
 It measures the checkout it lives in; IMPERATIVE_ROOT=/path/to/checkout measures another.
@@ -29,7 +32,9 @@ CNN_BATCH = 64
 SMALL = ("mlp_small", "cnn_small")
 SMALL_STEPS = 200        # a dispatch-bound step takes about a millisecond
 MODELS = {"mlp": ("imperative", "torch", "numpy"), "cnn": ("imperative", "torch"),
-          "mlp_small": ("imperative", "torch"), "cnn_small": ("imperative", "torch")}
+          "mlp_small": ("imperative", "torch"), "cnn_small": ("imperative", "torch"),
+          "mlp_ln": ("imperative", "torch")}
+LN = dict(width=256, depth=32, batch=1024, lr=0.02)     # imperative.models.CONFIGS["mlp"]
 
 
 def small_data(np, model):
@@ -37,6 +42,20 @@ def small_data(np, model):
     rng = np.random.default_rng(0)
     shape = (8, 64) if model == "mlp_small" else (64, 3, 8, 8)
     return rng.standard_normal(shape).astype(np.float32), rng.integers(0, 10, shape[0])
+
+
+def ln_data(np):
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((LN["batch"], LN["width"])).astype(np.float32),
+            rng.integers(0, 10, LN["batch"]))
+
+
+def ln_net(nn):
+    """imperative.models.mlp in `nn` (imperative.nn or torch.nn: the same names)."""
+    layers = []
+    for _ in range(LN["depth"]):
+        layers += [nn.Linear(LN["width"], LN["width"]), nn.LayerNorm(LN["width"]), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(LN["width"], 10))
 
 
 def small_net(nn, model):
@@ -71,6 +90,10 @@ def run_imperative(model, steps):
         x, y = small_data(np, model)
         imp.random.seed(0)
         net = small_net(nn, model)
+    elif model == "mlp_ln":
+        x, y = ln_data(np)
+        imp.random.seed(0)
+        net = ln_net(nn)
     else:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)
@@ -82,7 +105,7 @@ def run_imperative(model, steps):
         head = nn.Linear(64, 10)
     x, y = imp.Tensor(x), imp.Tensor(y.astype(np.int32))
     params = net.parameters() + (head.parameters() if model == "cnn" else [])
-    opt = optim.Adam(params, 1e-3) if model in SMALL else optim.SGD(params, 0.01)
+    opt = optim.Adam(params, 1e-3) if model in SMALL else optim.SGD(params, _sgd_lr(model))
     gm = GradManager().attach(params)
 
     def step():
@@ -98,6 +121,10 @@ def run_imperative(model, steps):
         imp.sync()          # the whole step, not just the forward pass that `loss` needs
         return value
     return step
+
+
+def _sgd_lr(model):
+    return LN["lr"] if model == "mlp_ln" else 0.01
 
 
 def imp_mlp(ws):
@@ -135,6 +162,11 @@ def run_torch(model, steps):
         torch.manual_seed(0)
         net = small_net(torch.nn, model)
         params = list(net.parameters())
+    elif model == "mlp_ln":
+        x, y = ln_data(np)
+        torch.manual_seed(0)
+        net = ln_net(torch.nn)
+        params = list(net.parameters())
     else:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((CNN_BATCH, 3, 32, 32)).astype(np.float32)
@@ -145,7 +177,8 @@ def run_torch(model, steps):
         head = torch.nn.Linear(64, 10)
         params = list(net.parameters()) + list(head.parameters())
     x, y = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
-    opt = torch.optim.Adam(params, 1e-3) if model in SMALL else torch.optim.SGD(params, 0.01)
+    opt = (torch.optim.Adam(params, 1e-3) if model in SMALL
+           else torch.optim.SGD(params, _sgd_lr(model)))
 
     def step():
         out = net(x)

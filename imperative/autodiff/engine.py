@@ -85,12 +85,11 @@ class _Node:
         self.site = site          # _core.OpSite: the op's scope and file:line
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
-        keep_in = set(rule.save_inputs(op))
-        keep_out = set(rule.save_outputs(op))
         # Output shapes may be unknown until the op runs (value-dependent): read them lazily.
-        self.ctx = (_saved(inputs, keep_in), _saved(outputs, keep_out),
-                    tuple(i.shape for i in inputs), tuple(i.dtype for i in inputs),
-                    tuple(o.dtype for o in outputs))
+        # (comprehensions, not generators: this runs for every recorded op)
+        self.ctx = (_saved(inputs, rule.save_inputs(op)), _saved(outputs, rule.save_outputs(op)),
+                    tuple([i.shape for i in inputs]), tuple([i.dtype for i in inputs]),
+                    tuple([o.dtype for o in outputs]))
 
     def context(self, needs):
         saved_in, saved_out, in_shapes, in_dtypes, out_dtypes = self.ctx
@@ -103,7 +102,10 @@ class _Node:
 
 
 def _saved(infos, keep):
-    return tuple(_core.wrap_info(info) if i in keep else None for i, info in enumerate(infos))
+    """A Tensor for each record whose index is in `keep` (kept alive for the rule), else None."""
+    if not keep:
+        return (None,) * len(infos)
+    return tuple([_core.wrap_info(info) if i in keep else None for i, info in enumerate(infos)])
 
 
 def _is_float(info):

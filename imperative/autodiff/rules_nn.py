@@ -3,6 +3,7 @@ norm.py, and Embedding and LeakyRelu); see registry.py for the rule interface. L
 rule, these compute with imperative ops only."""
 import numpy as np
 
+from .. import _core
 from .. import functional as F
 from .._core import apply
 from ..ops.base import cached_op
@@ -10,12 +11,14 @@ from ..ops.indexing import TENSOR
 from ..ops.conv import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
 from ..ops.elemwise import LeakyRelu
 from ..ops.indexing import Embedding
-from ..ops.norm import BatchNormForward, LayerNormForward
+from ..ops.norm import BatchNormForward, LayerNormBackward, LayerNormForward
 from ..ops.pool import Pooling, valid_counts
-from ..ops.softmax import CrossEntropy, LogSoftmax, Softmax
+from ..ops.softmax import CrossEntropy, CrossEntropyGrad, LogSoftmax, Softmax
 from ..tensor import Tensor
 from .registry import as_input_grad, defgrad, is_float, no_grads, single_output, wants
 from .rules_indexing import scatter_add
+
+_FLOAT32 = np.dtype(np.float32)
 
 
 # ---------------------------------------------------------------------------------------
@@ -200,14 +203,18 @@ def _cross_entropy_backward(op, ctx, dy):
         return no_grads(ctx)
     logits, labels = ctx.inputs
     axis = op.axis % len(ctx.in_shapes[0])
-    classes = ctx.in_shapes[0][axis]
-    class_ids = F.arange(classes, device=logits.device).reshape(
-        tuple(classes if d == axis else 1 for d in range(logits.ndim)))
-    onehot = (F.expand_dims(labels, axis) == class_ids).astype(dy.dtype)
     if op.reduction == "none":
         dy = F.expand_dims(dy, axis)
     elif op.reduction == "mean":
         dy = dy * (1 / max(int(np.prod(ctx.in_shapes[1], dtype=np.int64)), 1))
+    if _core.get_grad_hook() is None:
+        # nothing records this backward (no higher order): the ops below as one
+        dx = apply(cached_op(CrossEntropyGrad, axis), logits, labels, dy)[0]
+        return as_input_grad(dx, ctx, 0), None
+    classes = ctx.in_shapes[0][axis]
+    class_ids = F.arange(classes, device=logits.device).reshape(
+        tuple(classes if d == axis else 1 for d in range(logits.ndim)))
+    onehot = (F.expand_dims(labels, axis) == class_ids).astype(dy.dtype)
     dx = (F.softmax(logits.astype(dy.dtype), axis) - onehot) * dy
     return as_input_grad(dx, ctx, 0), None
 
@@ -231,11 +238,18 @@ def _normalized_input_grad(dxhat, xhat, rstd, axes):
 @defgrad(LayerNormForward, inputs=(0, 1))   # (1: the weight, when given)
 @single_output
 def _layer_norm_backward(op, ctx, dy):
+    affine = len(ctx.in_shapes) == 3
+    if (_core.get_grad_hook() is None and dy.dtype == _FLOAT32
+            and all(d == _FLOAT32 for d in ctx.in_dtypes)):
+        # nothing records this backward (no higher order): the gradients as one op
+        inputs = (ctx.inputs[0], dy) + ((ctx.inputs[1],) if affine else ())
+        grads = apply(cached_op(LayerNormBackward, op.normalized_shape, op.eps), *inputs)
+        return tuple(as_input_grad(g, ctx, i) if wants(ctx, i) else None
+                     for i, g in enumerate(grads))
     k = len(op.normalized_shape)
     ndim = len(ctx.in_shapes[0])
     axes, batch = tuple(range(ndim - k, ndim)), tuple(range(ndim - k))
     xhat, rstd = _normalized(ctx.inputs[0].astype(dy.dtype), axes, op.eps)
-    affine = len(ctx.in_shapes) == 3
     dxhat = dy * ctx.inputs[1] if affine else dy
     grads = [_normalized_input_grad(dxhat, xhat, rstd, axes)]
     if affine:

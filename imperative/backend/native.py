@@ -24,7 +24,9 @@ except ImportError:         # an old build without the extension: numpy does eve
 from .epilogue import finish
 
 _FLOAT32 = np.dtype(np.float32)
-# below ~64^3 multiply-adds numpy's call overhead is smaller than packing panels
+# below ~64^3 multiply-adds numpy's call overhead is smaller than packing panels (products
+# only: numpy's convolution, an im2col of a dozen calls, took 10x the native kernel's time
+# on a 1x8x8x8 image, so convolutions of any size run natively)
 _MIN_MACS = 1 << 18
 # a product with fewer columns fills under half of the AVX-512 kernel's 32-wide tile (a
 # classifier head's 10 outputs: 0.19 ms native against numpy's 0.11 ms); the AVX2 tile is
@@ -136,6 +138,15 @@ def axpy(x, alpha, y, out):
     return _kernels.axpy(x, alpha, y, _output_like(out, x))
 
 
+def adam(param, grad, m, v, constants):
+    """AdamStep's (param', m', v') in one native pass (ops/optim.py; `constants` the float32
+    array _kernels.adam takes), or None: the same bits as its numpy calls."""
+    if not (_loops_on() and _same_shape_float32(param, grad) and _same_shape_float32(m, v)
+            and param.shape == m.shape):
+        return None
+    return _kernels.adam(param, grad, m, v, constants)
+
+
 def _channels_ok(x):
     return (_loops_on() and x.dtype == _FLOAT32 and x.ndim >= 2 and x.flags.c_contiguous
             and x.size > 0)
@@ -161,11 +172,63 @@ def layer_norm_rows(rows, weight, bias, eps):
     return _kernels.layer_norm_rows(rows, weight, bias, eps)
 
 
+def _rows_on(x, axis):
+    """The native loops take x (C-contiguous float32, see _kernels.rows_apply) along axis."""
+    return _SUPPORTED and _MODE != "never" and _kernels.rows_apply(x, axis)
+
+
+def softmax_rows(x, axis):
+    """softmax of float32 x along `axis` in one native pass per row (three over L1-resident
+    data), or None where the native loops do not take x (see _kernels.rows_apply)."""
+    return _kernels.softmax_rows(x) if _rows_on(x, axis) else None
+
+
+def log_softmax_rows(x, axis):
+    """log_softmax of float32 x along `axis` natively, as softmax_rows, or None."""
+    return _kernels.log_softmax_rows(x) if _rows_on(x, axis) else None
+
+
+def sigmoid(x):
+    """sigmoid of float32 x in one native pass (a vectorised exp), or None."""
+    return _kernels.sigmoid(x) if _rows_on(x, -1) else None
+
+
+def gelu(x, coefficients):
+    """x * Phi(x) of float32 x in one native pass, Phi from the erfc polynomial
+    `coefficients` (float32, lowest degree first), or None."""
+    return _kernels.gelu(x, coefficients) if _rows_on(x, -1) else None
+
+
+def cross_entropy_rows(logits, labels, axis):
+    """(loss per row, first row with a label out of range or -1) for 2-D float32 logits with
+    classes along `axis`, each value the one log_softmax_rows has at the label, or None."""
+    if logits.ndim != 2 or not _rows_on(logits, axis):
+        return None
+    return _kernels.cross_entropy_rows(logits, labels)
+
+
+def layer_norm(x, weight, bias, size, eps):
+    """Layer normalisation of float32 x over its trailing `size` values (then * weight + bias
+    when given, float32 too), as layer_norm_rows computes it, or None."""
+    if not _rows_on(x, -1) or (weight is not None and not (
+            _kernels.rows_apply(weight, -1) and _kernels.rows_apply(bias, -1))):
+        return None
+    return _kernels.layer_norm_rows(x.reshape(-1, size), weight, bias, eps).reshape(x.shape)
+
+
+def layer_norm_grad(x, dy, weight, eps):
+    """Layer norm's gradients (dx, or dx, dw, db) of 2-D float32 rows in two native passes
+    per row after the statistics', or None (see _kernels.layer_norm_grad)."""
+    if not (_loops_on() and _same_shape_float32(x, dy)):
+        return None
+    return _kernels.layer_norm_grad(x, dy, weight, eps)
+
+
 def conv2d(x, w, stride, padding, dilation, groups, bias=None, epilogue=None):
     """A one-group, stride-1 float32 convolution on the native direct kernel (plus bias per
     channel, then `epilogue`, in its last copy of the output), or None."""
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or w.dtype != _FLOAT32
-            or x.shape[0] * w.size * x.shape[2] * x.shape[3] < _MIN_MACS or not active()):
+            or not active()):
         return None
     in_stores = _in_stores(epilogue)
     out = _kernels.conv2d_s1(x, w, padding, dilation, bias, epilogue.kind if in_stores else None,
@@ -177,6 +240,6 @@ def conv2d_grad_weight(x, dy, kernel_hw, stride, padding, dilation, groups, with
     """The weight gradient of `conv2d` above on the native kernel (with_bias: and the bias
     gradient, as a pair), or None."""
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or dy.dtype != _FLOAT32
-            or dy.size * x.shape[1] * kernel_hw[0] * kernel_hw[1] < _MIN_MACS or not active()):
+            or not active()):
         return None
     return _kernels.conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation, with_bias)

@@ -14,6 +14,7 @@ The vocabulary, one module per family:
   creation.py   Fill, Arange, Linspace
   convert.py    TypeCvt, Copy
   rng.py        the random-number ops
+  optim.py      AdamStep (an optimizer's update as one op)
   conv.py, pool.py, softmax.py, norm.py   the neural-network ops (nn.py lists them;
                 nn_common.py holds what they share)
 

@@ -98,6 +98,7 @@ def _fit_erfc():
 
 _ERF_SMALL = _fit_erf_small()
 _ERFC = _fit_erfc()
+_ERFC_FLOAT32 = np.array(_ERFC, _FLOAT32)     # as the numpy passes round them
 
 
 def _horner(coefficients, s):
@@ -236,6 +237,10 @@ _MODES = {
 }
 
 
+# mode -> its native float32 loop (backend/native.py; None where it does not take the array)
+_NATIVE = {"SIGMOID": native.sigmoid, "GELU": lambda x: native.gelu(x, _ERFC_FLOAT32)}
+
+
 def modes():
     return tuple(_MODES)
 
@@ -299,6 +304,7 @@ class Elemwise(Op):
             self._set(ufunc=fn, ufunc_floats_only=True)
         if mode == "RELU":        # a product before it may do its work (backend/epilogue.py)
             self._set(epilogue_kind=RELU)
+        self._set(_native=_NATIVE.get(mode))
 
     @property
     def name(self):
@@ -359,7 +365,10 @@ class Elemwise(Op):
             dest = out if out is not None and compute == out_dtype else None
             r = np.asarray(np.maximum(x, np.zeros((), x.dtype), out=dest))
         elif not isinstance(self._fn, np.ufunc):
-            r = np.asarray(_blockwise(self._fn, *arrays))   # our own functions are unary
+            # our own functions are unary: one native pass, or numpy's in blocks
+            r = None if self._native is None else self._native(arrays[0])
+            if r is None:
+                r = np.asarray(_blockwise(self._fn, *arrays))
         elif out is not None and compute == out_dtype:
             return self._fn(*arrays, out=out)
         else:

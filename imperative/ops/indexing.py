@@ -294,6 +294,8 @@ class IndexingMultiAxisVec(_IndexOp):
     """`x[index]` with integer index arrays among the items: inputs (x, *index_arrays).
     The result is a copy, as in numpy."""
 
+    COST_BY_OUTPUT = True       # it reads only the elements it picks
+
     def infer(self, inputs):
         x, shape = self._target_shape(inputs)
         if None in shape:               # a mask's count: the shape depends on values

@@ -7,6 +7,8 @@ from ..backend import native
 from .base import Op, float_dtype, reject_quantized
 from .nn_common import along_axis, compute_dtype
 
+_FLOAT32 = np.dtype(np.float32)
+
 
 # ---------------------------------------------------------------------------------------
 # Normalisation
@@ -90,10 +92,8 @@ class BatchNormForward(Op):
                 new_var.astype(float_dtype([running_var.dtype])))
 
 
-class LayerNormForward(Op):
-    """`LayerNormForward(normalized_shape, eps=1e-5)`: normalise over the trailing
-    dimensions `normalized_shape` of x (biased variance), then, given weight and bias of
-    that shape as inputs 2 and 3, scale and shift."""
+class _LayerNormOp(Op):
+    """The parameters of the layer norm ops: the trailing shape normalised, and eps."""
 
     _fields = ("normalized_shape", "eps")
 
@@ -103,6 +103,12 @@ class LayerNormForward(Op):
         shape = tuple(int(s) for s in normalized_shape)
         # (the row length, once: np.prod costs microseconds at every kernel call)
         self._set(normalized_shape=shape, eps=float(eps), _size=int(np.prod(shape)))
+
+
+class LayerNormForward(_LayerNormOp):
+    """`LayerNormForward(normalized_shape, eps=1e-5)`: normalise over the trailing
+    dimensions `normalized_shape` of x (biased variance), then, given weight and bias of
+    that shape as inputs 2 and 3, scale and shift."""
 
     def infer(self, inputs):
         if len(inputs) not in (1, 3):
@@ -121,6 +127,9 @@ class LayerNormForward(Op):
         return ((x.shape, float_dtype(t.dtype for t in inputs)),)
 
     def kernel(self, x, weight=None, bias=None):
+        y = native.layer_norm(x, weight, bias, self._size, self.eps)    # (float32: the
+        if y is not None:                                               # same call as below)
+            return y
         out_dtype = float_dtype(a.dtype for a in (x, weight, bias) if a is not None)
         compute = compute_dtype(out_dtype)
         x = x.astype(compute, copy=False)
@@ -153,3 +162,57 @@ class LayerNormForward(Op):
 
         y = along_axis(normalize, rows, -1).reshape(x.shape)
         return y.astype(out_dtype, copy=False)
+
+
+class LayerNormBackward(_LayerNormOp):
+    """`LayerNormBackward(normalized_shape, eps=1e-5)`: layer norm's gradients in one op.
+    Inputs x, dy and, for an affine layer norm, its weight (float32); outputs dx and, with
+    the weight, the weight's and the bias's gradients (dy * xhat and dy summed over the
+    leading axes). The statistics are recomputed as LayerNormForward computes them.
+    Not differentiable itself: autodiff's rule issues it only while no outer gradient
+    records (higher orders take the composite rule)."""
+
+    def infer(self, inputs):
+        if len(inputs) not in (2, 3):
+            raise ValueError(f"op {self!r} takes 2 inputs (x, dy) or 3 (x, dy, weight), "
+                             f"got {len(inputs)}")
+        reject_quantized(self, inputs)
+        x, dy = inputs[:2]
+        k = len(self.normalized_shape)
+        if dy.shape != x.shape or x.shape[len(x.shape) - k:] != self.normalized_shape:
+            raise ValueError(f"{self!r}: x {x.shape} and dy {dy.shape} must be of one shape "
+                             f"ending with {self.normalized_shape}")
+        for name, t in zip(("x", "dy", "weight"), inputs):
+            if t.dtype != _FLOAT32:
+                raise TypeError(f"{self!r}: {name} must be float32, got {t.dtype}")
+        if len(inputs) == 3 and inputs[2].shape != self.normalized_shape:
+            raise ValueError(f"{self!r}: weight must have shape {self.normalized_shape}, "
+                             f"got {inputs[2].shape}")
+        outputs = ((x.shape, _FLOAT32),)
+        return outputs if len(inputs) == 2 else outputs + ((self.normalized_shape, _FLOAT32),) * 2
+
+    def kernel(self, x, dy, weight=None):
+        rows, grads = x.reshape(-1, self._size), dy.reshape(-1, self._size)
+        flat_weight = None if weight is None else weight.reshape(-1)
+        out = native.layer_norm_grad(rows, grads, flat_weight, self.eps)
+        if out is None:
+            out = _layer_norm_grad(rows, grads, flat_weight, self.eps)
+        if weight is None:
+            return out.reshape(x.shape)
+        dx, dw, db = out
+        return dx.reshape(x.shape), dw.reshape(weight.shape), db.reshape(weight.shape)
+
+
+def _layer_norm_grad(x, dy, weight, eps):
+    """LayerNormBackward's gradients with numpy, of 2-D x and dy (rows normalised)."""
+    mean = x.mean(axis=1, keepdims=True)
+    centered = x - mean
+    rstd = 1 / np.sqrt(np.square(centered).mean(axis=1, keepdims=True) + np.float32(eps))
+    xhat = centered * rstd
+    g = dy if weight is None else dy * weight
+    dx = rstd * (g - g.mean(axis=1, keepdims=True)
+                 - xhat * (g * xhat).mean(axis=1, keepdims=True))
+    if weight is None:
+        return dx
+    return (dx, (dy * xhat).sum(axis=0, dtype=np.float64).astype(_FLOAT32),
+            dy.sum(axis=0, dtype=np.float64).astype(_FLOAT32))

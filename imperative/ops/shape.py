@@ -293,8 +293,12 @@ class Concat(Op):
         return ((tuple(shape), promote_inputs(self, inputs)),)
 
     def kernel(self, *arrays):
-        return np.concatenate(arrays, axis=self.axis,
-                              dtype=promoted_dtype([a.dtype for a in arrays]))
+        first = arrays[0].dtype
+        for a in arrays:
+            if a.dtype is not first:
+                return np.concatenate(arrays, axis=self.axis,
+                                      dtype=promoted_dtype([a.dtype for a in arrays]))
+        return np.concatenate(arrays, axis=self.axis)       # (one dtype: nothing to promote)
 
 
 def _split_points(spec, size, axis):

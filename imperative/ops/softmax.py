@@ -1,8 +1,11 @@
 """The softmax family: Softmax, LogSoftmax and CrossEntropy."""
 import numpy as np
 
+from ..backend import native
 from .base import Op, check_arity, float_dtype, normalize_axis, reject_quantized
 from .nn_common import along_axis, check_int_dtype, compute_dtype
+
+_FLOAT16, _FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
 
 
 # ---------------------------------------------------------------------------------------
@@ -31,6 +34,7 @@ class _AlongAxis(Op):
 
     _fields = ("axis",)
     _fn = None
+    _native = None      # the native loop over rows (float32, along the last axis), or None
 
     def __init__(self, axis=-1):
         self._set(axis=int(axis))
@@ -44,6 +48,9 @@ class _AlongAxis(Op):
         return ((x.shape, float_dtype([x.dtype])),)
 
     def kernel(self, x):
+        y = type(self)._native(x, self.axis)
+        if y is not None:
+            return y
         out_dtype = float_dtype((x.dtype,))
         x = x.astype(compute_dtype(out_dtype), copy=False)
         if x.size == 0:     # a max over an empty axis has no identity
@@ -56,15 +63,21 @@ class Softmax(_AlongAxis):
     """`Softmax(axis=-1)`: exp(x - max) / sum, along `axis`."""
 
     _fn = staticmethod(_softmax_into)
+    _native = staticmethod(native.softmax_rows)
 
 
 class LogSoftmax(_AlongAxis):
     """`LogSoftmax(axis=-1)`: x - max - log(sum(exp(x - max))), along `axis`."""
 
     _fn = staticmethod(_log_softmax_into)
+    _native = staticmethod(native.log_softmax_rows)
 
 
 _REDUCTIONS = ("mean", "sum", "none")
+
+
+def _bad_label(label, classes):
+    raise IndexError(f"cross_entropy: label {label} is out of range for {classes} classes")
 
 
 class CrossEntropy(Op):
@@ -97,14 +110,21 @@ class CrossEntropy(Op):
         return ((shape, float_dtype([logits.dtype])),)
 
     def kernel(self, logits, labels):
+        rows = native.cross_entropy_rows(logits, labels, self.axis)    # (float32 logits)
+        if rows is None and logits.dtype == _FLOAT16:       # computed in float32
+            rows = native.cross_entropy_rows(logits.astype(_FLOAT32), labels, self.axis)
         out_dtype = float_dtype((logits.dtype,))
+        if rows is not None:
+            loss, bad = rows
+            if bad >= 0:
+                _bad_label(labels[bad], logits.shape[-1])
+            return self._reduced(loss, out_dtype)
         logits = logits.astype(compute_dtype(out_dtype), copy=False)
         axis = normalize_axis(self.axis, logits.ndim, "cross_entropy")
         classes = logits.shape[axis]
         if labels.size and (np.minimum.reduce(labels, None) < 0
                             or np.maximum.reduce(labels, None) >= classes):
-            bad = labels[(labels < 0) | (labels >= classes)].flat[0]
-            raise IndexError(f"cross_entropy: label {bad} is out of range for {classes} classes")
+            _bad_label(labels[(labels < 0) | (labels >= classes)].flat[0], classes)
         logp = along_axis(_log_softmax_into, logits, axis) if logits.size else logits
         if logp.ndim == 2 and axis == 1:
             # a batch of rows: one gather, the values take_along_axis would pick
@@ -112,9 +132,47 @@ class CrossEntropy(Op):
         else:
             picked = np.take_along_axis(logp, np.expand_dims(labels, axis).astype(np.intp), axis)
             loss = -np.squeeze(picked, axis)
+        return self._reduced(loss, out_dtype)
+
+    def _reduced(self, loss, out_dtype):
+        """The per-item losses reduced as `reduction` says, in the output dtype."""
         if self.reduction == "sum":
             loss = _sum(loss, None)
         elif self.reduction == "mean":
             # the mean of no items is nan, as in PyTorch
             loss = _sum(loss, None) / loss.size if loss.size else np.asarray(np.nan)
         return np.asarray(loss).astype(out_dtype, copy=False)
+
+
+class CrossEntropyGrad(Op):
+    """`CrossEntropyGrad(axis=-1)`: inputs (logits, labels, dy), outputs the gradient of
+    cross entropy's logits, (softmax(logits) - onehot(labels)) * dy, dy broadcast against
+    it (the 0-d upstream gradient of a mean or sum, already scaled; or the per-item one
+    with a length-1 class axis). The same numpy calls, in the same order and dtypes, as the
+    composite rule of autodiff/rules_nn.py issues op by op: the same bits in one dispatch.
+    Not differentiable itself: the rule issues it only while no outer gradient records."""
+
+    _fields = ("axis",)
+
+    def __init__(self, axis=-1):
+        self._set(axis=int(axis), _softmax=Softmax(axis))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 3)
+        reject_quantized(self, inputs)
+        logits, labels, dy = inputs
+        axis = normalize_axis(self.axis, max(len(logits.shape), 1), "cross_entropy")
+        check_int_dtype("cross_entropy", "labels", labels.dtype)
+        if labels.shape != logits.shape[:axis] + logits.shape[axis + 1:]:
+            raise ValueError(f"{self!r}: labels {labels.shape} do not fit logits "
+                             f"{logits.shape}")
+        return ((logits.shape, dy.dtype),)
+
+    def kernel(self, logits, labels, dy):
+        axis = normalize_axis(self.axis, logits.ndim, "cross_entropy")
+        classes = logits.shape[axis]
+        class_ids = np.arange(classes, dtype=np.int32).reshape(
+            tuple(classes if d == axis else 1 for d in range(logits.ndim)))
+        onehot = (np.expand_dims(labels, axis) == class_ids).astype(dy.dtype)
+        p = self._softmax.kernel(logits.astype(dy.dtype, copy=False))
+        return np.multiply(np.subtract(p, onehot), dy)

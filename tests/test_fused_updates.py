@@ -1,0 +1,118 @@
+"""Fused optimizer updates (ops/optim.py): AdamStep gives the bits of Adam's update issued op
+by op, on the native pass and on numpy's; optim.Adam takes it for float32 parameters and
+the op-by-op update for others, and both agree with PyTorch's Adam."""
+import math
+
+import numpy as np
+import pytest
+
+import imperative as imp
+from imperative import F, optim
+from imperative._core import apply
+from imperative.backend import native
+from imperative.ops.optim import AdamStep
+
+
+
+@pytest.fixture(params=["native", "numpy"])
+def kernels(request, monkeypatch):
+    monkeypatch.setattr(native, "_MODE", "always" if request.param == "native" else "never")
+    return request.param
+
+
+def op_by_op(param, grad, m, v, t, lr, b1, b2, eps):
+    """Adam's update as the operators issue it (the reference AdamStep must equal)."""
+    t = t + 1.0
+    m = m * b1 + grad * (1 - b1)
+    v = v * b2 + (grad * grad) * (1 - b2)
+    c1, c2 = -F.expm1(t * math.log(b1)), -F.expm1(t * math.log(b2))
+    return param + (m / c1) / (F.sqrt(v / c2) + eps) * -lr, m, v, t
+
+
+def adam_operands(rng, shape, count):
+    f32 = np.float32
+    param, grad = (imp.Tensor(rng.standard_normal(shape).astype(f32)) for _ in range(2))
+    m = imp.Tensor(rng.standard_normal(shape).astype(f32) * 0.1)
+    v = imp.Tensor(rng.random(shape).astype(f32) * 0.01)
+    return param, grad, m, v, imp.Tensor(np.array(count, f32))
+
+
+@pytest.mark.parametrize("shapes", [[(3,)], [(5, 7)], [(64, 64)], [(2, 3, 40), (64,), (1,)]])
+@pytest.mark.parametrize("count", [0.0, 41.0])
+def test_adam_step_gives_the_bits_of_the_update_op_by_op(kernels, shapes, count):
+    rng = np.random.default_rng(len(shapes[0]) + int(count))
+    groups = [adam_operands(rng, shape, count) for shape in shapes]
+    lr, b1, b2, eps = 1e-3, 0.9, 0.999, 1e-8
+    op = AdamStep(lr, b1, b2, eps, math.log(b1), math.log(b2), len(shapes))
+    fused = apply(op, *[x for group in groups for x in group])
+    want = [y for group in groups for y in op_by_op(*group, lr, b1, b2, eps)]
+    assert len(fused) == len(want) == 4 * len(shapes)
+    for got, expected in zip(fused, want):
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+def test_adam_step_checks_its_inputs():
+    op = AdamStep(1e-3, 0.9, 0.999, 1e-8, math.log(0.9), math.log(0.999))
+    x = imp.Tensor(np.zeros((2, 2), np.float32))
+    with pytest.raises(ValueError, match="grad has shape"):
+        apply(op, x, imp.Tensor(np.zeros(3, np.float32)), x, x, imp.Tensor(np.float32(0)))
+    with pytest.raises(TypeError, match="m must be float32"):
+        apply(op, x, x, x.astype("float16"), x, imp.Tensor(np.float32(0)))
+    with pytest.raises(ValueError, match="t must be 0-d"):
+        apply(op, x, x, x, x, x)
+
+
+@pytest.mark.parametrize("cls,wd", [(optim.Adam, 0.0), (optim.Adam, 0.01), (optim.AdamW, 0.01)])
+def test_adam_fused_or_not_follows_pytorch(kernels, cls, wd):
+    """float32 parameters take one AdamStep together, float16 ones the update op by op; all
+    track PyTorch's Adam (in float64 here) over several steps, a parameter without a
+    gradient stays as it is."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    shapes_dtypes = [((6, 5), "float32"), ((4,), "float16"), ((3, 2), "float32"),
+                     ((2,), "float32")]
+    starts = [rng.standard_normal(shape).astype(dtype) for shape, dtype in shapes_dtypes]
+    params = [imp.Parameter(s) for s in starts]
+    tparams = [torch.nn.Parameter(torch.from_numpy(s.astype(np.float64))) for s in starts]
+    opt = cls(params, lr=1e-2, weight_decay=wd)
+    topt = (torch.optim.AdamW if cls is optim.AdamW else torch.optim.Adam)(
+        tparams[:-1], lr=1e-2, weight_decay=wd)
+    for _ in range(5):
+        for p, tp, s in zip(params[:-1], tparams, starts):     # the last: never a gradient
+            g = rng.standard_normal(s.shape).astype(s.dtype)
+            p.grad = imp.Tensor(g)
+            tp.grad = torch.from_numpy(g.astype(np.float64))
+        opt.step()
+        topt.step()
+    for p, tp, s in zip(params, tparams, starts):
+        tol = 1e-5 if s.dtype == np.float32 else 2e-3
+        np.testing.assert_allclose(p.numpy().astype(np.float64), tp.detach().numpy(),
+                                   rtol=tol, atol=tol)
+    np.testing.assert_array_equal(params[-1].numpy(), starts[-1])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape,axis", [((6, 10), -1), ((4, 5, 3), 1), ((7,), 0)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cross_entropy_gradient_is_the_composite_rule_bit_for_bit(reduction, shape, axis,
+                                                                  dtype):
+    """The fused gradient (nothing records the backward) against the composite rule's ops,
+    which an outer GradManager makes the rule issue (to differentiate them again)."""
+    from imperative.autodiff import GradManager
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal(shape).astype(dtype) * 3
+    labels = rng.integers(0, shape[axis], np.delete(shape, axis))
+
+    def grad_of_logits(outer):
+        x = imp.Parameter(logits)
+        gm, outer_gm = GradManager().attach([x]), GradManager().attach([x])
+        with outer_gm if outer else gm:
+            with gm if outer else outer_gm:
+                loss = F.cross_entropy(x, imp.Tensor(labels), axis, reduction)
+                gm.backward(loss if reduction != "none" else loss.sum())
+        return x.grad.numpy()
+
+    fused, composite = grad_of_logits(False), grad_of_logits(True)
+    assert fused.dtype == composite.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(fused, composite)

@@ -1,0 +1,145 @@
+"""The native float32 loops of issue 16: softmax, log_softmax and cross entropy over rows,
+sigmoid and GELU, against PyTorch (and numpy's path, the native loops turned off), at the
+edges (one-element rows, rows shorter and longer than a vector, infinities, NaNs, the
+exp's underflow); the same bits whether an op runs on the caller's thread or the worker's;
+and the eager paths that reach them with fewer steps (a Tensor index, a bias operand)."""
+import math
+
+import numpy as np
+import pytest
+
+import imperative as imp
+from imperative import F
+from imperative.backend import native
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+EDGES = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.0, -88.0, -104.0, 1e-30, 30.0],
+                 np.float32)
+
+
+@pytest.fixture(params=["native", "numpy"])
+def kernels(request, monkeypatch):
+    monkeypatch.setattr(native, "_MODE", "always" if request.param == "native" else "never")
+    return request.param
+
+
+def rows(rng, n, k=5, scale=4.0):
+    return (rng.standard_normal((k, n)) * scale).astype(np.float32)
+
+
+def close(got, want, tol=2e-6):
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("n", [1, 3, 7, 8, 9, 16, 17, 1000])
+def test_softmax_family_matches_pytorch(kernels, n):
+    rng = np.random.default_rng(n)
+    x = rows(rng, n)
+    labels = rng.integers(0, n, x.shape[0])
+    t = torch.from_numpy(x)
+    close(F.softmax(imp.Tensor(x), -1).numpy(), torch.softmax(t, -1).numpy())
+    close(F.log_softmax(imp.Tensor(x), -1).numpy(), torch.log_softmax(t, -1).numpy(), 1e-5)
+    for reduction in ("mean", "sum", "none"):
+        close(F.cross_entropy(imp.Tensor(x), imp.Tensor(labels), reduction=reduction).numpy(),
+              TF.cross_entropy(t, torch.from_numpy(labels), reduction=reduction).numpy(), 1e-5)
+
+
+def test_softmax_rows_with_infinities_and_nans_are_pytorchs(kernels):
+    x = np.array([[0, -np.inf, 1, 3], [np.inf, 1, 2, 3], [-np.inf] * 4, [1e30, -1e30, 0, 5],
+                  [np.nan, 0, 1, 2], [-200, -100, -0.5, -104]], np.float32)
+    t = torch.from_numpy(x)
+    close(F.softmax(imp.Tensor(x), -1).numpy(), torch.softmax(t, -1).numpy())
+    close(F.log_softmax(imp.Tensor(x), -1).numpy(), torch.log_softmax(t, -1).numpy(), 1e-5)
+
+
+def test_cross_entropy_label_out_of_range_names_it(kernels):
+    x = imp.Tensor(np.zeros((3, 4), np.float32))
+    with imp.option("async_level", 0):
+        with pytest.raises(IndexError, match="label 7 is out of range for 4 classes"):
+            F.cross_entropy(x, imp.Tensor(np.array([0, 7, 9])))
+
+
+def _sigmoid64(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _gelu64(x):
+    return x * 0.5 * np.vectorize(math.erfc)(-x / math.sqrt(2))
+
+
+@pytest.mark.parametrize("fn,torch_fn,exact", [(F.sigmoid, torch.sigmoid, _sigmoid64),
+                                               (F.gelu, TF.gelu, _gelu64)])
+def test_activations_match_pytorch_and_float64(kernels, fn, torch_fn, exact):
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.standard_normal(1001).astype(np.float32) * 6, EDGES])
+    got = fn(imp.Tensor(x)).numpy()
+    close(got, torch_fn(torch.from_numpy(x)).numpy(), 1e-6)
+    # relative accuracy where the values are normal floats (the exp flushes below e^-87;
+    # PyTorch's GELU loses its relative accuracy in the negative tail, 1 + erf cancelling)
+    with np.errstate(all="ignore"):
+        want = exact(x.astype(np.float64))
+    normal = np.isfinite(want) & (np.abs(want) > 1e-30)
+    np.testing.assert_allclose(got[normal], want[normal], rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax, F.sigmoid, F.gelu])
+def test_caller_and_worker_give_the_same_bits(fn):
+    """The tiny path (caller's thread) and a Command on the worker run one kernel."""
+    x = imp.Tensor(np.random.default_rng(2).standard_normal((6, 40)).astype(np.float32))
+    with imp.option("async_level", 2):
+        here = fn(x).numpy()
+        with imp.option("enable_host_compute", 0):
+            there = fn(x).numpy()
+    np.testing.assert_array_equal(here, there)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "bool"])
+def test_tensor_index_reuses_its_op_per_dtype(dtype):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    index = (rng.random(6) > 0.5) if dtype == "bool" else np.array([4, 0, 5, 0], dtype)
+    for _ in range(3):      # the first call makes the op, the others reuse it
+        np.testing.assert_array_equal(imp.Tensor(a)[imp.Tensor(index)].numpy(), a[index])
+    with pytest.raises(IndexError, match="integer .or boolean. type, got float32"):
+        imp.Tensor(a)[imp.Tensor(np.array([1.0, 2.0], np.float32))]
+
+
+@pytest.mark.parametrize("shapes", [((8, 64), (64,)), ((64,), (8, 64)), ((2, 3, 4), (3, 4))])
+def test_a_bias_like_operand_takes_the_host_path_with_numpys_values(shapes):
+    rng = np.random.default_rng(4)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    for op in (np.add, np.multiply, np.subtract, np.greater):
+        got = op(imp.Tensor(a), imp.Tensor(b))
+        np.testing.assert_array_equal(got.numpy(), op(a, b))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("shape,normalized", [((6, 40), (40,)), ((2, 3, 4, 5), (4, 5)),
+                                              ((3, 7), (7,))])
+def test_layer_norm_gradients_in_one_op_match_the_composite_rule(kernels, affine, shape,
+                                                                 normalized):
+    """The fused gradients (nothing records the backward) against the composite rule's
+    ops (an outer GradManager makes the rule issue them) and PyTorch's."""
+    from imperative.autodiff import GradManager
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    w = rng.standard_normal(normalized).astype(np.float32)
+    b = rng.standard_normal(normalized).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+
+    def grads(outer):
+        params = [imp.Parameter(x)] + ([imp.Parameter(w), imp.Parameter(b)] if affine else [])
+        gm, outer_gm = GradManager().attach(params), GradManager().attach(params)
+        with outer_gm if outer else gm:
+            with gm if outer else outer_gm:
+                y = F.layer_norm(params[0], normalized, *params[1:])
+                gm.backward((y * imp.Tensor(dy)).sum())
+        return [p.grad.numpy() for p in params]
+
+    tparams = [torch.tensor(a, requires_grad=True) for a in ([x, w, b] if affine else [x])]
+    (TF.layer_norm(tparams[0], normalized, *tparams[1:]) * torch.from_numpy(dy)).sum().backward()
+    for fused, composite, t in zip(grads(False), grads(True), tparams):
+        close(fused, composite, 2e-5)
+        close(fused, t.grad.numpy(), 2e-5)
