@@ -288,6 +288,7 @@ cdef class Channel:
         if _run_tiny(self, op, inputs, outputs, fast):     # ran: no Command (_tiny.pxi)
             if _grad_hook is not None:
                 _grad_hook(op, inputs, outputs)
+            if _tracing: _trace_op(op, inputs, outputs)
             return outputs
         cdef Command cmd = Command.__new__(Command)
         cmd.kind = CMD_APPLY
@@ -349,7 +350,7 @@ cdef class Channel:
         kernel raised; the general path then runs the op (again) and reports any error."""
         cdef Py_ssize_t limit
         cdef long long t0 = _now_ns() if _profiling else 0
-        if self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on or _tracing:
+        if self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on:
             return None
         cdef TensorInfo big = a if b is None else _ufunc_result_operand(a, b)
         out_dtype = None if big is None else _ufunc_out_dtype(op, a, b)
@@ -376,8 +377,11 @@ cdef class Channel:
         info.scope = _current_scope
         if _profiling and t0:
             _record_host_op(t0, op, a, b, info)
-        if _grad_hook is not None:
-            _grad_hook(op, [a] if b is None else [a, b], [info])
+        if _grad_hook is not None or _tracing:
+            ins = [a] if b is None else [a, b]
+            if _grad_hook is not None:
+                _grad_hook(op, ins, [info])
+            if _tracing: _trace_op(op, ins, [info])
         return info
 
     cdef int _run_inline(self, Command cmd, bint raise_original) except -1:

@@ -5,26 +5,24 @@
 # an effect on a tensor that outlives the call), and every read Python makes of a tensor: its
 # shape, its value (numpy(), item(), float(), printing) or its raw data (`_value()`).
 #
-# The elementwise host fast path (Channel.host_ufunc) declines while the flag is on, so that
-# every op of a traced call reaches dispatch and its hook (the kernels are the same: the
-# results are bit-identical). Off, each site costs one test of the C flag `_tracing`. On, only the thread that started
-# the trace reports: a replay running on another thread at the same time is not part of it.
-
-cdef class TensorBase          # (imperative/_tensor_base.pxi)
+# The host paths (Channel.host_ufunc, the tiny-op path) report their ops as dispatch does, so
+# a traced call runs the kernels of its eager run, as fast. Off, each site costs one test of
+# the C flag `_tracing`. A recording call's hooks go to a RecordLog's C methods
+# (_recording.pxi), others' (a symbolic=False check) to the tracer's Python methods. On,
+# only the thread that started the trace reports: a replay running on another thread at the
+# same time is not part of it.
 
 cdef bint _tracing = 0
 cdef unsigned long _tracing_thread = 0
 cdef object _tracer = None     # the active recorder/checker (imperative/jit/recorder.py)
-
-# kinds of read (TensorBase's read sites)
-READ_SHAPE, READ_VALUE, READ_DATA = 0, 1, 2
+cdef RecordLog _log = None     # the same when it records: its methods are called in C
 
 
 def start_tracing(tracer):
     """Route the trace hooks of this thread to `tracer` (methods `op(op, inputs, outputs)`,
     `put(info)`, `rebind(tensor, old_info)`, `read(info, kind)`). One trace at a time:
     a second (nested, or on another thread) raises RuntimeError."""
-    global _tracing, _tracing_thread, _tracer
+    global _tracing, _tracing_thread, _tracer, _log
     if _tracing:
         same = _tracing_thread == PyThread_get_thread_ident()
         raise RuntimeError("imp.jit.trace: a traced function was called while another trace "
@@ -32,14 +30,16 @@ def start_tracing(tracer):
                               "not supported)" if same else
                               "records on another thread; only one records at a time"))
     _tracer = tracer
+    _log = tracer if isinstance(tracer, RecordLog) else None
     _tracing_thread = PyThread_get_thread_ident()
     _tracing = 1
 
 
 def stop_tracing():
-    global _tracing, _tracer
+    global _tracing, _tracer, _log
     _tracing = 0
     _tracer = None
+    _log = None
 
 
 def tracing_active():
@@ -52,12 +52,18 @@ cdef inline bint _traced_here():
 
 cdef void _trace_op(OpDef op, list inputs, list outputs) except *:
     if _traced_here():
-        _tracer.op(op, inputs, outputs)
+        if _log is not None:
+            _log.record_op(op, inputs, outputs)
+        else:
+            _tracer.op(op, inputs, outputs)
 
 
 cdef void _trace_put(TensorInfo info) except *:
     if _traced_here():
-        _tracer.put(info)
+        if _log is not None:
+            _log.record_put(info)
+        else:
+            _tracer.put(info)
 
 
 cdef void _trace_rebind(TensorBase tensor, TensorInfo old) except *:
@@ -70,7 +76,10 @@ cdef void _trace_inputs(tuple operands) except *:
     records): the trace binds a tensor made outside the call, such as a Parameter, to the
     object that holds it, whose value a later call reads afresh."""
     if _traced_here():
-        _tracer.inputs(operands)
+        if _log is not None:
+            _log.record_inputs(operands)
+        else:
+            _tracer.inputs(operands)
 
 
 def report_grad_write(tensor, old):
@@ -81,7 +90,10 @@ def report_grad_write(tensor, old):
 
 cdef void _trace_read(TensorInfo info, int kind) except *:
     if _traced_here():
-        _tracer.read(info, kind)
+        if _log is not None:
+            _log.record_read(info, kind)
+        else:
+            _tracer.read(info, kind)
 
 
 def issue_site():

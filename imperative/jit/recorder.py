@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .. import _core
-from .._core import READ_DATA, READ_SHAPE, READ_VALUE, TensorBase
+from .._core import READ_DATA, READ_SHAPE, READ_VALUE
 from .bindings import ArgumentBinding, FixedBinding, GradBinding, TensorBinding
 from .errors import READ_MESSAGES, TraceMismatchError, TraceReadError, TraceValueReadWarning
 from .program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL, Program, Step
@@ -22,17 +22,26 @@ _READ_FLAGS = {READ_SHAPE: "shape_read", READ_VALUE: "value_read", READ_DATA: "d
 
 class Recording:
     """What one recorded call leaves: the program, where each of its external values is
-    found at a later call, the `.grad` slots it writes, and its results' structure."""
+    found at a later call, the `.grad` slots it writes, and its results' structure. The
+    Program is built from the recorder's log when first asked for (`program`)."""
 
-    def __init__(self, program, bindings, grad_effects, results_structure, symbolic, pattern):
-        self.program = program
+    def __init__(self, log, bindings, grad_effects, results_structure, symbolic, pattern):
+        self._log = log
+        self._program = None
         self.pattern = pattern              # grad_pattern() of the recorded call
-        self.plan = None                    # compiler.Plan, for a symbolic trace
-        self.fast = None                    # its _core.FastReplay, where one applies
+        self.plan = None                    # compiler.Plan, for a symbolic trace (made at
+        self.fast = None                    # the first replay); its _core.FastReplay
         self.bindings = bindings            # external value id -> binding (bindings.py)
         self.grad_effects = grad_effects    # [(binding of the holder, value id or None)]
         self.results_structure = results_structure
         self.symbolic = symbolic
+
+    @property
+    def program(self):
+        if self._program is None:
+            self._program = _build_program(self._log)
+            self._log = None
+        return self._program
 
     def grad_pattern(self, args):
         """Which written `.grad` slots are empty now: code like GradManager's (`old + grad`
@@ -43,6 +52,30 @@ class Recording:
 def _grad_is_none(binding, args):
     holder = binding.holder(args)
     return holder is None or holder._grad_slot is None
+
+
+def _build_program(log):
+    """The Program of a recorder's log (_core.RecordLog: descriptors, op tuples)."""
+    program = Program()
+    names, data = log.names, log.data
+    for vid, (desc, kind, reads) in enumerate(zip(log.descs, log.kinds, log.reads)):
+        shape, dtype, device = desc
+        value = program.new_value(() if shape is None else shape, dtype, kind,
+                                  names.get(vid, ""), data.get(vid))
+        if shape is None:           # a value-dependent shape, known when its op runs
+            value.shape = None
+        value.device = device
+        for read_kind, flag in _READ_FLAGS.items():
+            if reads & (1 << read_kind):
+                setattr(value, flag, True)
+    site_text = _core.site_text
+    program.steps = [Step(op, ins, outs, site_text(code, lasti),
+                          "" if node is None else node.path, node)
+                     for op, ins, outs, code, lasti, node in log.steps]
+    program.arguments = log.arguments
+    program.results = log.results
+    program.effects = log.effects
+    return program
 
 
 class _Tracer:
@@ -62,22 +95,23 @@ class _Tracer:
         self.excluded_depth += 1
 
 
-class Recorder(_Tracer):
-    """The tracer of a first call: every op becomes a Step, every tensor a Value."""
+class Recorder(_core.RecordLog, _Tracer):
+    """The tracer of a first call: every op becomes a step, every tensor a value. The core
+    calls the log's C methods for each op, constant, operand and read (_recording.pxi);
+    what is left here happens a few times a call (arguments, externals, effects)."""
 
     def __init__(self, symbolic, capture_as_const):
-        super().__init__(symbolic)
+        _Tracer.__init__(self, symbolic)
         self.capture_as_const = capture_as_const
-        self.program = Program()
-        self.vid = {}            # TensorInfo -> value id
         self.bindings = {}       # external value id -> binding
-        self.holders = {}        # a record made outside the call -> the Tensor seen holding it
         self.rebound = {}        # id(tensor) -> (tensor, its record at the first rebinding)
         self.grad_writes = {}    # id(tensor) -> (tensor, its .grad before the first write)
         self.args = []
-        self.value_read_at = None     # where a symbolic record first read a computed value
+        self.arguments = []      # value ids of the tensor arguments, by position
+        self.results = []        # value ids of the tensor results
+        self.effects = []        # (external value id, value id whose contents it takes)
 
-    # ---- what the core reports
+    # ---- what the core reports through Python
 
     def bind_arguments(self, tensors):
         self.args = tensors
@@ -85,32 +119,9 @@ class Recorder(_Tracer):
             info = t._record
             vid = self.vid.get(info)
             if vid is None:
-                vid = self._new(info, ARGUMENT, t.name or f"arg{position}")
+                vid = self.new_value(info, ARGUMENT, t.name or f"arg{position}", None)
                 self.bindings[vid] = ArgumentBinding(position)
-            self.program.arguments.append(vid)
-
-    def inputs(self, operands):
-        for t in operands:
-            if isinstance(t, TensorBase):
-                info = t._record
-                if info not in self.vid and info not in self.holders:
-                    self.holders[info] = t
-
-    def put(self, info):
-        if self.excluded_depth:
-            self.excluded_records.add(info)
-        else:
-            self._new(info, CONSTANT, data=info.value)
-
-    def op(self, op, inputs, outputs):
-        if self.excluded_depth:
-            self.excluded_records.update(outputs)
-            return
-        ins = tuple([self._value_of(info) for info in inputs])
-        outs = tuple([self._new(info, INTERNAL) for info in outputs])
-        node = outputs[0].scope if outputs else None
-        # (where: the code and offset now, `file:line` at the end of the call)
-        self.program.steps.append(Step(op, ins, outs, _core.issue_code(), "", scope_node=node))
+            self.arguments.append(vid)
 
     def rebind(self, tensor, old):
         self.rebound.setdefault(id(tensor), (tensor, old))
@@ -118,33 +129,7 @@ class Recorder(_Tracer):
     def grad_write(self, tensor, old):
         self.grad_writes.setdefault(id(tensor), (tensor, old))
 
-    def read(self, info, kind):
-        vid = self.vid.get(info)
-        if vid is not None and not self.excluded_depth:
-            value = self.program.values[vid]
-            setattr(value, _READ_FLAGS[kind], True)
-            if self.symbolic and kind != READ_SHAPE and value.kind == INTERNAL \
-                    and self.value_read_at is None:
-                self.value_read_at = _core.issue_site()
-
     # ---- values
-
-    def _new(self, info, kind, name="", data=None):
-        shape = info.shape
-        value = self.program.new_value(() if shape is None else shape, info.dtype, kind, name, data)
-        if shape is None:           # a value-dependent shape, known when its op runs
-            value.shape = None
-        value.device = info.device
-        self.vid[info] = value.id
-        return value.id
-
-    def _value_of(self, info):
-        vid = self.vid.get(info)
-        if vid is not None:
-            return vid
-        if info.handle < 0:        # a Python scalar operand's 0-d constant
-            return self._new(info, CONSTANT, data=info.value)
-        return self._external(info)
 
     def _external(self, info, holder=None):
         excluded = info in self.excluded_records
@@ -153,7 +138,7 @@ class Recorder(_Tracer):
         if self.capture_as_const and not excluded:
             data = np.array(_core.channel().get_value(info), copy=True)
         name = getattr(holder, "name", "") or ""
-        vid = self._new(info, EXTERNAL, name, data)
+        vid = self.new_value(info, EXTERNAL, name, data)
         self.bindings[vid] = (None if excluded else
                               FixedBinding(info) if holder is None else TensorBinding(holder))
         return vid
@@ -161,45 +146,44 @@ class Recorder(_Tracer):
     # ---- the end of the call
 
     def finish(self, result_tensors, results_structure):
-        program = self.program
         if self.value_read_at is not None:
             warnings.warn(f"imp.jit.trace(symbolic=True): the traced function read the value "
                           f"of a tensor it computed (at {self.value_read_at}); later calls do "
                           "not run its Python body, so whatever it decided from that value "
                           "is replayed as recorded (read it outside, or use symbolic=False)",
                           TraceValueReadWarning, stacklevel=4)
-        for step in program.steps:
-            step.where = _core.site_text(*step.where)
-            step.scope = "" if step.scope_node is None else step.scope_node.path
         for t in result_tensors:
             info = t._record
-            program.results.append(self.vid[info] if info in self.vid
-                                   else self._external(info, holder=t))
+            vid = self.vid.get(info)
+            self.results.append(vid if vid is not None else self._external(info, holder=t))
         for tensor, old in self.rebound.values():
             self._rebinding_effect(tensor, old)
         grad_effects = []
         for tensor, old in self.grad_writes.values():
-            if old is not None and program.values.get(self.vid.get(old._record)) is not None \
-                    and program.values[self.vid[old._record]].kind == EXTERNAL:
+            old_vid = None if old is None else self.vid.get(old._record)
+            if old_vid is not None and self.kinds[old_vid] == EXTERNAL:
                 # the call read the .grad it found (accumulation): read the slot afresh
-                self.bindings[self.vid[old._record]] = GradBinding(tensor)
+                self.bindings[old_vid] = GradBinding(tensor)
             new = tensor._grad_slot
             grad_effects.append((self._holder_binding(tensor),
-                                 None if new is None else self._value_of(new._record)))
+                                 None if new is None else self.value_of(new._record)))
         pattern = tuple(old is None for _, old in self.grad_writes.values())
-        return Recording(program, self.bindings, grad_effects, results_structure,
-                         self.symbolic, pattern)
+        recording = Recording(self, self.bindings, grad_effects, results_structure,
+                              self.symbolic, pattern)
+        self.forget_records()
+        self.args = self.rebound = self.grad_writes = None
+        return recording
 
     def _rebinding_effect(self, tensor, old):
         old_vid = self.vid.get(old)
-        if old_vid is not None and self.program.values[old_vid].kind in (INTERNAL, CONSTANT):
+        if old_vid is not None and self.kinds[old_vid] in (INTERNAL, CONSTANT):
             return                          # a tensor made inside the call
         if old_vid is None:                 # rebound without being read
             old_vid = self._external(old, holder=tensor)
         binding = self.bindings.get(old_vid)
         if not isinstance(binding, ArgumentBinding):
             self.bindings[old_vid] = TensorBinding(tensor)
-        self.program.effects.append((old_vid, self._value_of(tensor._record)))
+        self.effects.append((old_vid, self.value_of(tensor._record)))
 
     def _holder_binding(self, tensor):
         for position, t in enumerate(self.args):
@@ -341,18 +325,31 @@ def exclude_from_trace():
 _one_at_a_time = threading.Lock()   # the core has one tracer: other threads wait their turn
 
 
-@contextmanager
-def tracing(tracer):
-    """Make `tracer` the core's for the body. A trace already active on this thread (a
-    traced function called inside another) raises RuntimeError; one on another thread is
-    waited for."""
-    if getattr(_local, "tracer", None) is not None:
-        _core.start_tracing(tracer)        # raises: nested traces are not supported
-    with _one_at_a_time:
-        _core.start_tracing(tracer)
-        _local.tracer = tracer
+class tracing:
+    """`with tracing(tracer):` makes `tracer` the core's for the body. A trace already
+    active on this thread (a traced function called inside another) raises RuntimeError;
+    one on another thread is waited for. (A class, not a generator: it runs at every
+    recording and check.)"""
+    __slots__ = ("tracer",)
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+
+    def __enter__(self):
+        tracer = self.tracer
+        if getattr(_local, "tracer", None) is not None:
+            _core.start_tracing(tracer)    # raises: nested traces are not supported
+        _one_at_a_time.acquire()
         try:
-            yield tracer
-        finally:
-            _local.tracer = None
-            _core.stop_tracing()
+            _core.start_tracing(tracer)
+        except BaseException:
+            _one_at_a_time.release()
+            raise
+        _local.tracer = tracer
+        return tracer
+
+    def __exit__(self, *exc):
+        _local.tracer = None
+        _core.stop_tracing()
+        _one_at_a_time.release()
+        return False

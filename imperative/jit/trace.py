@@ -54,8 +54,8 @@ class trace(_core.TraceBase):
     def _call(self, args, kwargs):
         tensors = []
         structure = flatten((args, kwargs), tensors)
-        signature = (structure, tuple((t._record.shape, t._record.dtype, t._record.device)
-                                      for t in tensors), sharing(tensors))
+        signature = (structure, tuple([(t._record.shape, t._record.dtype, t._record.device)
+                                       for t in tensors]), sharing(tensors))
         recordings = self._cache.get(signature)
         if recordings is not None:
             self._cache.move_to_end(signature)
@@ -74,9 +74,6 @@ class trace(_core.TraceBase):
             results = []
             structure = flatten(result, results)
             recording = recorder.finish(results, structure)
-        if self.symbolic:
-            recording.plan = Plan(recording)
-            recording.fast = fast_replay(recording, args, kwargs)
         self._counts["records"] += 1
         self._last = recording
         recordings = self._cache.setdefault(signature, [])
@@ -85,7 +82,7 @@ class trace(_core.TraceBase):
         self._cache.move_to_end(signature)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
-        self._fast = recording.fast
+        self._fast = None
         return result
 
     # ---- later calls
@@ -93,6 +90,11 @@ class trace(_core.TraceBase):
     def _replay(self, signature, recording, tensors, args, kwargs):
         if not recording.symbolic:
             return self._check(signature, recording, tensors, args, kwargs)
+        if recording.plan is None:
+            # compiled at the first replay, not at record: a signature called once never
+            # pays for it (the recording call costs about what an eager call does)
+            recording.plan = Plan(recording)
+            recording.fast = fast_replay(recording, args, kwargs)
         try:
             result = _run(recording, tensors)
         except StaleBinding:                 # a tensor it read is gone: record afresh

@@ -13,9 +13,9 @@ def flatten(obj, tensors):
         return TENSOR
     kind = type(obj)
     if kind is tuple or kind is list:
-        return (kind.__name__, tuple(flatten(x, tensors) for x in obj))
+        return (kind.__name__, tuple([flatten(x, tensors) for x in obj]))
     if kind is dict:
-        return ("dict", tuple((k, flatten(v, tensors)) for k, v in obj.items()))
+        return ("dict", tuple([(k, flatten(v, tensors)) for k, v in obj.items()]))
     try:
         hash(obj)
     except TypeError:
