@@ -146,3 +146,53 @@ cdef class TraceBase:
                 self._fast_replays += 1
                 return result
         return self._call(args, kwargs)
+
+
+# ---- a call's signature (imperative/jit/tree.py re-exports these): every recording and every
+# call the fast replay declines computes one, so it is C too
+
+TENSOR = "T"     # a Tensor leaf's tag in a structure
+
+
+cpdef object flatten(object obj, list tensors):
+    """The hashable structure of `obj` (tuples, lists and dicts walked at any depth, other
+    values kept); its Tensors are appended to `tensors`."""
+    if isinstance(obj, TensorBase):
+        tensors.append(obj)
+        return TENSOR
+    kind = type(obj)
+    if kind is tuple:
+        return ("tuple", tuple([flatten(x, tensors) for x in <tuple>obj]))
+    if kind is list:
+        return ("list", tuple([flatten(x, tensors) for x in <list>obj]))
+    if kind is dict:
+        return ("dict", tuple([(k, flatten(v, tensors)) for k, v in (<dict>obj).items()]))
+    try:
+        hash(obj)
+    except TypeError:
+        raise TypeError(f"imp.jit.trace: an argument or result of type {kind.__name__} is "
+                        "neither a Tensor, a tuple, list or dict of them, nor hashable "
+                        "(non-tensor arguments key the trace's cache)") from None
+    return ("=", kind, obj)
+
+
+cpdef tuple sharing(list tensors):
+    """For each Tensor, the position of the first one holding the same record: the program
+    reads an argument given twice (f(x, x)) as one value, so that is part of a signature."""
+    cdef dict first = {}
+    cdef Py_ssize_t i
+    return tuple([first.setdefault((<TensorBase>tensors[i])._info, i)
+                  for i in range(len(tensors))])
+
+
+def call_signature(tuple args, dict kwargs):
+    """(signature, tensors) of a call: the arguments' structure with their non-tensor
+    values, each Tensor's shape, dtype and device, and which Tensors share a record."""
+    cdef list tensors = []
+    cdef TensorInfo info
+    structure = flatten((args, kwargs), tensors)
+    descs = []
+    for t in tensors:
+        info = (<TensorBase>t)._info
+        descs.append((info.shape, info.dtype, info.device))
+    return (structure, tuple(descs), sharing(tensors)), tensors

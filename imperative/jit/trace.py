@@ -16,7 +16,7 @@ from .compiler import Plan, fast_replay
 from .errors import TraceMismatchError
 from .recorder import Checker, Recorder, tracing
 from .replay import StaleBinding, bound_inputs, finish_call, run_steps
-from .tree import flatten, sharing
+from .tree import call_signature, flatten
 
 
 class trace(_core.TraceBase):
@@ -52,10 +52,7 @@ class trace(_core.TraceBase):
         return counts
 
     def _call(self, args, kwargs):
-        tensors = []
-        structure = flatten((args, kwargs), tensors)
-        signature = (structure, tuple([(t._record.shape, t._record.dtype, t._record.device)
-                                       for t in tensors]), sharing(tensors))
+        signature, tensors = call_signature(args, kwargs)
         recordings = self._cache.get(signature)
         if recordings is not None:
             self._cache.move_to_end(signature)
