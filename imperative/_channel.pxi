@@ -233,6 +233,12 @@ cdef class Channel:
         cdef bint fast = False
         cdef long long t0 = _now_ns() if _profiling else 0
         self.check_usable()
+        if _serving:                 # a checked replay serves the op from its plan (its
+            served = _served(op, inputs)     # inputs: served records, which may hold none)
+            if served is not None:
+                if _grad_hook is not None:
+                    _grad_hook(op, inputs, served)
+                return served
         if _deferred: _place_waits(inputs)     # collectives: their waits (_collective.pxi)
         for i in range(n):
             info = inputs[i]
@@ -350,7 +356,8 @@ cdef class Channel:
         kernel raised; the general path then runs the op (again) and reports any error."""
         cdef Py_ssize_t limit
         cdef long long t0 = _now_ns() if _profiling else 0
-        if self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on:
+        if (self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on
+                or _serving):
             return None
         cdef TensorInfo big = a if b is None else _ufunc_result_operand(a, b)
         out_dtype = None if big is None else _ufunc_out_dtype(op, a, b)

@@ -35,11 +35,13 @@ cdef class RecordLog:
     cdef public set excluded_records
     cdef public bint symbolic
     cdef public object value_read_at  # where a symbolic record first read a computed value
+    cdef public set read_by_excluded  # ids of recorded values an excluded op read
 
     def __cinit__(self, *args, **kwargs):
         self.vid, self.holders, self.names, self.data = {}, {}, {}, {}
         self.descs, self.kinds, self.reads, self.steps = [], [], [], []
         self.excluded_records = set()
+        self.read_by_excluded = set()
 
     def new_value(self, TensorInfo info, str kind, object name, object data):
         """A new value for `info`; returns its id."""
@@ -78,6 +80,10 @@ cdef class RecordLog:
         cdef Py_ssize_t n = len(inputs)
         if self.excluded_depth:
             self.excluded_records.update(outputs)
+            for info in inputs:
+                found = self.vid.get(info)
+                if found is not None:
+                    self.read_by_excluded.add(found)
             return 0
         if n == 1:
             ins = (self._value_of(inputs[0]),)
@@ -121,6 +127,13 @@ cdef class RecordLog:
                 and self.value_read_at is None):
             self.value_read_at = _where(_user_code(&lasti), lasti)
         return 0
+
+    def outliving(self):
+        """Ids of the internal values a Tensor still holds (at the end of the call: the
+        results, new values of Parameters and `.grad`s, anything stashed away)."""
+        cdef TensorInfo info
+        return {vid for info, vid in self.vid.items()
+                if info.tensor_refs > 0 and self.kinds[vid] is INTERNAL}
 
     def forget_records(self):
         """The end of the call: drop what ties the log to the call's tensors."""

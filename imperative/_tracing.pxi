@@ -16,6 +16,8 @@ cdef bint _tracing = 0
 cdef unsigned long _tracing_thread = 0
 cdef object _tracer = None     # the active recorder/checker (imperative/jit/recorder.py)
 cdef RecordLog _log = None     # the same when it records: its methods are called in C
+cdef bint _serving = 0         # the tracer checks a call and serves its ops' outputs from
+                               # the compiled plan (Checker.serve): ops are not run anew
 
 
 def start_tracing(tracer):
@@ -36,10 +38,49 @@ def start_tracing(tracer):
 
 
 def stop_tracing():
-    global _tracing, _tracer, _log
+    global _tracing, _tracer, _log, _serving
     _tracing = 0
+    _serving = 0
     _tracer = None
     _log = None
+
+
+def serve_ops(bint on):
+    """While the active tracer checks a call: ask its `serve(op, inputs)` for each op's
+    outputs before running it (a list of records, or None: run the op as always)."""
+    global _serving
+    _serving = on and _tracing
+
+
+cdef object _served(OpDef op, list inputs):
+    if _traced_here():
+        return _tracer.serve(op, inputs)
+    return None
+
+
+_NOT_KEPT_TEXT = ("imp.jit.trace (symbolic=False): the compiled plan serving this checked call "
+                  "kept no value for this tensor (the recorded call neither read it nor let it "
+                  "outlive the call); use it as the recorded call did, or trace anew")
+cdef ErrorRecord _NOT_KEPT = ErrorRecord(RuntimeError(_NOT_KEPT_TEXT), _NOT_KEPT_TEXT)
+_NOT_KEPT.raised = True
+
+
+def served_info(OpDef op, int index, tuple shape, object dtype, object device, object array,
+                list inputs):
+    """A record for output `index` of a served op: `array` (the plan's value) as its
+    value, or, where the plan kept no value (one the recorded call never read and that
+    did not outlive it), unusable with a message saying so."""
+    cdef Channel ch = _channel
+    cdef TensorInfo info = ch.new_info(shape, dtype, as_device(device))
+    info.op = op
+    info.scope = _current_scope
+    info.out_index = index
+    if array is None:
+        info.status = INVALID
+        info.error = _NOT_KEPT
+    else:
+        ch._set_value(info, array, _shared_storage(array, inputs))
+    return info
 
 
 def tracing_active():

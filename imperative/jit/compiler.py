@@ -31,9 +31,10 @@ _PLAIN_KINDS = "biuf"
 class Plan:
     """What every later call of one signature reuses."""
 
-    def __init__(self, recording):
+    def __init__(self, recording, also_kept=()):
         program = recording.program
-        self.kept = kept_values(recording)
+        # (also_kept: values a checked call's ops are served with: replay.served_values)
+        self.kept = kept_values(recording) | set(also_kept)
         self.dies_after = _liveness(program, self.kept)
         self._program = program
         self._constants = None

@@ -31,6 +31,11 @@ class Recording:
         self.pattern = pattern              # grad_pattern() of the recorded call
         self.plan = None                    # compiler.Plan, for a symbolic trace (made at
         self.fast = None                    # the first replay); its _core.FastReplay
+        # symbolic=False: the values a checked call's ops are served with must include
+        # those the recorded call let outlive it or handed to excluded code (the plan
+        # serving it: replay.served_values)
+        self.outliving = set()
+        self.serving_plan = None
         self.bindings = bindings            # external value id -> binding (bindings.py)
         self.grad_effects = grad_effects    # [(binding of the holder, value id or None)]
         self.results_structure = results_structure
@@ -170,6 +175,8 @@ class Recorder(_core.RecordLog, _Tracer):
         pattern = tuple(old is None for _, old in self.grad_writes.values())
         recording = Recording(self, self.bindings, grad_effects, results_structure,
                               self.symbolic, pattern)
+        if not self.symbolic:
+            recording.outliving = self.outliving() | self.read_by_excluded
         self.forget_records()
         self.args = self.rebound = self.grad_writes = None
         return recording
@@ -196,11 +203,12 @@ class Checker(_Tracer):
     """The tracer of a later call of a `symbolic=False` trace: the body runs eagerly, and
     each op it issues must be the recorded one, on the recorded values."""
 
-    def __init__(self, recording, args):
+    def __init__(self, recording, args, served=None):
         super().__init__(False)
         self.recording = recording
         self.program = recording.program
         self.args = args
+        self.served = served         # value id -> array: the ops' outputs, or None (run them)
         self.index = 0
         self.vid = {}                # record -> value id, for the values of this call
         self.puts = {}               # record -> data, for constants made by this call
@@ -226,26 +234,47 @@ class Checker(_Tracer):
         if self.excluded_depth:
             self.excluded_records.update(outputs)
             return
+        step = self._check(op, inputs)
+        for info, vid in zip(outputs, step.outputs):
+            self.vid[info] = vid
+
+    def serve(self, op, inputs):
+        """The outputs of an op about to run, from the plan's values (after the check), or
+        None (excluded code, or no plan serves this call: the op runs)."""
+        if self.served is None or self.excluded_depth:
+            return None
+        step = self._check(op, inputs)
+        values, served, outputs = self.program.values, self.served, []
+        for index, vid in enumerate(step.outputs):
+            v = values[vid]
+            info = _core.served_info(op, index, v.shape, v.dtype, v.device, served.get(vid),
+                                     inputs)
+            self.vid[info] = vid
+            outputs.append(info)
+        return outputs
+
+    def _check(self, op, inputs):
+        """The recorded step `op` must be (TraceMismatchError otherwise); the next one."""
         steps = self.program.steps
         k = self.index
         if k >= len(steps):
             self._mismatch(f"the recorded call issued {len(steps)} ops; this call issued "
                            f"one more, op {k}: {op!r}")
         step = steps[k]
-        if type(op) is not type(step.op) or op != step.op:
+        if op is not step.op and (type(op) is not type(step.op) or op != step.op):
             self._mismatch(f"op {k} differs: recorded {step.op!r} (at {step.where}), "
                            f"issued {op!r}")
         if len(inputs) != len(step.inputs):
             self._mismatch(f"op {k} ({op!r}) has {len(inputs)} inputs; recorded "
                            f"{len(step.inputs)} (at {step.where})")
+        known = self.vid
         for i, (info, vid) in enumerate(zip(inputs, step.inputs)):
-            if not self._same_input(info, vid):
+            if known.get(info) != vid and not self._same_input(info, vid):
                 self._mismatch(f"op {k} ({op!r}) reads another value at input {i} than "
                                f"recorded (at {step.where}): {self._describe(info)}, "
                                f"recorded {self._describe_value(vid)}")
-        for info, vid in zip(outputs, step.outputs):
-            self.vid[info] = vid
         self.index = k + 1
+        return step
 
     def read(self, info, kind):
         vid = self.vid.get(info)
@@ -272,7 +301,9 @@ class Checker(_Tracer):
         value = self.program.values[vid]
         if value.kind == CONSTANT:
             data = info.value if info.handle < 0 else self.puts.get(info)
-            if data is None or not _same_array(data, value.data):
+            # (served from the plan, the recorded constant's bits are what the results
+            # carry: -0.0 for 0.0 or another NaN would not give the eager bits)
+            if data is None or not _same_array(data, value.data, self.served is not None):
                 return False
         elif value.kind == EXTERNAL:
             binding = self.recording.bindings[vid]
@@ -299,9 +330,14 @@ class Checker(_Tracer):
                                  "and the next call records afresh")
 
 
-def _same_array(a, b):
-    return (b is not None and a.dtype == b.dtype and a.shape == b.shape
-            and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+def _same_array(a, b, bits=False):
+    """Equal values (NaN equal to NaN), or with `bits`, equal bits. Equal bits answer at
+    once (a Python scalar's constant: the common case)."""
+    if b is None or a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.tobytes() == b.tobytes():
+        return True
+    return not bits and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
 
 
 _local = threading.local()     # .tracer: the tracer of the call this thread runs now

@@ -15,7 +15,7 @@ from .. import _core
 from .compiler import Plan, fast_replay
 from .errors import TraceMismatchError
 from .recorder import Checker, Recorder, tracing
-from .replay import StaleBinding, bound_inputs, finish_call, run_steps
+from .replay import StaleBinding, bound_inputs, finish_call, run_steps, served_values
 from .tree import call_signature, flatten
 
 
@@ -41,12 +41,14 @@ class trace(_core.TraceBase):
         self.cache_size = cache_size
         self._cache = OrderedDict()          # signature -> [Recording] (by .grad pattern)
         self._last = None                    # the most recent Recording (for dump)
-        self._counts = {"records": 0, "replays": 0, "mismatches": 0}
+        # (served: symbolic=False calls whose ops the compiled plan served)
+        self._counts = {"records": 0, "replays": 0, "mismatches": 0, "served": 0}
         functools.update_wrapper(self, function)
 
     @property
     def stats(self):
-        """records, replays, mismatches (symbolic=False checks that failed), signatures."""
+        """records, replays, mismatches (symbolic=False checks that failed), served
+        (symbolic=False replays served from the compiled plan), signatures."""
         counts = dict(self._counts, signatures=len(self._cache))
         counts["replays"] += self._fast_replays
         return counts
@@ -102,9 +104,12 @@ class trace(_core.TraceBase):
         return result
 
     def _check(self, signature, recording, tensors, args, kwargs):
-        checker = Checker(recording, tensors)
+        # the ops are checked as issued and served from the compiled plan, run here first
+        served = served_values(recording, tensors, Plan)
+        checker = Checker(recording, tensors, served)
         try:
             with tracing(checker):
+                _core.serve_ops(served is not None)
                 result = self.function(*args, **kwargs)
                 checker.finish()
         except TraceMismatchError:
@@ -115,6 +120,7 @@ class trace(_core.TraceBase):
             self._discard(signature, recording)
             raise
         self._counts["replays"] += 1
+        self._counts["served"] += served is not None
         return result
 
     def _discard(self, signature, recording):
