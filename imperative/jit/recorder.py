@@ -77,6 +77,9 @@ def _build_program(log):
     program.steps = [Step(op, ins, outs, site_text(code, lasti),
                           "" if node is None else node.path, node)
                      for op, ins, outs, code, lasti, node in log.steps]
+    for position, vid in enumerate(log.arguments):
+        if not program.values[vid].name:
+            program.values[vid].name = f"arg{position}"
     program.arguments = log.arguments
     program.results = log.results
     program.effects = log.effects
@@ -123,8 +126,8 @@ class Recorder(_core.RecordLog, _Tracer):
         for position, t in enumerate(tensors):
             info = t._record
             vid = self.vid.get(info)
-            if vid is None:
-                vid = self.new_value(info, ARGUMENT, t.name or f"arg{position}", None)
+            if vid is None:            # (unnamed: "arg<position>" when the Program is built)
+                vid = self.new_value(info, ARGUMENT, t.name, None)
                 self.bindings[vid] = ArgumentBinding(position)
             self.arguments.append(vid)
 
