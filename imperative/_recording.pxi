@@ -3,11 +3,13 @@
 # _tracing.pxi call these methods in C, not through Python attribute lookups: recording a
 # call must cost about what running it eagerly does (issue 15: <= 2x an eager call).
 #
-# The log keeps descriptors only: per value its (shape, dtype, device), kind, read flags and,
-# where it has one, a name and data; per op a tuple (op, input ids, output ids, code, offset,
-# scope). The Program of Value and Step objects (imperative/jit/program.py) is built from it
-# when first needed (the first replay, a check, an export): a function called once per
-# signature never pays for it.
+# The log keeps descriptors only, in flat lists that recording adds no container object to
+# (every tuple a call leaves alive is work for the cycle collector, which the objects of a
+# long-lived program make dear): per value its shape, dtype, device, kind, read flags and,
+# where it has one, a name and data; per op the op, its code and offset, its scope, and in
+# `wiring` the counts and ids of its inputs and outputs. The Program of Value and Step
+# objects (imperative/jit/program.py) is built from it when first needed (the first
+# replay, a check, an export): a function called once per signature never pays for it.
 
 cdef class TensorBase          # (imperative/_tensor_base.pxi)
 
@@ -25,12 +27,13 @@ cdef class RecordLog:
     """What a recording call has seen so far, value by value and op by op."""
     cdef public dict vid            # TensorInfo -> value id (while the call runs)
     cdef public dict holders        # a record made outside the call -> the Tensor holding it
-    cdef public list descs          # per value id: (shape, dtype, device)
+    cdef public list shapes, dtypes, devices   # per value id
     cdef public list kinds          # per value id: ARGUMENT, EXTERNAL, CONSTANT or INTERNAL
     cdef public list reads          # per value id: its read flags
     cdef public dict names          # value id -> a readable name (arguments, Parameters)
     cdef public dict data           # value id -> its array (constants; captured externals)
-    cdef public list steps          # per op: (op, input ids, output ids, code, offset, scope)
+    cdef public list ops, codes, offsets, scopes   # per op
+    cdef public list wiring         # per op: n inputs, their ids, n outputs, their ids
     cdef public int excluded_depth  # > 0 inside exclude_from_trace()
     cdef public set excluded_records
     cdef public bint symbolic
@@ -39,7 +42,8 @@ cdef class RecordLog:
 
     def __cinit__(self, *args, **kwargs):
         self.vid, self.holders, self.names, self.data = {}, {}, {}, {}
-        self.descs, self.kinds, self.reads, self.steps = [], [], [], []
+        self.shapes, self.dtypes, self.devices, self.kinds, self.reads = [], [], [], [], []
+        self.ops, self.codes, self.offsets, self.scopes, self.wiring = [], [], [], [], []
         self.excluded_records = set()
         self.read_by_excluded = set()
 
@@ -54,7 +58,9 @@ cdef class RecordLog:
     # (cdef, not cpdef: a cpdef method looks for a Python override on every call)
     cdef Py_ssize_t _new(self, TensorInfo info, str kind, object name, object data) except -1:
         cdef Py_ssize_t vid = len(self.kinds)
-        self.descs.append((info.shape, info.dtype, info.device))
+        self.shapes.append(info.shape)
+        self.dtypes.append(info.dtype)
+        self.devices.append(info.device)
         self.kinds.append(kind)
         self.reads.append(0)
         if name:
@@ -85,19 +91,17 @@ cdef class RecordLog:
                 if found is not None:
                     self.read_by_excluded.add(found)
             return 0
-        if n == 1:
-            ins = (self._value_of(inputs[0]),)
-        elif n == 2:
-            ins = (self._value_of(inputs[0]), self._value_of(inputs[1]))
-        else:
-            ins = tuple([self._value_of(info) for info in inputs])
-        if len(outputs) == 1:
-            outs = (self._new(outputs[0], INTERNAL, None, None),)
-        else:
-            outs = tuple([self._new(info, INTERNAL, None, None) for info in outputs])
-        code = _user_code(&lasti)     # (formatted as file:line only when the Program is built)
-        self.steps.append((op, ins, outs, code, lasti,
-                           (<TensorInfo>outputs[0]).scope if outputs else None))
+        cdef list wiring = self.wiring
+        wiring.append(n)
+        for info in inputs:
+            wiring.append(self._value_of(info))
+        wiring.append(len(outputs))
+        for info in outputs:
+            wiring.append(self._new(info, INTERNAL, None, None))
+        self.ops.append(op)
+        self.codes.append(_user_code(&lasti))   # (file:line when the Program is built)
+        self.offsets.append(lasti)
+        self.scopes.append((<TensorInfo>outputs[0]).scope if outputs else None)
         return 0
 
     cdef int record_put(self, TensorInfo info) except -1:

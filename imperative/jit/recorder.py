@@ -63,8 +63,8 @@ def _build_program(log):
     """The Program of a recorder's log (_core.RecordLog: descriptors, op tuples)."""
     program = Program()
     names, data = log.names, log.data
-    for vid, (desc, kind, reads) in enumerate(zip(log.descs, log.kinds, log.reads)):
-        shape, dtype, device = desc
+    for vid, (shape, dtype, device, kind, reads) in enumerate(
+            zip(log.shapes, log.dtypes, log.devices, log.kinds, log.reads)):
         value = program.new_value(() if shape is None else shape, dtype, kind,
                                   names.get(vid, ""), data.get(vid))
         if shape is None:           # a value-dependent shape, known when its op runs
@@ -73,10 +73,16 @@ def _build_program(log):
         for read_kind, flag in _READ_FLAGS.items():
             if reads & (1 << read_kind):
                 setattr(value, flag, True)
-    site_text = _core.site_text
-    program.steps = [Step(op, ins, outs, site_text(code, lasti),
-                          "" if node is None else node.path, node)
-                     for op, ins, outs, code, lasti, node in log.steps]
+    site_text, wiring, at = _core.site_text, log.wiring, 0
+    for op, code, lasti, node in zip(log.ops, log.codes, log.offsets, log.scopes):
+        n_in = wiring[at]
+        ins = tuple(wiring[at + 1:at + 1 + n_in])
+        at += 1 + n_in
+        n_out = wiring[at]
+        outs = tuple(wiring[at + 1:at + 1 + n_out])
+        at += 1 + n_out
+        program.steps.append(Step(op, ins, outs, site_text(code, lasti),
+                                  "" if node is None else node.path, node))
     for position, vid in enumerate(log.arguments):
         if not program.values[vid].name:
             program.values[vid].name = f"arg{position}"
