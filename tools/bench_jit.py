@@ -1,6 +1,8 @@
 """imp.jit.trace's compiled replay against this project's eager run, numpy, PyTorch (eager
 and torch.compile) and jax.jit, side by side in one process, interleaved over rounds (best
 and median per contender; the JSON holds the ratios the targets of issue 15 are stated in).
+A checked trace (symbolic=False: the body runs, its ops served from the plan) runs beside
+them on the (16,) chain and the small step.
 
     python tools/bench_jit.py [--rounds 5] [--quick] [--no-compile] [--json bench_jit.json]
     python tools/bench_jit.py --leak-replays 1000000      # RSS and handles stay flat
@@ -69,9 +71,11 @@ def chain_contenders(shape, compile_torch):
     yv = rng.standard_normal(shape).astype(np.float32)
     x, y = imp.Tensor(xv), imp.Tensor(yv)
     replay = trace(lambda a, b: _chain(a, b, F.exp, F.tanh), symbolic=True)
+    checked = trace(lambda a, b: _chain(a, b, F.exp, F.tanh), symbolic=False)
     c = {"numpy": lambda: _chain(xv, yv, np.exp, np.tanh),
          "imperative eager": lambda: _chain(x, y, F.exp, F.tanh).numpy(),
-         "imperative replay": lambda: replay(x, y).numpy()}
+         "imperative replay": lambda: replay(x, y).numpy(),
+         "imperative checked": lambda: checked(x, y).numpy()}
     compile_s = {"imperative replay": first_call_seconds(c["imperative replay"])}
     if jax is not None:
         jx, jy = jnp.asarray(xv), jnp.asarray(yv)
@@ -103,8 +107,10 @@ def small_step_contenders(compile_torch):
 
     eager_step = imp_step_fn()
     replay = trace(imp_step_fn(), symbolic=True)
+    checked = trace(imp_step_fn(), symbolic=False)
     c = {"imperative eager": lambda: float(eager_step(x, y)),
-         "imperative replay": lambda: float(replay(x, y))}
+         "imperative replay": lambda: float(replay(x, y)),
+         "imperative checked": lambda: float(checked(x, y))}
     compile_s = {"imperative replay": first_call_seconds(c["imperative replay"])}
     if torch is not None:
         tx, ty = torch.from_numpy(xv), torch.from_numpy(yv.astype(np.int64))
@@ -236,6 +242,8 @@ def main():
     table("20-op chain, (16,) float32", r)
     rep = r["imperative replay"][0]
     ratios["chain16 replay / eager"] = rep / r["imperative eager"][0]
+    ratios["chain16 checked (symbolic=False) / eager"] = (r["imperative checked"][0]
+                                                          / r["imperative eager"][0])
     for other in ("jax.jit", "torch.compile", "torch eager", "numpy"):
         if other in r:
             ratios[f"chain16 replay / {other}"] = rep / r[other][0]
@@ -243,7 +251,7 @@ def main():
     out["first call seconds"] = compile_s
 
     c, _, same = chain_contenders((1024, 1024), False)
-    c = {k: v for k, v in c.items() if k.startswith("imperative") or k == "numpy"}
+    c = {k: v for k, v in c.items() if k in ("numpy", "imperative eager", "imperative replay")}
     r = interleaved(c, 3, args.rounds)
     table("20-op chain, (1024, 1024) float32", r)
     ratios["chain1M replay / eager"] = r["imperative replay"][0] / r["imperative eager"][0]
@@ -254,6 +262,8 @@ def main():
     table("training step, MLP 4x64, batch 8, Adam", r)
     rep = r["imperative replay"][0]
     ratios["small step eager / replay"] = r["imperative eager"][0] / rep
+    ratios["small step checked (symbolic=False) / eager"] = (r["imperative checked"][0]
+                                                             / r["imperative eager"][0])
     for other in ("torch.compile", "torch eager"):
         if other in r:
             ratios[f"small step replay / {other}"] = rep / r[other][0]
