@@ -45,16 +45,19 @@ def stop_tracing():
     _log = None
 
 
+cdef class CheckLog            # (imperative/_checking.pxi)
+
+
 def serve_ops(bint on):
-    """While the active tracer checks a call: ask its `serve(op, inputs)` for each op's
+    """While the active tracer (a CheckLog) checks a call: ask its `serve` for each op's
     outputs before running it (a list of records, or None: run the op as always)."""
     global _serving
-    _serving = on and _tracing
+    _serving = on and _tracing and isinstance(_tracer, CheckLog)
 
 
 cdef object _served(OpDef op, list inputs):
     if _traced_here():
-        return _tracer.serve(op, inputs)
+        return (<CheckLog>_tracer).serve(op, inputs)
     return None
 
 
@@ -65,8 +68,8 @@ cdef ErrorRecord _NOT_KEPT = ErrorRecord(RuntimeError(_NOT_KEPT_TEXT), _NOT_KEPT
 _NOT_KEPT.raised = True
 
 
-def served_info(OpDef op, int index, tuple shape, object dtype, object device, object array,
-                list inputs):
+cdef TensorInfo _served_info(OpDef op, Py_ssize_t index, tuple shape, object dtype,
+                             object device, object array, list inputs):
     """A record for output `index` of a served op: `array` (the plan's value) as its
     value, or, where the plan kept no value (one the recorded call never read and that
     did not outlive it), unusable with a message saying so."""

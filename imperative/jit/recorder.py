@@ -36,6 +36,7 @@ class Recording:
         # serving it: replay.served_values)
         self.outliving = set()
         self.serving_plan = None
+        self.check_tables = None            # recorder._check_tables, for _core.CheckLog
         self.bindings = bindings            # external value id -> binding (bindings.py)
         self.grad_effects = grad_effects    # [(binding of the holder, value id or None)]
         self.results_structure = results_structure
@@ -208,19 +209,25 @@ class Recorder(_core.RecordLog, _Tracer):
         return TensorBinding(tensor)
 
 
-class Checker(_Tracer):
-    """The tracer of a later call of a `symbolic=False` trace: the body runs eagerly, and
-    each op it issues must be the recorded one, on the recorded values."""
+class Checker(_core.CheckLog, _Tracer):
+    """The tracer of a later call of a `symbolic=False` trace: the body runs again, and
+    each op it issues must be the recorded one, on the recorded values. Served from the
+    compiled plan (`served`), the core asks the log's C method for each op's outputs
+    before running it (_checking.pxi), which calls `_check` here for what is not the
+    common case; otherwise each op runs and `op` checks it after."""
 
     def __init__(self, recording, args, served=None):
-        super().__init__(False)
+        _Tracer.__init__(self, False)
         self.recording = recording
         self.program = recording.program
         self.args = args
         self.served = served         # value id -> array: the ops' outputs, or None (run them)
-        self.index = 0
-        self.vid = {}                # record -> value id, for the values of this call
+        self.index = 0               # (vid: record -> value id, for the values of this call)
         self.puts = {}               # record -> data, for constants made by this call
+        if served is not None:
+            if recording.check_tables is None:
+                recording.check_tables = _check_tables(self.program)
+            self.set_record(*recording.check_tables)
         for position, vid in enumerate(self.program.arguments):
             self.vid.setdefault(args[position]._record, vid)
 
@@ -246,21 +253,6 @@ class Checker(_Tracer):
         step = self._check(op, inputs)
         for info, vid in zip(outputs, step.outputs):
             self.vid[info] = vid
-
-    def serve(self, op, inputs):
-        """The outputs of an op about to run, from the plan's values (after the check), or
-        None (excluded code, or no plan serves this call: the op runs)."""
-        if self.served is None or self.excluded_depth:
-            return None
-        step = self._check(op, inputs)
-        values, served, outputs = self.program.values, self.served, []
-        for index, vid in enumerate(step.outputs):
-            v = values[vid]
-            info = _core.served_info(op, index, v.shape, v.dtype, v.device, served.get(vid),
-                                     inputs)
-            self.vid[info] = vid
-            outputs.append(info)
-        return outputs
 
     def _check(self, op, inputs):
         """The recorded step `op` must be (TraceMismatchError otherwise); the next one."""
@@ -337,6 +329,20 @@ class Checker(_Tracer):
         where = f" (issued at {_core.issue_site()})" if site else ""
         raise TraceMismatchError(f"imp.jit.trace: {text}{where}; the trace is discarded "
                                  "and the next call records afresh")
+
+
+def _check_tables(program):
+    """What _core.CheckLog compares and makes: per step its op, input ids and output ids,
+    per value id its (shape, dtype, device), and the dtype and bits of each 0-d constant."""
+    steps, values = program.steps, program.values
+    descs = [None] * (max(values) + 1 if values else 0)
+    scalars = {}
+    for vid, v in values.items():
+        descs[vid] = (v.shape, v.dtype, v.device)
+        if v.kind == CONSTANT and v.data is not None and v.data.ndim == 0:
+            scalars[vid] = (v.data.dtype, v.data.tobytes())
+    return ([s.op for s in steps], [s.inputs for s in steps], [s.outputs for s in steps],
+            descs, scalars)
 
 
 def _same_array(a, b, bits=False):
