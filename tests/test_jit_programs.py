@@ -76,6 +76,21 @@ def test_random_programs_replay_bit_identical(program, seed, symbolic):
     assert traced.stats["records"] == 1 and traced.stats["replays"] == 2
 
 
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_an_op_reading_a_dying_value_twice_frees_its_buffer_once(symbolic):
+    """tanh(x) three times, t1 + t1 (t1 dies there), two more tanh(x), tanh(t1 + t1): the
+    fused pass handed t1's block buffer to two live values when it freed it twice."""
+    program = ((7,), 1, [("unary", 0, 0, 0)] * 3 + [("binary", 0, 1, 1)]
+               + [("unary", 0, 0, 0)] * 2 + [("unary", 0, 4, 0)], 1)
+    traced = trace(lambda *xs: run_program(program, *xs), symbolic=symbolic)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        inputs = fresh_inputs(rng, program)
+        got, want = traced(*inputs)[0].numpy(), run_program(program, *inputs)[0].numpy()
+        assert got.tobytes() == want.tobytes()
+        np.testing.assert_allclose(got, np.tanh(2 * np.tanh(inputs[0].numpy())), rtol=1e-6)
+
+
 def _rss_kib():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() // 1024
