@@ -233,6 +233,12 @@ cdef class Channel:
         cdef bint fast = False
         cdef long long t0 = _now_ns() if _profiling else 0
         self.check_usable()
+        if _serving:                 # a checked replay serves the op from its plan (its
+            served = _served(op, inputs)     # inputs: served records, which may hold none)
+            if served is not None:
+                if _grad_hook is not None:
+                    _grad_hook(op, inputs, served)
+                return served
         if _deferred: _place_waits(inputs)     # collectives: their waits (_collective.pxi)
         for i in range(n):
             info = inputs[i]
@@ -288,6 +294,7 @@ cdef class Channel:
         if _run_tiny(self, op, inputs, outputs, fast):     # ran: no Command (_tiny.pxi)
             if _grad_hook is not None:
                 _grad_hook(op, inputs, outputs)
+            if _tracing: _trace_op(op, inputs, outputs)
             return outputs
         cdef Command cmd = Command.__new__(Command)
         cmd.kind = CMD_APPLY
@@ -352,7 +359,8 @@ cdef class Channel:
         kernel raised; the general path then runs the op (again) and reports any error."""
         cdef Py_ssize_t limit
         cdef long long t0 = _now_ns() if _profiling else 0
-        if self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on or _tracing:
+        if (self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on
+                or _serving):
             return None
         cdef TensorInfo big = a if b is None else _ufunc_result_operand(a, b)
         out_dtype = None if big is None else _ufunc_out_dtype(op, a, b)
@@ -379,8 +387,11 @@ cdef class Channel:
         info.scope = _current_scope
         if _profiling and t0:
             _record_host_op(t0, op, a, b, info)
-        if _grad_hook is not None:
-            _grad_hook(op, [a] if b is None else [a, b], [info])
+        if _grad_hook is not None or _tracing:
+            ins = [a] if b is None else [a, b]
+            if _grad_hook is not None:
+                _grad_hook(op, ins, [info])
+            if _tracing: _trace_op(op, ins, [info])
         return info
 
     cdef int _run_inline(self, Command cmd, bint raise_original) except -1:

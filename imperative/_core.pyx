@@ -43,7 +43,9 @@ include "_device.pxi"         # Device, DeviceStats
 include "_records.pxi"        # Storage, ErrorRecord, TensorInfo, Command, OpDef
 include "_trace.pxi"          # the profiler's and scopes' recording
 include "_errors.pxi"         # AsyncError, where ops were issued
+include "_recording.pxi"      # imp.jit.trace's recording log, op by op in C
 include "_tracing.pxi"        # imp.jit.trace's hooks: ops, constants, rebinding, reads
+include "_checking.pxi"       # imp.jit.trace's checked calls, op by op in C
 include "_channel.pxi"        # the Channel, caller side
 include "_tiny.pxi"           # host-compute decisions, the tiny-op path without a Command
 include "_worker.pxi"         # the worker thread and the queue to it

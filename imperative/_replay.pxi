@@ -78,34 +78,47 @@ cdef class FastReplay:
         for i, k in zip([i for i, a in enumerate(args) if a[0]], same_as):
             self.same_as[i] = k
 
-    cdef object call(self, tuple args):
+    cdef list bound(self, tuple args):
+        """The signature check of a call and its plan's input records; None when the call
+        is not this recording's (a cached signature's lookup: bench_jit times it)."""
         cdef Py_ssize_t i, n = len(args)
         cdef TensorInfo info
         if n != len(self.arg_kinds) or not plan_may_run():
-            return FAST_MISS
+            return None
         for i in range(n):
             a = args[i]
             if self.arg_kinds[i]:
                 if not isinstance(a, TensorBase):
-                    return FAST_MISS
+                    return None
                 info = (<TensorBase>a)._info
                 if (info.dtype is not self.arg_b[i] or info.device is not self.arg_c[i]
                         or (info.shape is not self.arg_a[i] and info.shape != self.arg_a[i])):
-                    return FAST_MISS
+                    return None
                 if not _shares_as_recorded(args, i, <Py_ssize_t>self.same_as[i], info):
-                    return FAST_MISS
+                    return None
             elif type(a) is not self.arg_a[i] or a != self.arg_b[i]:
-                return FAST_MISS
+                return None
         for kind, ref, _, empty in self.grads:
             holder = _bound_holder(kind, ref, args)
             if holder is None or ((<TensorBase>holder)._grad_slot is None) != empty:
-                return FAST_MISS
+                return None
         cdef list infos = []
         for i in range(len(self.in_kinds)):
             info = _bound_record(self.in_kinds[i], self.in_refs[i], args)
             if info is None:
-                return FAST_MISS
+                return None
             infos.append(info)
+        return infos
+
+    def lookup(self, *args):
+        """True when a call with these positional arguments is this recording's (the check
+        alone, for measuring it)."""
+        return self.bound(args) is not None
+
+    cdef object call(self, tuple args):
+        cdef list infos = self.bound(args)
+        if infos is None:
+            return FAST_MISS
         cdef list outs = run_plan(self.op, self.plan, infos, self.largest)
         for kind, ref, k in self.effects:
             holder = _bound_holder(kind, ref, args)
@@ -133,3 +146,53 @@ cdef class TraceBase:
                 self._fast_replays += 1
                 return result
         return self._call(args, kwargs)
+
+
+# ---- a call's signature (imperative/jit/tree.py re-exports these): every recording and every
+# call the fast replay declines computes one, so it is C too
+
+TENSOR = "T"     # a Tensor leaf's tag in a structure
+
+
+cpdef object flatten(object obj, list tensors):
+    """The hashable structure of `obj` (tuples, lists and dicts walked at any depth, other
+    values kept); its Tensors are appended to `tensors`."""
+    if isinstance(obj, TensorBase):
+        tensors.append(obj)
+        return TENSOR
+    kind = type(obj)
+    if kind is tuple:
+        return ("tuple", tuple([flatten(x, tensors) for x in <tuple>obj]))
+    if kind is list:
+        return ("list", tuple([flatten(x, tensors) for x in <list>obj]))
+    if kind is dict:
+        return ("dict", tuple([(k, flatten(v, tensors)) for k, v in (<dict>obj).items()]))
+    try:
+        hash(obj)
+    except TypeError:
+        raise TypeError(f"imp.jit.trace: an argument or result of type {kind.__name__} is "
+                        "neither a Tensor, a tuple, list or dict of them, nor hashable "
+                        "(non-tensor arguments key the trace's cache)") from None
+    return ("=", kind, obj)
+
+
+cpdef tuple sharing(list tensors):
+    """For each Tensor, the position of the first one holding the same record: the program
+    reads an argument given twice (f(x, x)) as one value, so that is part of a signature."""
+    cdef dict first = {}
+    cdef Py_ssize_t i
+    return tuple([first.setdefault((<TensorBase>tensors[i])._info, i)
+                  for i in range(len(tensors))])
+
+
+def call_signature(tuple args, dict kwargs):
+    """(signature, tensors) of a call: the arguments' structure with their non-tensor
+    values, each Tensor's shape, dtype and device, and which Tensors share a record."""
+    cdef list tensors = []
+    cdef TensorInfo info
+    structure = flatten((args, kwargs), tensors)
+    descs = []
+    for t in tensors:
+        info = (<TensorBase>t)._info
+        descs.append((info.shape, info.dtype, info.device))
+    return (structure, tuple(descs), sharing(tensors)), tensors

@@ -35,11 +35,11 @@ cdef inline bint _is_tiny(list inputs, list outputs, bint skip_first):
 
 cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast) except -1:
     """Run `op` now, without a Command, when host compute takes it (inputs resident, small,
-    or async level 0), no memory manager, profile or trace watches (a trace sees every op at
-    the end of dispatch), and it may run twice (not an RNG op: a kernel that raises here
+    or async level 0), no memory manager or profile watches (a trace is told of the op by
+    dispatch all the same), and it may run twice (not an RNG op: a kernel that raises here
     runs again on the general path). True when it ran."""
     cdef TensorInfo info
-    if self._memory_on or _profiling or _tracing or not op.recomputable:
+    if self._memory_on or _profiling or not op.recomputable:
         return False
     for info in inputs:
         if info.status != PRODUCED or info.packed:

@@ -52,7 +52,9 @@ def test_replay_is_bit_identical_to_eager_and_matches_numpy(rng, symbolic, shape
         got = traced(x, y).numpy()
         assert same_bits(got, chain(x, y).numpy())
         np.testing.assert_allclose(got, numpy_chain(x.numpy(), y.numpy()), rtol=1e-6)
-    assert traced.stats == {"records": 1, "replays": 2, "mismatches": 0, "signatures": 1}
+    # (symbolic=False: the two checked calls' ops were served by the compiled plan)
+    assert traced.stats == {"records": 1, "replays": 2, "mismatches": 0, "signatures": 1,
+                            "served": 0 if symbolic else 2}
 
 
 def test_long_chains_and_mixed_shapes_compile(rng):
@@ -220,7 +222,8 @@ def test_nested_traces_are_refused_and_errors_discard_the_record(rng):
     assert traced.stats["signatures"] == 0
     fail["on"] = False
     assert same_bits(traced(x).numpy(), (x + 1.0).numpy())
-    assert traced.stats == {"records": 1, "replays": 0, "mismatches": 0, "signatures": 1}
+    assert traced.stats == {"records": 1, "replays": 0, "mismatches": 0, "signatures": 1,
+                            "served": 0}
 
 
 def test_structures_kwargs_and_returned_arguments(rng):
@@ -333,6 +336,7 @@ def test_training_step_replays_bit_identical_to_the_eager_loop(rng, symbolic, op
         for k in s1:
             assert same_bits(s1[k].numpy(), s2[k].numpy()), k
     assert traced.stats["records"] == 1 and traced.stats["replays"] == 3
+    assert traced.stats["served"] == (0 if symbolic else 3)   # checked calls: from the plan
 
 
 def test_gradients_land_in_grad_and_accumulate(rng):

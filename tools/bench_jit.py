@@ -1,6 +1,8 @@
 """imp.jit.trace's compiled replay against this project's eager run, numpy, PyTorch (eager
 and torch.compile) and jax.jit, side by side in one process, interleaved over rounds (best
 and median per contender; the JSON holds the ratios the targets of issue 15 are stated in).
+A checked trace (symbolic=False: the body runs, its ops served from the plan) runs beside
+them on the (16,) chain and the small step.
 
     python tools/bench_jit.py [--rounds 5] [--quick] [--no-compile] [--json bench_jit.json]
     python tools/bench_jit.py --leak-replays 1000000      # RSS and handles stay flat
@@ -8,7 +10,8 @@ and median per contender; the JSON holds the ratios the targets of issue 15 are 
 Rows: a chain of 20 elementwise ops (x * y + 1, tanh, - y, exp(x * 0.25), / 2, four times)
 on (16,) and on (1024, 1024) float32, each call reading its result back to numpy; a small
 dispatch-bound training step (MLP 4x64, batch 8, Adam); bench_train.py's MLP step (8 layers
-of 1024, batch 256, SGD); the cost of recording a call and of a cached signature's lookup.
+of 1024, batch 256, SGD); the cost of recording a call (the plan is compiled at the first
+replay: recording with it is a row too) and of a cached signature's lookup.
 jax and torch.compile are measured where installed (neither is a dependency); the first
 call of each compiled contender (its compile time) is reported apart.
 """
@@ -68,9 +71,11 @@ def chain_contenders(shape, compile_torch):
     yv = rng.standard_normal(shape).astype(np.float32)
     x, y = imp.Tensor(xv), imp.Tensor(yv)
     replay = trace(lambda a, b: _chain(a, b, F.exp, F.tanh), symbolic=True)
+    checked = trace(lambda a, b: _chain(a, b, F.exp, F.tanh), symbolic=False)
     c = {"numpy": lambda: _chain(xv, yv, np.exp, np.tanh),
          "imperative eager": lambda: _chain(x, y, F.exp, F.tanh).numpy(),
-         "imperative replay": lambda: replay(x, y).numpy()}
+         "imperative replay": lambda: replay(x, y).numpy(),
+         "imperative checked": lambda: checked(x, y).numpy()}
     compile_s = {"imperative replay": first_call_seconds(c["imperative replay"])}
     if jax is not None:
         jx, jy = jnp.asarray(xv), jnp.asarray(yv)
@@ -102,8 +107,10 @@ def small_step_contenders(compile_torch):
 
     eager_step = imp_step_fn()
     replay = trace(imp_step_fn(), symbolic=True)
+    checked = trace(imp_step_fn(), symbolic=False)
     c = {"imperative eager": lambda: float(eager_step(x, y)),
-         "imperative replay": lambda: float(replay(x, y))}
+         "imperative replay": lambda: float(replay(x, y)),
+         "imperative checked": lambda: float(checked(x, y))}
     compile_s = {"imperative replay": first_call_seconds(c["imperative replay"])}
     if torch is not None:
         tx, ty = torch.from_numpy(xv), torch.from_numpy(yv.astype(np.int64))
@@ -149,19 +156,39 @@ def big_mlp_contenders():
 
 
 def record_and_lookup(rounds):
-    """Recording a call of the (16,) chain against an eager call; the per-call cost of a
-    cached signature (the traced call less the plan it runs)."""
+    """Recording a call of the (16,) chain against an eager call (and recording with the
+    first replay, which compiles the plan); a cached signature's lookup (the C check of the
+    arguments against the recording, FastReplay.lookup, less the cost of calling it from
+    Python) beside the replay call and its plan alone."""
     rng = np.random.default_rng(1)
     x = imp.Tensor(rng.standard_normal(16).astype(np.float32))
     y = imp.Tensor(rng.standard_normal(16).astype(np.float32))
     fn = lambda a, b: _chain(a, b, F.exp, F.tanh)  # noqa: E731
     replay = trace(fn, symbolic=True)
     replay(x, y)
+    replay(x, y)                       # the first replay compiles the plan
     plan = replay._last.plan
     infos = [t._record for t in (x, y)]
+
+    calls = 50
+    # each timed call records on a trace made beforehand (making the decorator is not part
+    # of recording a call) and dropped after it: warm-up plus `rounds` timings of `calls`
+    # calls each
+    fresh = [trace(fn, symbolic=True) for _ in range(2 * calls * (rounds + 1))]
+
+    def record_and_replay():
+        traced = fresh.pop()
+        traced(x, y)
+        return traced(x, y)
     record = interleaved({"eager call": lambda: fn(x, y),
-                          "recording call": lambda: trace(fn, symbolic=True)(x, y)}, 50, rounds)
-    lookup = interleaved({"replay call": lambda: replay(x, y),
+                          "recording call": lambda: fresh.pop()(x, y),
+                          "recording + 1st replay": record_and_replay}, calls, rounds)
+    fast = replay._fast
+    lookup = interleaved({"signature lookup": lambda: fast.lookup(x, y),
+                          # (the same call declined at once, on its argument count: what
+                          # calling it from Python costs, taken off the lookup's figure)
+                          "lookup, no arguments": lambda: fast.lookup(),
+                          "replay call": lambda: replay(x, y),
                           "its plan alone": lambda: imp._core.run_plan(
                               plan.op, plan.compiled, infos, plan.largest)}, 20000, rounds)
     return {**record, **lookup}
@@ -219,6 +246,8 @@ def main():
     table("20-op chain, (16,) float32", r)
     rep = r["imperative replay"][0]
     ratios["chain16 replay / eager"] = rep / r["imperative eager"][0]
+    ratios["chain16 checked (symbolic=False) / eager"] = (r["imperative checked"][0]
+                                                          / r["imperative eager"][0])
     for other in ("jax.jit", "torch.compile", "torch eager", "numpy"):
         if other in r:
             ratios[f"chain16 replay / {other}"] = rep / r[other][0]
@@ -226,7 +255,7 @@ def main():
     out["first call seconds"] = compile_s
 
     c, _, same = chain_contenders((1024, 1024), False)
-    c = {k: v for k, v in c.items() if k.startswith("imperative") or k == "numpy"}
+    c = {k: v for k, v in c.items() if k in ("numpy", "imperative eager", "imperative replay")}
     r = interleaved(c, 3, args.rounds)
     table("20-op chain, (1024, 1024) float32", r)
     ratios["chain1M replay / eager"] = r["imperative replay"][0] / r["imperative eager"][0]
@@ -237,6 +266,8 @@ def main():
     table("training step, MLP 4x64, batch 8, Adam", r)
     rep = r["imperative replay"][0]
     ratios["small step eager / replay"] = r["imperative eager"][0] / rep
+    ratios["small step checked (symbolic=False) / eager"] = (r["imperative checked"][0]
+                                                             / r["imperative eager"][0])
     for other in ("torch.compile", "torch eager"):
         if other in r:
             ratios[f"small step replay / {other}"] = rep / r[other][0]
@@ -249,7 +280,9 @@ def main():
     r = record_and_lookup(args.rounds)
     table("recording and lookup, (16,) chain", r)
     ratios["record / eager call"] = r["recording call"][0] / r["eager call"][0]
-    out["signature lookup us"] = (r["replay call"][0] - r["its plan alone"][0]) * 1e6
+    ratios["record + first replay / eager call"] = (r["recording + 1st replay"][0]
+                                                    / r["eager call"][0])
+    out["signature lookup us"] = (r["signature lookup"][0] - r["lookup, no arguments"][0]) * 1e6
 
     out["ratios"] = ratios
     print("\n" + json.dumps(out, indent=1, default=str))

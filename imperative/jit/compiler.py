@@ -31,9 +31,10 @@ _PLAIN_KINDS = "biuf"
 class Plan:
     """What every later call of one signature reuses."""
 
-    def __init__(self, recording):
+    def __init__(self, recording, also_kept=()):
         program = recording.program
-        self.kept = kept_values(recording)
+        # (also_kept: values a checked call's ops are served with: replay.served_values)
+        self.kept = kept_values(recording) | set(also_kept)
         self.dies_after = _liveness(program, self.kept)
         self._program = program
         self._constants = None
@@ -240,7 +241,9 @@ def _fused(group, values, readers, plan):
                 operands[vid] = len(layout)
                 layout.append((kind, vid, v.dtype.itemsize, -1))
             args.append(operands[vid])
-        for vid in step.inputs:       # buffers that die here can take the output
+        # buffers that die here can take the output (each once: an op may read a value
+        # twice, x + x, and a buffer freed twice would be handed to two live values)
+        for vid in dict.fromkeys(step.inputs):
             o = operands[vid]
             if layout[o][0] == "temp" and last_read.get(vid) == k:
                 free_slots.append(layout[o][3])

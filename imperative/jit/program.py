@@ -12,11 +12,10 @@ from typing import Optional
 
 import numpy as np
 
-# how a value entered the program (API.md §9)
-ARGUMENT = "argument"   # a tensor passed in as an argument (any depth of args/kwargs)
-EXTERNAL = "external"   # a tensor made outside and reached otherwise (a Parameter, a global)
-CONSTANT = "constant"   # a Python scalar or array literal, compared by value on later calls
-INTERNAL = "internal"   # made by a step of this program
+# how a value entered the program (API.md §9): argument, external (a Parameter, a global),
+# constant (a Python scalar or array literal) or internal (made by a step); the core's
+# recording log (imperative/_recording.pxi) tags values with them
+from .._core import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL  # noqa: F401
 
 
 @dataclass

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .. import _core
-from .._core import READ_DATA, READ_SHAPE, READ_VALUE, TensorBase
+from .._core import READ_DATA, READ_SHAPE, READ_VALUE
 from .bindings import ArgumentBinding, FixedBinding, GradBinding, TensorBinding
 from .errors import READ_MESSAGES, TraceMismatchError, TraceReadError, TraceValueReadWarning
 from .program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL, Program, Step
@@ -22,17 +22,32 @@ _READ_FLAGS = {READ_SHAPE: "shape_read", READ_VALUE: "value_read", READ_DATA: "d
 
 class Recording:
     """What one recorded call leaves: the program, where each of its external values is
-    found at a later call, the `.grad` slots it writes, and its results' structure."""
+    found at a later call, the `.grad` slots it writes, and its results' structure. The
+    Program is built from the recorder's log when first asked for (`program`)."""
 
-    def __init__(self, program, bindings, grad_effects, results_structure, symbolic, pattern):
-        self.program = program
+    def __init__(self, log, bindings, grad_effects, results_structure, symbolic, pattern):
+        self._log = log
+        self._program = None
         self.pattern = pattern              # grad_pattern() of the recorded call
-        self.plan = None                    # compiler.Plan, for a symbolic trace
-        self.fast = None                    # its _core.FastReplay, where one applies
+        self.plan = None                    # compiler.Plan, for a symbolic trace (made at
+        self.fast = None                    # the first replay); its _core.FastReplay
+        # symbolic=False: the values a checked call's ops are served with must include
+        # those the recorded call let outlive it or handed to excluded code (the plan
+        # serving it: replay.served_values)
+        self.outliving = set()
+        self.serving_plan = None
+        self.check_tables = None            # recorder._check_tables, for _core.CheckLog
         self.bindings = bindings            # external value id -> binding (bindings.py)
         self.grad_effects = grad_effects    # [(binding of the holder, value id or None)]
         self.results_structure = results_structure
         self.symbolic = symbolic
+
+    @property
+    def program(self):
+        if self._program is None:
+            self._program = _build_program(self._log)
+            self._log = None
+        return self._program
 
     def grad_pattern(self, args):
         """Which written `.grad` slots are empty now: code like GradManager's (`old + grad`
@@ -43,6 +58,39 @@ class Recording:
 def _grad_is_none(binding, args):
     holder = binding.holder(args)
     return holder is None or holder._grad_slot is None
+
+
+def _build_program(log):
+    """The Program of a recorder's log (_core.RecordLog: descriptors, op tuples)."""
+    program = Program()
+    names, data = log.names, log.data
+    for vid, (shape, dtype, device, kind, reads) in enumerate(
+            zip(log.shapes, log.dtypes, log.devices, log.kinds, log.reads)):
+        value = program.new_value(() if shape is None else shape, dtype, kind,
+                                  names.get(vid, ""), data.get(vid))
+        if shape is None:           # a value-dependent shape, known when its op runs
+            value.shape = None
+        value.device = device
+        for read_kind, flag in _READ_FLAGS.items():
+            if reads & (1 << read_kind):
+                setattr(value, flag, True)
+    site_text, wiring, at = _core.site_text, log.wiring, 0
+    for op, code, lasti, node in zip(log.ops, log.codes, log.offsets, log.scopes):
+        n_in = wiring[at]
+        ins = tuple(wiring[at + 1:at + 1 + n_in])
+        at += 1 + n_in
+        n_out = wiring[at]
+        outs = tuple(wiring[at + 1:at + 1 + n_out])
+        at += 1 + n_out
+        program.steps.append(Step(op, ins, outs, site_text(code, lasti),
+                                  "" if node is None else node.path, node))
+    for position, vid in enumerate(log.arguments):
+        if not program.values[vid].name:
+            program.values[vid].name = f"arg{position}"
+    program.arguments = log.arguments
+    program.results = log.results
+    program.effects = log.effects
+    return program
 
 
 class _Tracer:
@@ -62,55 +110,33 @@ class _Tracer:
         self.excluded_depth += 1
 
 
-class Recorder(_Tracer):
-    """The tracer of a first call: every op becomes a Step, every tensor a Value."""
+class Recorder(_core.RecordLog, _Tracer):
+    """The tracer of a first call: every op becomes a step, every tensor a value. The core
+    calls the log's C methods for each op, constant, operand and read (_recording.pxi);
+    what is left here happens a few times a call (arguments, externals, effects)."""
 
     def __init__(self, symbolic, capture_as_const):
-        super().__init__(symbolic)
+        _Tracer.__init__(self, symbolic)
         self.capture_as_const = capture_as_const
-        self.program = Program()
-        self.vid = {}            # TensorInfo -> value id
         self.bindings = {}       # external value id -> binding
-        self.holders = {}        # a record made outside the call -> the Tensor seen holding it
         self.rebound = {}        # id(tensor) -> (tensor, its record at the first rebinding)
         self.grad_writes = {}    # id(tensor) -> (tensor, its .grad before the first write)
         self.args = []
-        self.value_read_at = None     # where a symbolic record first read a computed value
+        self.arguments = []      # value ids of the tensor arguments, by position
+        self.results = []        # value ids of the tensor results
+        self.effects = []        # (external value id, value id whose contents it takes)
 
-    # ---- what the core reports
+    # ---- what the core reports through Python
 
     def bind_arguments(self, tensors):
         self.args = tensors
         for position, t in enumerate(tensors):
             info = t._record
             vid = self.vid.get(info)
-            if vid is None:
-                vid = self._new(info, ARGUMENT, t.name or f"arg{position}")
+            if vid is None:            # (unnamed: "arg<position>" when the Program is built)
+                vid = self.new_value(info, ARGUMENT, t.name, None)
                 self.bindings[vid] = ArgumentBinding(position)
-            self.program.arguments.append(vid)
-
-    def inputs(self, operands):
-        for t in operands:
-            if isinstance(t, TensorBase):
-                info = t._record
-                if info not in self.vid and info not in self.holders:
-                    self.holders[info] = t
-
-    def put(self, info):
-        if self.excluded_depth:
-            self.excluded_records.add(info)
-        else:
-            self._new(info, CONSTANT, data=info.value)
-
-    def op(self, op, inputs, outputs):
-        if self.excluded_depth:
-            self.excluded_records.update(outputs)
-            return
-        ins = tuple([self._value_of(info) for info in inputs])
-        outs = tuple([self._new(info, INTERNAL) for info in outputs])
-        node = outputs[0].scope if outputs else None
-        # (where: the code and offset now, `file:line` at the end of the call)
-        self.program.steps.append(Step(op, ins, outs, _core.issue_code(), "", scope_node=node))
+            self.arguments.append(vid)
 
     def rebind(self, tensor, old):
         self.rebound.setdefault(id(tensor), (tensor, old))
@@ -118,33 +144,7 @@ class Recorder(_Tracer):
     def grad_write(self, tensor, old):
         self.grad_writes.setdefault(id(tensor), (tensor, old))
 
-    def read(self, info, kind):
-        vid = self.vid.get(info)
-        if vid is not None and not self.excluded_depth:
-            value = self.program.values[vid]
-            setattr(value, _READ_FLAGS[kind], True)
-            if self.symbolic and kind != READ_SHAPE and value.kind == INTERNAL \
-                    and self.value_read_at is None:
-                self.value_read_at = _core.issue_site()
-
     # ---- values
-
-    def _new(self, info, kind, name="", data=None):
-        shape = info.shape
-        value = self.program.new_value(() if shape is None else shape, info.dtype, kind, name, data)
-        if shape is None:           # a value-dependent shape, known when its op runs
-            value.shape = None
-        value.device = info.device
-        self.vid[info] = value.id
-        return value.id
-
-    def _value_of(self, info):
-        vid = self.vid.get(info)
-        if vid is not None:
-            return vid
-        if info.handle < 0:        # a Python scalar operand's 0-d constant
-            return self._new(info, CONSTANT, data=info.value)
-        return self._external(info)
 
     def _external(self, info, holder=None):
         excluded = info in self.excluded_records
@@ -153,7 +153,7 @@ class Recorder(_Tracer):
         if self.capture_as_const and not excluded:
             data = np.array(_core.channel().get_value(info), copy=True)
         name = getattr(holder, "name", "") or ""
-        vid = self._new(info, EXTERNAL, name, data)
+        vid = self.new_value(info, EXTERNAL, name, data)
         self.bindings[vid] = (None if excluded else
                               FixedBinding(info) if holder is None else TensorBinding(holder))
         return vid
@@ -161,45 +161,46 @@ class Recorder(_Tracer):
     # ---- the end of the call
 
     def finish(self, result_tensors, results_structure):
-        program = self.program
         if self.value_read_at is not None:
             warnings.warn(f"imp.jit.trace(symbolic=True): the traced function read the value "
                           f"of a tensor it computed (at {self.value_read_at}); later calls do "
                           "not run its Python body, so whatever it decided from that value "
                           "is replayed as recorded (read it outside, or use symbolic=False)",
                           TraceValueReadWarning, stacklevel=4)
-        for step in program.steps:
-            step.where = _core.site_text(*step.where)
-            step.scope = "" if step.scope_node is None else step.scope_node.path
         for t in result_tensors:
             info = t._record
-            program.results.append(self.vid[info] if info in self.vid
-                                   else self._external(info, holder=t))
+            vid = self.vid.get(info)
+            self.results.append(vid if vid is not None else self._external(info, holder=t))
         for tensor, old in self.rebound.values():
             self._rebinding_effect(tensor, old)
         grad_effects = []
         for tensor, old in self.grad_writes.values():
-            if old is not None and program.values.get(self.vid.get(old._record)) is not None \
-                    and program.values[self.vid[old._record]].kind == EXTERNAL:
+            old_vid = None if old is None else self.vid.get(old._record)
+            if old_vid is not None and self.kinds[old_vid] == EXTERNAL:
                 # the call read the .grad it found (accumulation): read the slot afresh
-                self.bindings[self.vid[old._record]] = GradBinding(tensor)
+                self.bindings[old_vid] = GradBinding(tensor)
             new = tensor._grad_slot
             grad_effects.append((self._holder_binding(tensor),
-                                 None if new is None else self._value_of(new._record)))
+                                 None if new is None else self.value_of(new._record)))
         pattern = tuple(old is None for _, old in self.grad_writes.values())
-        return Recording(program, self.bindings, grad_effects, results_structure,
-                         self.symbolic, pattern)
+        recording = Recording(self, self.bindings, grad_effects, results_structure,
+                              self.symbolic, pattern)
+        if not self.symbolic:
+            recording.outliving = self.outliving() | self.read_by_excluded
+        self.forget_records()
+        self.args = self.rebound = self.grad_writes = None
+        return recording
 
     def _rebinding_effect(self, tensor, old):
         old_vid = self.vid.get(old)
-        if old_vid is not None and self.program.values[old_vid].kind in (INTERNAL, CONSTANT):
+        if old_vid is not None and self.kinds[old_vid] in (INTERNAL, CONSTANT):
             return                          # a tensor made inside the call
         if old_vid is None:                 # rebound without being read
             old_vid = self._external(old, holder=tensor)
         binding = self.bindings.get(old_vid)
         if not isinstance(binding, ArgumentBinding):
             self.bindings[old_vid] = TensorBinding(tensor)
-        self.program.effects.append((old_vid, self._value_of(tensor._record)))
+        self.effects.append((old_vid, self.value_of(tensor._record)))
 
     def _holder_binding(self, tensor):
         for position, t in enumerate(self.args):
@@ -208,18 +209,25 @@ class Recorder(_Tracer):
         return TensorBinding(tensor)
 
 
-class Checker(_Tracer):
-    """The tracer of a later call of a `symbolic=False` trace: the body runs eagerly, and
-    each op it issues must be the recorded one, on the recorded values."""
+class Checker(_core.CheckLog, _Tracer):
+    """The tracer of a later call of a `symbolic=False` trace: the body runs again, and
+    each op it issues must be the recorded one, on the recorded values. Served from the
+    compiled plan (`served`), the core asks the log's C method for each op's outputs
+    before running it (_checking.pxi), which calls `_check` here for what is not the
+    common case; otherwise each op runs and `op` checks it after."""
 
-    def __init__(self, recording, args):
-        super().__init__(False)
+    def __init__(self, recording, args, served=None):
+        _Tracer.__init__(self, False)
         self.recording = recording
         self.program = recording.program
         self.args = args
-        self.index = 0
-        self.vid = {}                # record -> value id, for the values of this call
+        self.served = served         # value id -> array: the ops' outputs, or None (run them)
+        self.index = 0               # (vid: record -> value id, for the values of this call)
         self.puts = {}               # record -> data, for constants made by this call
+        if served is not None:
+            if recording.check_tables is None:
+                recording.check_tables = _check_tables(self.program)
+            self.set_record(*recording.check_tables)
         for position, vid in enumerate(self.program.arguments):
             self.vid.setdefault(args[position]._record, vid)
 
@@ -242,26 +250,32 @@ class Checker(_Tracer):
         if self.excluded_depth:
             self.excluded_records.update(outputs)
             return
+        step = self._check(op, inputs)
+        for info, vid in zip(outputs, step.outputs):
+            self.vid[info] = vid
+
+    def _check(self, op, inputs):
+        """The recorded step `op` must be (TraceMismatchError otherwise); the next one."""
         steps = self.program.steps
         k = self.index
         if k >= len(steps):
             self._mismatch(f"the recorded call issued {len(steps)} ops; this call issued "
                            f"one more, op {k}: {op!r}")
         step = steps[k]
-        if type(op) is not type(step.op) or op != step.op:
+        if op is not step.op and (type(op) is not type(step.op) or op != step.op):
             self._mismatch(f"op {k} differs: recorded {step.op!r} (at {step.where}), "
                            f"issued {op!r}")
         if len(inputs) != len(step.inputs):
             self._mismatch(f"op {k} ({op!r}) has {len(inputs)} inputs; recorded "
                            f"{len(step.inputs)} (at {step.where})")
+        known = self.vid
         for i, (info, vid) in enumerate(zip(inputs, step.inputs)):
-            if not self._same_input(info, vid):
+            if known.get(info) != vid and not self._same_input(info, vid):
                 self._mismatch(f"op {k} ({op!r}) reads another value at input {i} than "
                                f"recorded (at {step.where}): {self._describe(info)}, "
                                f"recorded {self._describe_value(vid)}")
-        for info, vid in zip(outputs, step.outputs):
-            self.vid[info] = vid
         self.index = k + 1
+        return step
 
     def read(self, info, kind):
         vid = self.vid.get(info)
@@ -288,7 +302,9 @@ class Checker(_Tracer):
         value = self.program.values[vid]
         if value.kind == CONSTANT:
             data = info.value if info.handle < 0 else self.puts.get(info)
-            if data is None or not _same_array(data, value.data):
+            # (served from the plan, the recorded constant's bits are what the results
+            # carry: -0.0 for 0.0 or another NaN would not give the eager bits)
+            if data is None or not _same_array(data, value.data, self.served is not None):
                 return False
         elif value.kind == EXTERNAL:
             binding = self.recording.bindings[vid]
@@ -315,9 +331,28 @@ class Checker(_Tracer):
                                  "and the next call records afresh")
 
 
-def _same_array(a, b):
-    return (b is not None and a.dtype == b.dtype and a.shape == b.shape
-            and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+def _check_tables(program):
+    """What _core.CheckLog compares and makes: per step its op, input ids and output ids,
+    per value id its (shape, dtype, device), and the dtype and bits of each 0-d constant."""
+    steps, values = program.steps, program.values
+    descs = [None] * (max(values) + 1 if values else 0)
+    scalars = {}
+    for vid, v in values.items():
+        descs[vid] = (v.shape, v.dtype, v.device)
+        if v.kind == CONSTANT and v.data is not None and v.data.ndim == 0:
+            scalars[vid] = (v.data.dtype, v.data.tobytes())
+    return ([s.op for s in steps], [s.inputs for s in steps], [s.outputs for s in steps],
+            descs, scalars)
+
+
+def _same_array(a, b, bits=False):
+    """Equal values (NaN equal to NaN), or with `bits`, equal bits. Equal bits answer at
+    once (a Python scalar's constant: the common case)."""
+    if b is None or a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.tobytes() == b.tobytes():
+        return True
+    return not bits and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
 
 
 _local = threading.local()     # .tracer: the tracer of the call this thread runs now
@@ -341,18 +376,31 @@ def exclude_from_trace():
 _one_at_a_time = threading.Lock()   # the core has one tracer: other threads wait their turn
 
 
-@contextmanager
-def tracing(tracer):
-    """Make `tracer` the core's for the body. A trace already active on this thread (a
-    traced function called inside another) raises RuntimeError; one on another thread is
-    waited for."""
-    if getattr(_local, "tracer", None) is not None:
-        _core.start_tracing(tracer)        # raises: nested traces are not supported
-    with _one_at_a_time:
-        _core.start_tracing(tracer)
-        _local.tracer = tracer
+class tracing:
+    """`with tracing(tracer):` makes `tracer` the core's for the body. A trace already
+    active on this thread (a traced function called inside another) raises RuntimeError;
+    one on another thread is waited for. (A class, not a generator: it runs at every
+    recording and check.)"""
+    __slots__ = ("tracer",)
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+
+    def __enter__(self):
+        tracer = self.tracer
+        if getattr(_local, "tracer", None) is not None:
+            _core.start_tracing(tracer)    # raises: nested traces are not supported
+        _one_at_a_time.acquire()
         try:
-            yield tracer
-        finally:
-            _local.tracer = None
-            _core.stop_tracing()
+            _core.start_tracing(tracer)
+        except BaseException:
+            _one_at_a_time.release()
+            raise
+        _local.tracer = tracer
+        return tracer
+
+    def __exit__(self, *exc):
+        _local.tracer = None
+        _core.stop_tracing()
+        _one_at_a_time.release()
+        return False

@@ -79,6 +79,36 @@ def finish_call(recording, values, args):
                      iter([values[vid] for vid in program.results]))
 
 
+def served_values(recording, args, plan_of):
+    """value id -> array of the values a checked call (symbolic=False) serves its ops'
+    outputs with: the compiled plan run on the call's bound inputs, keeping what the
+    recorded call read in Python or let outlive it (the others no Python code can see
+    without a TraceReadError). None where the ops must run as issued: the memory manager,
+    the profiler or a gradient recording around the call must see them, an input is made
+    by excluded code during the call, a holder is gone, the plan cannot be compiled or
+    raised (the ops then report the error as eager code would)."""
+    if not _core.plan_may_run() or None in recording.bindings.values():
+        return None
+    plan = recording.serving_plan
+    if plan is None:
+        values = recording.program.values
+        read = {vid for vid, v in values.items() if v.value_read or v.data_read}
+        plan = recording.serving_plan = plan_of(recording, recording.outliving | read)
+    if plan.compiled is None:
+        return None
+    try:
+        bound = bound_inputs(recording, args)
+    except StaleBinding:
+        return None
+    channel = _core.channel()
+    arrays = [channel.get_value(bound[vid]) for vid in plan.inputs]
+    try:
+        outputs = plan.compiled.run(arrays)
+    except Exception:
+        return None
+    return dict(zip(plan.outputs, outputs))
+
+
 def kept_values(recording):
     """The value ids a call hands back: results and the effects' new values (never freed
     while the steps run)."""

@@ -15,8 +15,8 @@ from .. import _core
 from .compiler import Plan, fast_replay
 from .errors import TraceMismatchError
 from .recorder import Checker, Recorder, tracing
-from .replay import StaleBinding, bound_inputs, finish_call, run_steps
-from .tree import flatten, sharing
+from .replay import StaleBinding, bound_inputs, finish_call, run_steps, served_values
+from .tree import call_signature, flatten
 
 
 class trace(_core.TraceBase):
@@ -41,21 +41,20 @@ class trace(_core.TraceBase):
         self.cache_size = cache_size
         self._cache = OrderedDict()          # signature -> [Recording] (by .grad pattern)
         self._last = None                    # the most recent Recording (for dump)
-        self._counts = {"records": 0, "replays": 0, "mismatches": 0}
+        # (served: symbolic=False calls whose ops the compiled plan served)
+        self._counts = {"records": 0, "replays": 0, "mismatches": 0, "served": 0}
         functools.update_wrapper(self, function)
 
     @property
     def stats(self):
-        """records, replays, mismatches (symbolic=False checks that failed), signatures."""
+        """records, replays, mismatches (symbolic=False checks that failed), served
+        (symbolic=False replays served from the compiled plan), signatures."""
         counts = dict(self._counts, signatures=len(self._cache))
         counts["replays"] += self._fast_replays
         return counts
 
     def _call(self, args, kwargs):
-        tensors = []
-        structure = flatten((args, kwargs), tensors)
-        signature = (structure, tuple((t._record.shape, t._record.dtype, t._record.device)
-                                      for t in tensors), sharing(tensors))
+        signature, tensors = call_signature(args, kwargs)
         recordings = self._cache.get(signature)
         if recordings is not None:
             self._cache.move_to_end(signature)
@@ -74,9 +73,6 @@ class trace(_core.TraceBase):
             results = []
             structure = flatten(result, results)
             recording = recorder.finish(results, structure)
-        if self.symbolic:
-            recording.plan = Plan(recording)
-            recording.fast = fast_replay(recording, args, kwargs)
         self._counts["records"] += 1
         self._last = recording
         recordings = self._cache.setdefault(signature, [])
@@ -85,7 +81,7 @@ class trace(_core.TraceBase):
         self._cache.move_to_end(signature)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
-        self._fast = recording.fast
+        self._fast = None
         return result
 
     # ---- later calls
@@ -93,6 +89,11 @@ class trace(_core.TraceBase):
     def _replay(self, signature, recording, tensors, args, kwargs):
         if not recording.symbolic:
             return self._check(signature, recording, tensors, args, kwargs)
+        if recording.plan is None:
+            # compiled at the first replay, not at record: a signature called once never
+            # pays for it (the recording call costs about what an eager call does)
+            recording.plan = Plan(recording)
+            recording.fast = fast_replay(recording, args, kwargs)
         try:
             result = _run(recording, tensors)
         except StaleBinding:                 # a tensor it read is gone: record afresh
@@ -103,9 +104,12 @@ class trace(_core.TraceBase):
         return result
 
     def _check(self, signature, recording, tensors, args, kwargs):
-        checker = Checker(recording, tensors)
+        # the ops are checked as issued and served from the compiled plan, run here first
+        served = served_values(recording, tensors, Plan)
+        checker = Checker(recording, tensors, served)
         try:
             with tracing(checker):
+                _core.serve_ops(served is not None)
                 result = self.function(*args, **kwargs)
                 checker.finish()
         except TraceMismatchError:
@@ -116,6 +120,7 @@ class trace(_core.TraceBase):
             self._discard(signature, recording)
             raise
         self._counts["replays"] += 1
+        self._counts["served"] += served is not None
         return result
 
     def _discard(self, signature, recording):
