@@ -1,7 +1,8 @@
 # Included by _core.pyx: the executor. Running one command, on the worker or on the
 # caller's thread (host compute, async level 0): the elementwise ufunc fast path, a kernel and
-# the storing of its results, in-place reuse of a dying input's buffer, the memory manager's
-# managed run, epilogue planning, and failures as ErrorRecords. Each function takes the
+# the storing of its results (the one way results are stored: a recomputation takes it too),
+# in-place reuse of a dying input's buffer, epilogue planning, and failures as ErrorRecords.
+# Under the memory manager, MemoryManager.run_managed wraps the run. Each function takes the
 # Channel as `self` (see imperative/_channel.pxi).
 
 from .backend.epilogue import Epilogue     # imports nothing of the package
