@@ -92,19 +92,17 @@ cdef class Channel:
         self._opts[<int>_OPTION_INDEX[name]] = v
         if name == "buffer_length":
             self._flush_buffer(v)
-        if name == "enable_swap" and v:
-            # (from the main thread, where signal handlers can be installed: the first
-            # swap may happen on the worker)
-            guard_signals(self.mm.swap)
+        self._update_memory_flag()
+
+    cdef void attach_memory_manager(self, MemoryManager mm):
+        self.mm = mm
         self._update_memory_flag()
 
     cdef void _update_memory_flag(self):
         self._memory_on = (self._opts[OPT_ENABLE_DROP] or self._opts[OPT_ENABLE_SWAP]
                            or self._opts[OPT_RECORD_PATH] or self._opts[OPT_DTR_AUTO])
-        if not self._memory_on and self.mm is not None:
-            self.mm.candidates.clear()    # nothing is evicted while off; hold no records
-            self.mm.sweep_kept()
-            self.mm.size_pool(0)
+        if self.mm is not None:
+            self.mm.on_options(self._opts)
 
     def get_option(self, str name):
         if name not in _OPTION_INDEX:
@@ -216,7 +214,7 @@ cdef class Channel:
     cdef void _free_value(self, TensorInfo info):
         cdef Storage storage = info.storage
         if self._memory_on:
-            self.mm.forget(info)
+            self.mm.on_freed(info)
         info.value = None
         info.storage = None
         if storage is not None:
@@ -284,8 +282,8 @@ cdef class Channel:
                 outputs.append(self.new_info(
                     None if desc[0] is None else tuple(desc[0]), desc[1],
                     as_device(desc[2]) if len(desc) > 2 else device))
-        if self._memory_on and op.recomputable:
-            self.mm.record(op, inputs, outputs)
+        if self._memory_on:
+            self.mm.on_dispatch(op, inputs, outputs)
         for i in range(len(outputs)):
             info = outputs[i]
             info.op = op
@@ -468,30 +466,19 @@ cdef class Channel:
         """No Tensor refers to `info` any more. While producers are recorded, a tensor that
         can be recomputed is dropped (its record stays for whoever needs it again) and a
         leaf that a recorded producer reads keeps its value while an evicted tensor needs
-        it (imperative/_memory.pxi, release_leaf)."""
+        it (MemoryManager.on_dead)."""
         # (records made while recording keep these rules after it is turned off: what was
         # dropped then can still be recomputed)
         if ((self._memory_on or info.producer is not None or info.users is not None)
-                and info.status in (PRODUCED, DROPPED, SWAPPED)):
-            self.mm.note_death()
-            if info.producer is not None:
-                if info.status == PRODUCED:
-                    self.mm.drop_dead(info, "deleted")
-                elif info.uf_class is not None:     # evicted earlier, and now dead
-                    _member_dies(info.uf_class)
-                return
-            if _read_by_a_recipe(info):
-                self.mm.forget(info)
-                if not self.mm.release_leaf(info):
-                    return
+                and info.status in (PRODUCED, DROPPED, SWAPPED)
+                and not self.mm.on_dead(info)):
+            return
         self._finish_delete(info)
 
     cdef void _finish_delete(self, TensorInfo info):
         """Free the value (and any swap file) of a record nothing needs any more."""
         self._free_value(info)
-        if info.swap_path is not None:
-            _remove_swap_file(info)
-            (<Device>info.device).stats.swapped -= info.size
+        _release_swap_file(info)
         info.status = DELETED
 
     # ---- waiting for values
@@ -511,7 +498,7 @@ cdef class Channel:
             raise RuntimeError("tensor was deleted")
         if info.status == DROPPED or info.status == SWAPPED:
             self.sync_quietly()           # the worker is idle now: restore on this thread
-            self.mm.restore(info)
+            self.mm.ensure_resident(info)
         return 0
 
     cpdef object get_value(self, TensorInfo info):

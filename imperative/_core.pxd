@@ -1,7 +1,9 @@
 # The interpreter core's contract: the records and the commands (imperative/_records.pxi
-# implements them). The Channel's fields are declared in imperative/_channel.pxi, each with
-# its owning thread: declaring the Channel here would make Cython require the memory manager
-# and every cdef method of both here too (docs/design.md, "Threads and what they own").
+# implements them). The Channel's fields are declared in imperative/_channel.pxi and the
+# memory manager's in imperative/_memory.pxi, each with its owning thread: declaring either
+# class here would make Cython require every cdef method of both, and every class their
+# signatures name (devices, policies, swap space), here too (docs/design.md, "Threads and
+# what they own", "The memory manager's hooks").
 #
 # Thread ownership (who may write a field; everyone reads under the GIL):
 #   [C] caller threads (Python code issuing ops), [W] the worker thread,

@@ -50,14 +50,18 @@ include "_channel.pxi"        # the Channel, caller side
 include "_tiny.pxi"           # host-compute decisions, the tiny-op path without a Command
 include "_worker.pxi"         # the worker thread and the queue to it
 include "_execute.pxi"        # running one command
-include "_memory.pxi"         # drop, swap, DTR (includes _swap.pxi)
+include "_recipes.pxi"        # the memory manager's recipes: Producer, the walks over them
+include "_policies.pxi"       # eviction policies, one a file, and their table
+include "_swap.pxi"           # swap files: layout, private folders, bandwidth
+include "_memory.pxi"         # the memory manager: drop, swap, DTR, behind its hooks
+include "_restore.pxi"        # bringing evicted values back: swap in, revive, recompute
 
 
 
 # --------------------------------------------------------------------------- the process's channel
 
 cdef Channel _channel = Channel()
-_channel.mm = MemoryManager(_channel)
+_channel.attach_memory_manager(MemoryManager(_channel))
 
 
 # ---- memory management verbs (Tensor._drop/_swap_out/_swap_in, imperative.dtr)

@@ -1,7 +1,8 @@
 # Included by _core.pyx: the executor. Running one command, on the worker or on the
 # caller's thread (host compute, async level 0): the elementwise ufunc fast path, a kernel and
-# the storing of its results, in-place reuse of a dying input's buffer, the memory manager's
-# managed run, epilogue planning, and failures as ErrorRecords. Each function takes the
+# the storing of its results (the one way results are stored: a recomputation takes it too),
+# in-place reuse of a dying input's buffer, epilogue planning, and failures as ErrorRecords.
+# Under the memory manager, MemoryManager.run_managed wraps the run. Each function takes the
 # Channel as `self` (see imperative/_channel.pxi).
 
 from .backend.epilogue import Epilogue     # imports nothing of the package
@@ -82,11 +83,9 @@ cdef int _execute_apply(Channel self, Command cmd) except -1:
             gone = True
     try:
         if self._memory_on or gone:
-            _run_managed(self, cmd)
-        elif cmd.fast:
-            _run_ufunc(self, cmd)
+            self.mm.run_managed(cmd)
         else:
-            _run_kernel(self, cmd)
+            _run_unmanaged(self, cmd)
     except BaseException as exc:
         if not self._opts[OPT_CATCH] and threading.current_thread() is self._thread:
             raise
@@ -97,35 +96,12 @@ cdef int _execute_apply(Channel self, Command cmd) except -1:
     return 0
 
 
-cdef int _run_managed(Channel self, Command cmd) except -1:
-    """Run an op under the memory manager: its inputs pinned and resident (recomputed or
-    swapped in), room made for its outputs under the budget."""
-    cdef TensorInfo info
-    cdef Py_ssize_t needed = 0
-    cdef long long t0
-    for info in cmd.inputs:
-        info.pins += 1
-    try:
-        for info in cmd.inputs:
-            if info.status == DROPPED or info.status == SWAPPED:
-                self.mm.restore(info)
-        for info in cmd.outputs:
-            needed += info.size
-        if cmd.outputs:
-            self.mm.make_room(needed, (<TensorInfo>cmd.outputs[0]).device)
-        t0 = _now_ns()
-        if cmd.fast:
-            _run_ufunc(self, cmd)
-        else:
-            _run_kernel(self, cmd)
-        self.mm.measured(cmd.outputs, _now_ns() - t0)
-    finally:
-        self.mm.clock += 1
-        for info in cmd.inputs:
-            info.pins -= 1
-            info.last_use = self.mm.clock
-            info.read_since_produced = True
-    return 0
+cdef inline int _run_unmanaged(Channel self, Command cmd) except -1:
+    """Run an op's kernel and store its results (under the memory manager, its run_managed
+    calls this between pinning and unpinning)."""
+    if cmd.fast:
+        return _run_ufunc(self, cmd)
+    return _run_kernel(self, cmd)
 
 
 cdef void _mark_invalid(Channel self, TensorInfo out, ErrorRecord rec):
@@ -203,7 +179,7 @@ cdef bint _overwritable(Channel self, TensorInfo info, TensorInfo out):
     """A dying input's storage can hold `out`: same shape and dtype, contiguous, owning
     its whole storage, and no view of it anywhere."""
     cdef Storage st = info.storage
-    if self._memory_on and not _may_overwrite_dying(info):
+    if self._memory_on and not self.mm.may_overwrite(info):
         return False
     if st is None or st.refs != 1 or st.exported or info.dtype is not out.dtype:
         return False
@@ -240,23 +216,26 @@ cdef int _run_kernel(Channel self, Command cmd) except -1:
     return 0
 
 
-cdef int _store_results(Channel self, OpDef op, list inputs, list outputs, object result) except -1:
+cdef int _store_results(Channel self, OpDef op, list inputs, list outputs, object result,
+                        bint recomputed=False) except -1:
     """Check a kernel's `result` against what infer declared (count, shapes; a
     value-dependent shape is set now), then make each array its output's value. Nothing is
-    stored unless every result fits."""
+    stored unless every result fits. The one way results are stored: a first run, and a
+    recomputation (`recomputed`: the memory manager's, whose `outputs` holds None for an
+    output not to be brought back)."""
     cdef TensorInfo out
     cdef Py_ssize_t i
     if not isinstance(result, tuple) and len(outputs) == 1:
         out = outputs[0]        # (the usual case: one array, or numpy scalar, for one output)
         if type(result) is not _ndarray:
             result = _np_asarray(result)
+        if out is None:
+            return 0
         if out.shape is not None and not out.packed:
             if (<tuple>result.shape) != out.shape:
                 raise RuntimeError(f"kernel of {op!r} produced shape {result.shape}, "
                                    f"infer declared {out.shape}")
-            self._set_value(out, result,
-                            _shared_storage(result, inputs) if op.aliases_input else None)
-            return 0
+            return _store_result(self, op, out, result, inputs, recomputed)
     if not isinstance(result, tuple):
         result = (result,)
     if len(result) != len(outputs):
@@ -268,12 +247,14 @@ cdef int _store_results(Channel self, OpDef op, list inputs, list outputs, objec
         r = result[i]
         if type(r) is not _ndarray:
             r = _np_asarray(r)
-        if out.shape is not None and r.shape != out.shape:
+        if out is not None and out.shape is not None and r.shape != out.shape:
             raise RuntimeError(f"kernel of {op!r} produced shape {r.shape}, "
                                f"infer declared {out.shape}")
         arrays.append(r)
     for i in range(len(arrays)):
         out = outputs[i]
+        if out is None:
+            continue
         r = arrays[i]
         if out.shape is None:       # value-dependent shape: known now
             out.shape = r.shape
@@ -281,11 +262,25 @@ cdef int _store_results(Channel self, OpDef op, list inputs, list outputs, objec
             out.size = _nbytes_of(out.numel, out.dtype, out.packed)
         if out.packed:
             r = _pack_4bit(r)
-        if op.aliases_input:
-            self._set_value(out, r, _shared_storage(r, inputs))
-        else:
-            self._set_value(out, r, None)
+        _store_result(self, op, out, r, inputs, recomputed)
     return 0
+
+
+cdef inline int _store_result(Channel self, OpDef op, TensorInfo out, object r, list inputs,
+                              bint recomputed) except -1:
+    """Make the kernel's array `r` the value of `out`: a view of an input shares that
+    input's storage (ops that alias their input), anything else gets its own."""
+    cdef Storage shared = _shared_storage(r, inputs) if op.aliases_input else None
+    if recomputed and shared is not None and _only_on_the_way(shared, inputs):
+        # a view of a base brought back only for it: it takes a copy when that needs at
+        # most half the base, so that the base can go again instead of staying behind
+        # every such view, one base each. The copy keeps the view's strides exactly (it
+        # spans what they span, gaps included): a compact copy would change how later
+        # sums and products round.
+        layout = _layout_of(r)
+        if 2 * layout.nbytes <= shared.nbytes:
+            return self._adopt(out, _value_from_span(_span_of(r, layout).copy(), layout), None)
+    return self._set_value(out, r, shared)
 
 
 cdef Storage _shared_storage(object array, list inputs):

@@ -56,12 +56,7 @@ cdef class TensorInfo:
             st.refs -= 1
             if st.refs == 0:
                 (<Device>st.device).stats.allocated -= st.nbytes
-        if self.swap_path is not None:
-            try:
-                os.remove(self.swap_path)
-            except OSError:
-                pass
-            (<Device>self.device).stats.swapped -= self.size
+        _release_swap_file(self)
         if self.uf_class is not None:       # DTR: its class no longer waits on it
             _leave_evicted_class(self.uf_class, self.cost)
 

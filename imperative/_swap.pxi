@@ -1,4 +1,4 @@
-# Included by _memory.pxi: the swap side of the memory manager.
+# Included by _core.pyx: the swap side of the memory manager.
 #
 #   * a value leaves as the bytes its strides span and comes back with the same shape,
 #     strides, dtype and writeability (so every later op reads it in the same order and
@@ -146,6 +146,18 @@ cdef void _unlink_quietly(str path):
         os.unlink(path)
     except OSError:
         pass
+
+
+cdef void _release_swap_file(TensorInfo info):
+    """The value in `info`'s swap file is back, or will never be read: remove the file
+    and its count on the device."""
+    if info.swap_path is not None:
+        try:
+            os.remove(info.swap_path)
+        except OSError:
+            pass
+        info.swap_path = None
+        (<Device>info.device).stats.swapped -= info.size
 
 
 # ------------------------------------------------------------------ bandwidth

@@ -1,0 +1,30 @@
+# Included by _core.pyx: the eviction policies and their table. A policy is one class in one
+# file, registered at its end; adding one is that file and its include line below
+# (docs/design.md, "Eviction policies").
+
+
+cdef class EvictionPolicy:
+    """Chooses what to evict. `score(info, clock)`: lower is evicted first; `on_evict` and
+    `on_restore` keep any bookkeeping (h_DTR^eq's union-find) current."""
+    name = "base"
+
+    cpdef double score(self, TensorInfo info, long long clock):
+        raise NotImplementedError
+
+    cpdef on_evict(self, TensorInfo info):
+        pass
+
+    cpdef on_restore(self, TensorInfo info):
+        pass
+
+
+POLICIES = {}                         # name -> policy class (imp.dtr.set_policy)
+
+
+cdef void _register_policy(type cls):
+    POLICIES[cls.name] = cls
+
+
+include "_policy_dtr_eq.pxi"
+include "_policy_lru.pxi"
+include "_policy_size.pxi"

@@ -1,0 +1,108 @@
+# Included by _policies.pxi: h_DTR^eq, the DTR paper's equivalence-class approximation of a
+# tensor's evicted neighbourhood, kept as a union-find over the evicted tensors.
+
+
+@cython.final
+cdef class EvictedClass:
+    """A union-find class of evicted tensors that touch each other. Classes point only to
+    classes (never to tensor records), so they cannot tie records into reference cycles.
+    Each evicted tensor has its own node; the root keeps the class's cost and how many of
+    its members some tensor still holds (`alive`)."""
+    cdef EvictedClass parent
+    cdef double cost
+    cdef int alive
+    cdef bint member_alive        # this node's own tensor is counted in its root's `alive`
+
+
+cdef EvictedClass _class_root(EvictedClass c):
+    cdef EvictedClass root = c
+    while root.parent is not None:
+        root = root.parent
+    while c.parent is not None and c.parent is not root:   # path compression
+        nxt = c.parent
+        c.parent = root
+        c = nxt
+    return root
+
+
+cdef void _member_dies(EvictedClass member):
+    """The last tensor holding this evicted member is gone: its class has one fewer member
+    that anyone will ask for."""
+    cdef EvictedClass root
+    if member.member_alive:
+        member.member_alive = False
+        root = _class_root(member)
+        root.alive -= 1
+
+
+cdef void _leave_evicted_class(EvictedClass member, double cost):
+    """A member leaves (restored, or its record died): the eq approximation never splits
+    a class, it only stops counting the member's cost. Without this, classes would keep
+    the cost of long-dead tensors and make every old neighbour look precious."""
+    _member_dies(member)
+    cdef EvictedClass root = _class_root(member)
+    root.cost = max(root.cost - cost, 0.0)
+
+
+cdef class DTREqPolicy(EvictionPolicy):
+    """h_DTR^eq: (cost of the tensor and of the evicted tensors around it) / (size x
+    staleness). Evicted tensors that touch each other form a union-find class whose cost
+    is kept at its root, so a neighbourhood's cost is a few root look-ups."""
+    name = "dtr_eq"
+
+    cpdef double score(self, TensorInfo info, long long clock):
+        # The evicted classes next to the tensor: those of its producer's inputs (needed to
+        # recompute it), and those of its consumers' outputs that hold a tensor someone
+        # still holds (which would need it). A class of dead intermediates alone, such as
+        # the matmul output between a ReLU and the next bias add, is recomputed only on
+        # the way to a live tensor, and that tensor's own score counts it.
+        cdef double cost = info.cost
+        cdef list seen = []
+        cdef EvictedClass root
+        cdef Producer p = info.producer
+        if p is not None:
+            for n in p.inputs:
+                cost += _unseen_class_cost(<TensorInfo>n, seen, False)
+        for n in _consumer_outputs(info):
+            cost += _unseen_class_cost(<TensorInfo>n, seen, True)
+        return cost / (<double>max(info.size, 1) * <double>max(clock - info.last_use, 1))
+
+    cpdef on_evict(self, TensorInfo info):
+        cdef EvictedClass mine = EvictedClass.__new__(EvictedClass)
+        cdef EvictedClass other
+        mine.cost = info.cost
+        # (alive as the worker sees it: a tensor the caller let go of while queued ops and
+        # its own queued deletion still wait is needed until those have run; the caller's
+        # count alone made, at async levels 1-2, every evicted tensor look unwanted)
+        mine.member_alive = _alive(info)
+        mine.alive = mine.member_alive
+        info.uf_class = mine
+        cdef Producer p = info.producer
+        for n in (p.inputs if p is not None else []) + _consumer_outputs(info):
+            if (<TensorInfo>n).status == DROPPED and (<TensorInfo>n).uf_class is not None:
+                other = _class_root((<TensorInfo>n).uf_class)
+                if other is not mine:
+                    other.parent = mine
+                    mine.cost += other.cost
+                    mine.alive += other.alive
+
+    cpdef on_restore(self, TensorInfo info):
+        # the eq approximation: a class is never split, its cost just loses this member's
+        if info.uf_class is not None:
+            _leave_evicted_class(info.uf_class, info.cost)
+            info.uf_class = None
+
+
+cdef double _unseen_class_cost(TensorInfo n, list seen, bint only_if_alive):
+    """The cost of the evicted class of `n` (0 if `n` is resident or its class was counted
+    already), optionally only when someone still holds a member of that class."""
+    if n.status != DROPPED or n.uf_class is None:
+        return 0.0
+    cdef EvictedClass root = _class_root(n.uf_class)
+    if _contains(seen, root) or (only_if_alive and root.alive <= 0):
+        return 0.0
+    seen.append(root)
+    return root.cost
+
+
+_register_policy(DTREqPolicy)

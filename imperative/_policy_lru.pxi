@@ -1,0 +1,12 @@
+# Included by _policies.pxi: least recently used first.
+
+
+cdef class LRUPolicy(EvictionPolicy):
+    """Least recently used first."""
+    name = "lru"
+
+    cpdef double score(self, TensorInfo info, long long clock):
+        return <double>info.last_use
+
+
+_register_policy(LRUPolicy)

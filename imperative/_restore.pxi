@@ -1,0 +1,212 @@
+# Included by _core.pyx: bringing evicted values back, for the memory manager
+# (imperative/_memory.pxi): swap in, take back from views that kept the memory, or recompute,
+# inputs first. Module functions that take the manager as `self` (an include cannot go in a
+# class body).
+
+
+@cython.final
+cdef class _Ghost:
+    """Where a dropped value still lies: views of its storage keep the memory."""
+    cdef Storage storage
+    cdef object root                   # weak reference to the array owning the memory
+    cdef Py_ssize_t offset             # bytes from the root's start to element [0, ..., 0]
+    cdef tuple shape
+    cdef tuple strides
+    cdef object dtype
+    cdef bint writeable
+
+
+cdef _Ghost _ghost_of(TensorInfo info):
+    """For a value about to be dropped whose storage other records (views) still hold:
+    how to take it back from there. That storage is no longer written in place (marked
+    exported), so the bits stay the value's. None otherwise."""
+    cdef Storage st = info.storage
+    value = info.value
+    if st is None or st.refs <= 1 or value is None or type(value) is not _ndarray:
+        return None
+    root = value
+    while isinstance(root.base, _ndarray):
+        root = root.base
+    cdef _Ghost g = _Ghost.__new__(_Ghost)
+    try:
+        g.root = _weakref.ref(root)
+    except TypeError:
+        return None
+    g.storage = st
+    g.offset = value.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    g.shape = value.shape
+    g.strides = value.strides
+    g.dtype = value.dtype
+    g.writeable = value.flags.writeable
+    st.exported = True
+    return g
+
+
+cdef int _restore(MemoryManager self, TensorInfo target) except -1:
+    """Bring `target` back: swap it in, or recompute it, first bringing back (one at a
+    time, iteratively) the inputs of its producer that are gone too. A tensor waiting
+    for its inputs does not pin those it has: in a DenseNet every concatenation reads
+    all earlier features, and pinning them on each level of a deep recomputation made
+    the floor the whole block (29 MiB of 81 at 0.3 P), so that every op overshot. What
+    was just brought back is safe enough without pins: `choose` takes a value nobody
+    has read yet only when nothing else is left. Only when an input it waited for is
+    evicted again before its turn does the tensor pin what it has (the DTR paper's
+    locking), so that the recomputation always ends. Recompute itself pins an op's
+    inputs while it runs."""
+    cdef list stack = [target]
+    cdef dict held = {}              # tensor on the stack -> its inputs pinned for it
+    cdef dict asked = {}             # tensor on the stack -> inputs it waited for
+    cdef list kept = []              # dead values brought back and kept so far
+    cdef TensorInfo t, i
+    cdef Producer p
+    try:
+        while stack:
+            t = stack[len(stack) - 1]    # (wraparound is off in this module)
+            if t.status == PRODUCED:
+                stack.pop()
+            elif t.status == SWAPPED:
+                self.make_room(t.size, t.device)   # reading it back is an allocation too
+                self.swap_in(t)
+                stack.pop()
+            elif t.status == DROPPED:
+                if _revive(self, t):
+                    stack.pop()
+                    continue
+                if t.producer is None:
+                    raise RuntimeError(f"cannot recompute a dropped tensor {t.shape} {t.dtype}: "
+                                       "its recipe is gone")
+                p = t.producer
+                missing = _first_missing_input(p, t)
+                if missing is not None:
+                    waited = asked.setdefault(t, [])
+                    if t in held or _contains(waited, missing):
+                        _pin_resident_inputs(self, p, held.setdefault(t, []))
+                    waited.append(missing)
+                    stack.append(missing)
+                    continue
+                _recompute(self, p, t)
+                stack.pop()
+                asked.pop(t, None)
+                for i in held.pop(t, ()):
+                    i.pins -= 1
+                # Intermediates no tensor and no queued op holds, brought back only on
+                # the way: free them again as their first run did. One kept because an
+                # evicted tensor needed it is looked at again after every later step:
+                # the tensor may be the one just brought back (a ReLU MLP kept each
+                # layer's matmul output for the ReLU being restored, and then kept it).
+                for i in p.inputs:
+                    if not _contains(kept, i):
+                        kept.append(i)
+                kept = _drop_the_unneeded(self, kept, stack)
+            else:
+                raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
+    finally:
+        for pinned in held.values():
+            for i in pinned:
+                i.pins -= 1
+    return 0
+
+
+cdef list _drop_the_unneeded(MemoryManager self, list dead, list stack):
+    """Drop the dead values brought back by a restore that no tensor still waiting on
+    `stack` reads and that no evicted tensor needs; the rest, still dead and resident, is
+    returned to be looked at again."""
+    cdef TensorInfo i
+    cdef list still = []
+    for i in dead:
+        if _alive(i) or i.status != PRODUCED or i.producer is None:
+            continue
+        if i.pins or _read_on_the_stack(i, stack) or _worth_keeping(self, i):
+            still.append(i)
+        else:
+            self.drop_dead(i, "recomputed, dead again")
+    return still
+
+
+cdef void _pin_resident_inputs(MemoryManager self, Producer p, list pinned):
+    cdef TensorInfo i
+    for i in p.inputs:
+        if i.status == PRODUCED and not _contains(pinned, i):
+            i.pins += 1
+            pinned.append(i)
+
+
+cdef bint _revive(MemoryManager self, TensorInfo info) except -1:
+    """Take a dropped value back from where it still lies, when views of the same
+    storage kept it (nothing wrote over it since: see _ghost_of). Recomputing it would
+    put it in another storage: it would cost memory the views still hold, and an op
+    reading it together with one of those views (x.T @ x, which numpy runs as one
+    symmetric product) would round differently."""
+    cdef _Ghost g = info.ghost
+    if g is None:
+        return False
+    info.ghost = None
+    root = g.root()
+    if root is None or g.storage.refs <= 0:
+        return False
+    try:
+        value = _ndarray(g.shape, g.dtype, buffer=root, offset=g.offset, strides=g.strides)
+    except (TypeError, ValueError, BufferError):
+        return False                 # (a root numpy cannot view again: recompute)
+    if not g.writeable:
+        value.flags.writeable = False
+    self.ch._adopt(info, value, g.storage)
+    self.policy.on_restore(info)
+    if _decision_hook is not None:
+        _decision_hook("revive", info, self.clock)
+    return True
+
+
+cdef bint _worth_keeping(MemoryManager self, TensorInfo dead) except -1:
+    """Keep a dead intermediate brought back on the way, evictable like any value, when
+    another evicted tensor would need it to come back too: a whole sequence's input
+    projection that each time step's slice is cut from (dropping it after each step
+    recomputes it once per step). Otherwise it goes at once: keeping every such value
+    recomputed 1.1-2.3x more on the zoo at 0.5 P (it takes the room of values sure to
+    be read). Only a candidate stays: one below evictee_minimum_size could never be
+    evicted again and would stay for as long as the recipes that read it. (Not
+    counting the tensors being restored, which would then drop it once back, halved
+    a ReLU MLP's recomputations at 0.5 P and doubled a U-Net's: not taken.)"""
+    return (_key(dead) in self.candidates and self.evictable(dead, dead.device)
+            and _needed_by_evicted(dead, []))
+
+
+cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted) except -1:
+    """Run `p` again for `wanted`. Its other dropped outputs come back only when some
+    tensor or queued op holds them: a split's dead siblings would otherwise stay
+    resident with nobody to drop them again, each a view holding the base's memory."""
+    cdef long long t0 = _now_ns(), t_run
+    cdef TensorInfo i, out
+    cdef OpDef op = p.op
+    cdef list outs = []
+    for r in p.outputs:
+        out = r()
+        outs.append(out if out is not None and out.status == DROPPED
+                    and (out is wanted or _alive(out) or out.pins) else None)
+    self.pin(p.inputs)
+    try:
+        self.make_room(sum((<TensorInfo>o).size for o in outs if o is not None),
+                       (<TensorInfo>p.inputs[0]).device if p.inputs else self.ch.default_device)
+        t_run = _now_ns()
+        result = op.kernel(*[_unpacked_value(i) for i in p.inputs])
+        p.cost = (_now_ns() - t_run) * 1e-9 / max(len(p.outputs), 1)
+    finally:
+        self.ran(p.inputs)
+    for k in range(len(outs)):         # (only those still dropped)
+        out = outs[k]
+        if out is not None and out.status != DROPPED:
+            outs[k] = None
+    _store_results(self.ch, op, p.inputs, outs, result, True)
+    for out in outs:
+        if out is not None:
+            out.cost = p.cost
+            self.policy.on_restore(out)
+    cdef Device dev = wanted.device
+    if _decision_hook is not None:
+        _decision_hook("recompute", wanted, self.clock)
+    dev.stats.recomputes += 1
+    dev.stats.recompute_seconds += (_now_ns() - t0) * 1e-9
+    if _profiling:
+        record_memory_event(t0, "recompute", wanted, repr(op))
+    return 0
+
