@@ -61,6 +61,7 @@ cdef class MemoryOptions:
     cdef readonly bint sqrt_sampling # enable_dtr_sqrt_sampling
     cdef readonly long long threshold      # dtr_eviction_threshold (bytes)
     cdef readonly long long min_evictee    # dtr_evictee_minimum_size (bytes)
+    cdef readonly long long budget         # the threshold DTR evicts under; 0: no eviction
 
     cdef void read(self, long long* opts):
         self.drop = opts[OPT_ENABLE_DROP] != 0
@@ -71,6 +72,7 @@ cdef class MemoryOptions:
         self.threshold = opts[OPT_DTR_THRESHOLD]
         self.min_evictee = opts[OPT_MIN_EVICTEE]
         self.on = self.drop or self.swap or self.record_path or self.dtr
+        self.budget = self.threshold if self.dtr and self.threshold > 0 else 0
 
 
 # ------------------------------------------------------------------ the manager
@@ -104,8 +106,8 @@ cdef class MemoryManager:
     cdef public long long peak_floor # [C/W] the most memory that could not be evicted when the
                                      #     budget was reached (pinned, leaves, unrecomputable)
     cdef long long pool_sized_for    # [C/W] the budget the worker's block cache was sized for
-    cdef public long long highest_floor  # [C/W] the highest floor seen above the threshold
-    cdef long long floor_measured_for    # [C/W] the threshold highest_floor was measured under
+    cdef public long long highest_floor  # [C/W] the highest floor seen above the budget, since
+                                         #     the budget was set (make_room)
 
     def __cinit__(self, Channel ch):
         self.ch = ch
@@ -122,8 +124,12 @@ cdef class MemoryManager:
 
     cdef void on_options(self, long long* opts):
         """[C] An option was set (or the Channel starts): refresh the snapshot. Turned off,
-        the manager lets go of every record it holds."""
+        the manager lets go of every record it holds. A new budget starts without a highest
+        floor (make_room)."""
+        cdef long long budget = self.opts.budget
         self.opts.read(opts)
+        if self.opts.budget != budget:
+            self.highest_floor = 0
         if self.opts.swap:
             # (from the main thread, where signal handlers can be installed: the first
             # swap may happen on the worker)
@@ -482,15 +488,10 @@ cdef class MemoryManager:
         20% under its floor: 10,000 recomputations in 2 steps, 60x the step time). Leaving
         it alone only at the moments that do not fit brought the storms back: what the
         moments in between evict, the next such moment recomputes."""
-        cdef long long threshold = self.opts.threshold
+        cdef long long threshold = self.opts.budget
         cdef long long t0, floor
         cdef TensorInfo victim
-        if not self.opts.dtr or threshold <= 0:
-            threshold = 0
         self.size_pool(threshold)
-        if threshold != self.floor_measured_for:
-            self.floor_measured_for = threshold
-            self.highest_floor = 0
         if threshold == 0:
             return 0
         if device.stats.allocated + needed <= threshold:

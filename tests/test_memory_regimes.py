@@ -26,8 +26,8 @@ def _dtr_steps(step, budget_fraction, steps=2):
         stats = imp.memory_stats()
     finally:
         imp.dtr.disable()
-        imp.dtr.enable(*old)
-        imp.dtr.disable()
+        imp.set_option("dtr_eviction_threshold", old[0])
+        imp.set_option("dtr_evictee_minimum_size", old[1])
     return (losses, stats["recomputes"] - start, stats["peak_allocated"], stats["peak_floor"],
             budget)
 
