@@ -55,6 +55,7 @@ include "_policies.pxi"       # eviction policies, one a file, and their table
 include "_swap.pxi"           # swap files: layout, private folders, bandwidth
 include "_memory.pxi"         # the memory manager: drop, swap, DTR, behind its hooks
 include "_restore.pxi"        # bringing evicted values back: swap in, revive, recompute
+include "_swapping.pxi"       # an evicted value to its swap file and back
 
 
 
@@ -95,7 +96,7 @@ def swap_out_tensor(TensorBase t):
     _channel.wait_produced(info)
     _channel.sync_quietly()
     if info.status == PRODUCED:
-        _channel.mm.swap_out(info, "_swap_out()")
+        _swap_out(_channel.mm, info, "_swap_out()")
 
 
 def swap_in_tensor(TensorBase t):

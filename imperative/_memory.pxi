@@ -77,8 +77,9 @@ cdef class MemoryOptions:
 
 # ------------------------------------------------------------------ the manager
 #
-# Fields: [C] caller threads, [W] the worker, [C/W] either, always under the GIL (a restore
-# or an op the caller runs itself happens while the worker is idle), as in the Channel.
+# Fields: [C] caller threads, [W] the worker, [C/W] either, always under the GIL, as in the
+# Channel. Kernels and swap files let other threads run midway: see "Several threads" in
+# docs/design.md for what pins protect.
 
 
 @cython.final
@@ -155,8 +156,10 @@ cdef class MemoryManager:
         evicted tensor needs it (release_leaf). True when the Channel should free it now."""
         self.note_death()
         if info.producer is not None:
-            if info.status == PRODUCED:
+            if info.status == PRODUCED and not info.pins:
                 self.drop_dead(info, "deleted")
+            # (pinned: a recomputation on the worker is reading it while the caller runs
+            # ahead; the restore drops it once read, with the other dead values it kept)
             elif info.uf_class is not None:     # evicted earlier, and now dead
                 _member_dies(info.uf_class)
             return False
@@ -402,59 +405,6 @@ cdef class MemoryManager:
                 elif out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None:
                     self.cut(out)
 
-    cdef int swap_out(self, TensorInfo info, str reason) except -1:
-        """Write the value, as laid out, to a file and free it; on any error nothing
-        changes (OSError naming the file and the reason)."""
-        cdef long long t0 = _now_ns() if _profiling else 0
-        cdef Device dev = info.device
-        if info.storage is not None and info.storage.refs > 1:
-            raise RuntimeError(f"cannot swap out a tensor {info.shape} {info.dtype} whose "
-                               f"storage {info.storage.refs - 1} other tensor(s) view")
-        value = info.value
-        cdef SwapLayout layout = _layout_of(value)
-        path = None
-        try:
-            self.swap.calibrate()
-            path = self.swap.new_path()
-            seconds = _write_file(path, _span_of(value, layout))
-        except OSError as e:
-            raise _swap_error(e, f"swap out failed, the tensor stays in memory: could not "
-                                 f"write {layout.nbytes} bytes to "
-                                 f"{path or self.swap.chosen or 'a temporary folder'}") from e
-        self.swap.write_rate.add(layout.nbytes, seconds)
-        info.swap_path = path
-        info.swap_layout = layout
-        self.forget(info)
-        self.ch._free_value(info)
-        info.status = SWAPPED
-        dev.stats.swapped += info.size
-        dev.stats.swap_outs += 1
-        if _profiling:
-            record_memory_event(t0, "swap_out", info, reason)
-        return 0
-
-    cdef int swap_in(self, TensorInfo info) except -1:
-        """Read the value back with the layout it left with; on any error it stays
-        swapped out (OSError naming the file and the reason)."""
-        cdef long long t0 = _now_ns() if _profiling else 0
-        cdef Device dev = info.device
-        cdef SwapLayout layout = info.swap_layout
-        span = np.empty(layout.nbytes, np.uint8)
-        try:
-            seconds = _read_file(info.swap_path, span)
-        except OSError as e:
-            raise _swap_error(e, f"swap in failed, the tensor {info.shape} {info.dtype} stays "
-                                 f"swapped out: swap file {info.swap_path}") from e
-        self.swap.read_rate.add(layout.nbytes, seconds)
-        _release_swap_file(info)
-        info.swap_layout = None
-        dev.stats.swap_ins += 1
-        self.ch._adopt(info, _value_from_span(span, layout), None)   # (also a candidate again)
-        self.policy.on_restore(info)
-        if _profiling:
-            record_memory_event(t0, "swap_in", info, "used")
-        return 0
-
     cdef int swap_is_cheaper(self, TensorInfo victim) except -1:
         """Writing the victim out and reading it back would take less than recomputing it,
         at the bandwidth measured on this machine (False when swapping cannot work here)."""
@@ -575,19 +525,25 @@ cdef class MemoryManager:
         cdef bint leaf = victim.producer is None
         if _decision_hook is not None:
             _decision_hook("evict", victim, self.clock)
-        victim.device.stats.evictions += 1
         if leaf or (self.opts.swap and self.swap_is_cheaper(victim)):
             try:
-                self.swap_out(victim, "evicted (no recipe: swapped)" if leaf
-                              else "evicted (swap cheaper than recompute)")
+                if not _swap_out(self, victim, "evicted (no recipe: swapped)" if leaf
+                                 else "evicted (swap cheaper than recompute)"):
+                    return 0
             except OSError:
                 if leaf:                  # not again: the budget passes if need be
                     self.forget(victim)
                     return 0
                 # else fall back to dropping it
             else:
+                victim.device.stats.evictions += 1
                 self.policy.on_evict(victim)
                 return 0
+        # (the hook, or the disk measured by swap_is_cheaper, may have let another thread
+        # run and begin to read it)
+        if not self.evictable(victim, victim.device):
+            return 0
+        victim.device.stats.evictions += 1
         self.policy.on_evict(victim)
         self.drop(victim, "evicted")
         return 0

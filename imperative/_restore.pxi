@@ -66,7 +66,7 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                 stack.pop()
             elif t.status == SWAPPED:
                 self.make_room(t.size, t.device)   # reading it back is an allocation too
-                self.swap_in(t)
+                _swap_in(self, t)
                 stack.pop()
             elif t.status == DROPPED:
                 if _revive(self, t):
