@@ -50,7 +50,8 @@ MEASURING_STEPS = 2     # the unconstrained steps that measure P: the second has
 PROFILED_STEPS = 3      # the budgeted run's last steps go into the trace
 STORM_FACTOR = 10       # a budgeted step this many times slower than unconstrained: say why
 STORM_MIN_SECONDS = 5
-COUNTS = ("evictions", "recomputes", "recompute_seconds", "budget_overshoots")
+COUNTS = ("evictions", "recomputes", "recompute_seconds", "budget_overshoots", "swap_outs",
+          "eviction_seconds")
 
 
 class BudgetTooSmall(Exception):
@@ -77,12 +78,15 @@ def timed_step(step):
     seconds = time.perf_counter() - start
     after = imp.memory_stats()
     return dict(loss=loss, seconds=seconds, peak=after["peak_allocated"],
-                allocated=after["allocated"], **{k: after[k] - before[k] for k in COUNTS})
+                floor=after.get("peak_floor"), allocated=after["allocated"],
+                **{k: after[k] - before[k] for k in COUNTS})
 
 
 def serve(conn, settings):
     """The body of a run's process: build the seeded model, then answer each request with
-    one step's record. `settings["budget"]` (bytes) turns DTR on for the whole run."""
+    one step's record. `settings["budget"]` (bytes) turns DTR on for the whole run (with
+    `swap`, evictions may swap out); the first op over it ends the run unless
+    `stop_at_overshoot` is False (tools/bench_dtr.py measures such points too)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's: it ends us
     lock = threading.Lock()                        # the overshoot hook sends from the worker
 
@@ -97,10 +101,12 @@ def serve(conn, settings):
     try:
         step = trainer(settings["model"], lr=settings["lr"], batch=settings["batch"])
         if settings["budget"]:
+            imp.set_option("enable_swap", int(settings.get("swap", False)))
             imp.dtr.enable(eviction_threshold=settings["budget"],
                            evictee_minimum_size=settings["min_evictee"])
             imp.dtr.set_policy(settings["policy"])
-            _core.set_overshoot_hook(first_overshoot)
+            if settings.get("stop_at_overshoot", True):
+                _core.set_overshoot_hook(first_overshoot)
         prof = None
         while (request := conn.recv()) is not None:
             if request == "profile" and prof is None:

@@ -64,3 +64,29 @@ def test_the_summary_skips_infeasible_points_counts_storms_and_compares_the_hybr
     assert met["median@0.5P<=1.15x"] is False and met["hybrid"] is False
     assert met["identical"] is False
     assert bench_dtr.storms_named(row)["worst"] == ["storm", "c"]
+
+
+def steps(seconds, losses, floor=30 * MIB):
+    return [dict(loss=loss, seconds=s, peak=40 * MIB + i, floor=floor, evictions=2, recomputes=4,
+                 swap_outs=0, budget_overshoots=0, eviction_seconds=0.001)
+            for i, (s, loss) in enumerate(zip(seconds, losses))]
+
+
+def test_a_paired_point_is_the_median_of_its_per_step_ratios_against_the_run_beside_it():
+    # the machine slowed down during steps 2 and 3: both runs alike, so the ratios hold
+    budgeted = steps([9.0, 0.12, 0.36, 0.24, 0.12], [4.0, 3.0, 2.0, 1.0, 0.5])
+    beside = steps([1.0, 0.10, 0.30, 0.20, 0.10], [4.0, 3.0, 2.0, 1.0, 0.5])
+    point = bench_dtr.paired_record(budgeted, beside)
+    assert point["ratio"] == pytest.approx(1.2)          # the warm-up step is left out
+    assert point["step_s"] == pytest.approx(0.18) and point["peak"] == 40 * MIB + 4
+    judged = bench_dtr.judge(point, dict(BASE, step_s=0.01), 50 * MIB)
+    assert judged["ratio"] == pytest.approx(1.2) and judged["identical"] and judged["feasible"]
+    other = bench_dtr.paired_record(budgeted, steps([1.0] * 5, [4.0, 3.0, 2.0, 1.0, 0.25]))
+    assert not bench_dtr.judge(other, BASE, 50 * MIB)["identical"]
+
+
+def test_a_policy_is_a_name_and_optionally_swap():
+    assert bench_dtr.parse_policy("dtr_eq") == ("dtr_eq", False)
+    assert bench_dtr.parse_policy("lru+swap") == ("lru", True)
+    with pytest.raises(ValueError, match="only '\\+swap'"):
+        bench_dtr.parse_policy("dtr_eq+disk")

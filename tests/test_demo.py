@@ -128,8 +128,9 @@ class FakeRun:
         i = len(self.records)
         self.log.append((self.name, i))
         self.records.append(dict(loss=1.0 / (i + 1), seconds=0.1, peak=1000, allocated=100,
-                                 evictions=0, recomputes=0, recompute_seconds=0.0,
-                                 budget_overshoots=0))
+                                 floor=100, evictions=0, recomputes=0,
+                                 recompute_seconds=0.0, budget_overshoots=0, swap_outs=0,
+                                 eviction_seconds=0.0))
         return self.records[-1]
 
     def finish(self):

@@ -10,15 +10,19 @@ dropping).
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
                               [--timeout SECONDS] [--json bench_dtr.json]
 
-Every point runs in a fresh subprocess: one warm-up step, then --steps timed ones (the
-median is kept). Per point it reports the step time against unconstrained, the peak
+First an unconstrained run of each model in a fresh subprocess measures P, its step time and
+the largest outputs one op writes. Then every point trains in a process of its own beside an
+unconstrained run in another (the demo's `Run`s), their steps alternating: unconstrained
+step i, then budgeted step i, one warm-up pair and --steps timed ones, so that the machine
+getting busier or quieter slows both alike; the step-time ratio is the median of the
+per-step ratios. Per point it reports that ratio, the peak
 against the budget, the floor (`peak_floor`: the most bytes that could not be evicted
 when an op ran under the budget; "n/a" where the core does not report it), whether the
 budget was feasible (floor <= budget), evictions, recomputes, swap-outs and over-budget
 ops per step, the eviction bookkeeping as a share of the step, and whether the losses are
-bit-identical to the unconstrained run's. A point that runs past its timeout (a
-recomputation storm) is shown as "timed out"; the default timeout is 10 times the
-unconstrained point's run time (at least 20 s). Then a summary for h_DTR^eq against the
+bit-identical to the unconstrained run's beside it. A point whose budgeted step runs past
+its timeout (a recomputation storm) is shown as "timed out"; the default timeout is 10 times
+the unconstrained step beside it (at least 20 s). Then a summary for h_DTR^eq against the
 targets of issue 12, and, with PyTorch installed, `checkpoint_sequential` on the
 LayerNorm MLP. The full default sweep (9 models x 21 points, 3 steps each) takes about
 25 minutes on a 2-core machine, more where points time out.
@@ -35,6 +39,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import _harness  # noqa: E402
+_harness.one_blas_thread()     # (before numpy loads: the paired runs' processes inherit it)
 from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
 BUDGETS = "0.9,0.7,0.5,0.3,0.2"
@@ -50,16 +55,61 @@ HYBRID_SLOWDOWN = 1.05                  # dtr_eq+swap against dtr_eq at the same
 # One point, in a fresh process
 
 
-def start_budget(policy, budget):
-    """Turn DTR on at `budget` bytes with `policy` ("name" or "name+swap")."""
-    import imperative as imp
+def parse_policy(policy):
+    """("name", swap) of a policy written "name" or "name+swap"."""
     name, _, extra = policy.partition("+")
-    if extra == "swap":
-        imp.set_option("enable_swap", 1)
-    elif extra:
+    if extra not in ("", "swap"):
         raise ValueError(f"policy {policy!r}: only '+swap' may follow the policy's name")
-    imp.dtr.enable(eviction_threshold=budget, evictee_minimum_size=EVICTEE_MINIMUM)
-    imp.dtr.set_policy(name)
+    return name, extra == "swap"
+
+
+def measure_paired(name, policy, budget, steps, timeout):
+    """One point: `name` trained under `budget` bytes with `policy` in a process of its own,
+    stepping in turn with an unconstrained run in another (see the module's docstring).
+    Returns the point's record, {"timed_out": True} when a budgeted step takes longer than
+    `timeout` seconds, or {"failed": the reason}."""
+    from imperative.demo import Run, RunFailed
+
+    def storm(seconds):
+        raise TimeoutError
+    policy_name, swap = parse_policy(policy)
+    settings = dict(model=name, lr=None, batch=None, profile=None, min_evictee=EVICTEE_MINIMUM,
+                    policy=policy_name, swap=swap, stop_at_overshoot=False)
+    reference, budgeted = Run("unconstrained", budget=None, **settings), None
+    try:
+        budgeted = Run("budgeted", budget=budget, **settings)
+        for _ in range(steps + 1):
+            usual = reference.step()["seconds"]
+            budgeted.step(patience=timeout or max(20.0, 10 * usual), on_slow=storm)
+    except TimeoutError:
+        return {"timed_out": True}
+    except RunFailed as e:
+        return {"failed": str(e).strip().splitlines()[-1]}
+    finally:
+        for run in (reference, budgeted):
+            if run is not None:
+                run.stop()
+    return paired_record(budgeted.records, reference.records)
+
+
+def paired_record(budgeted_steps, reference_steps):
+    """A point's record from the steps of the budgeted run and of the one beside it (the
+    first, a warm-up, is not timed)."""
+    budgeted, reference = budgeted_steps[1:], reference_steps[1:]
+    step_s = statistics.median(r["seconds"] for r in budgeted)
+
+    def per_step(key):
+        return statistics.fmean(r[key] for r in budgeted)
+    floors = [r["floor"] for r in budgeted if r["floor"] is not None]
+    return {"losses": [r["loss"] for r in budgeted_steps],
+            "reference_losses": [r["loss"] for r in reference_steps],
+            "ratio": statistics.median(b["seconds"] / u["seconds"]
+                                       for b, u in zip(budgeted, reference)),
+            "step_s": step_s, "peak": max(r["peak"] for r in budgeted),
+            "floor": max(floors) if floors else None, "evictions": per_step("evictions"),
+            "recomputes": per_step("recomputes"), "swap_outs": per_step("swap_outs"),
+            "overshoots": per_step("budget_overshoots"),
+            "bookkeeping": per_step("eviction_seconds") / step_s}
 
 
 def bytes_of(described):
@@ -83,37 +133,23 @@ def largest_op_outputs(step):
     return max(bytes_of(e.get("args", {}).get("out", "")) for e in events if e.get("cat") == "op")
 
 
-def measure(name, policy, budget, steps):
-    """Train `name` for one warm-up and `steps` timed steps, under `budget` bytes when it is
-    not None; prints the point's JSON line."""
+def measure_unconstrained(name, steps):
+    """Train `name` for one warm-up and `steps` timed steps; prints its JSON line: losses,
+    step time, the peak P and the largest outputs one op writes."""
     import imperative as imp
     step = trainer(name)
-    if budget is not None:
-        start_budget(policy, budget)
     losses, times = [], []
     for i in range(steps + 1):
         imp.sync()
         if i == 1:
             imp.reset_peak_memory_stats()
-            start = imp.memory_stats()
         t0 = time.perf_counter()
         losses.append(float(step()))
         imp.sync()
         if i >= 1:
             times.append(time.perf_counter() - t0)
-    s = imp.memory_stats()
-
-    def per_step(key):
-        return (s.get(key, 0) - start.get(key, 0)) / steps
-
-    out = {"losses": losses, "step_s": statistics.median(times), "peak": s["peak_allocated"],
-           "floor": s.get("peak_floor"), "evictions": per_step("evictions"),
-           "recomputes": per_step("recomputes"), "swap_outs": per_step("swap_outs"),
-           "overshoots": per_step("budget_overshoots"),
-           "bookkeeping": per_step("eviction_seconds") / statistics.median(times)}
-    if budget is None:
-        out["op_outputs"] = largest_op_outputs(step)
-    _harness.report(out)
+    _harness.report({"losses": losses, "step_s": statistics.median(times),
+                     "peak": imp.memory_stats()["peak_allocated"], "op_outputs": largest_op_outputs(step)})
 
 
 def torch_checkpoint(steps):
@@ -167,9 +203,10 @@ def judge(point, base, budget):
     floor = point["floor"]
     feasible = None if floor is None else floor <= budget
     limit = (budget if feasible in (True, None) else floor) + base["op_outputs"]
-    return dict(point, ratio=point["step_s"] / base["step_s"], peak_over_budget=point["peak"] / budget,
-                feasible=feasible, peak_ok=point["peak"] <= limit,
-                identical=point["losses"] == base["losses"])
+    return dict(point, ratio=point.get("ratio", point["step_s"] / base["step_s"]),
+                peak_over_budget=point["peak"] / budget, feasible=feasible,
+                peak_ok=point["peak"] <= limit,
+                identical=point["losses"] == point.get("reference_losses", base["losses"]))
 
 
 def point_row(label, fraction, p):
@@ -189,10 +226,10 @@ def point_row(label, fraction, p):
 
 def print_model_table(name, record):
     base = record["base"]
-    runs = " / ".join(f"{t * 1e3:.0f}" for t in base["step_s_runs"])
     print(f"\n{record['about']}: P = {base['peak'] / 2**20:.1f} MiB, step {base['step_s'] * 1e3:.0f} ms "
-          f"(runs: {runs} ms{'' if base['deterministic'] else ', LOSSES DIFFER between them'}), "
-          f"largest op outputs {base['op_outputs'] / 2**20:.2f} MiB")
+          f"alone{'' if base['deterministic'] else ' (LOSSES DIFFER between unconstrained runs)'}, "
+          f"largest op outputs {base['op_outputs'] / 2**20:.2f} MiB; the step ratio is against "
+          f"the unconstrained run stepping beside each point")
     print(f"{'policy':<13}{'budget':>6}{'step x':>7}{'peak MiB':>9}{'/budget':>8}{'floor':>8}"
           f"{'feas':>5}{'evict':>8}{'recomp':>8}{'swap':>6}{'over':>6}{'book %':>7}  same losses")
     for p in record["points"]:
@@ -202,33 +239,32 @@ def print_model_table(name, record):
 
 
 def unconstrained(name, args):
-    """The model's unconstrained record and its run's wall seconds."""
-    base, wall = run_child(["--point", name, "none", "0", "--steps", str(args.steps)], None)
+    """The model's unconstrained record, alone in a fresh process."""
+    base, _ = run_child(["--unconstrained", name, "--steps", str(args.steps)], None)
     if "step_s" not in base:
         raise RuntimeError(f"{name}: the unconstrained run failed: {base.get('failed')}")
-    return base, wall
+    return base
 
 
 def bench_model(name, args):
-    """Every point of one model; returns its record and prints its table. The unconstrained
-    run goes first and last, and the faster of the two is the reference: on a shared
-    machine, a single run's noise would skew every ratio of the model."""
-    first, wall = unconstrained(name, args)
-    timeout = args.timeout or max(20.0, 10 * wall)
+    """Every point of one model; returns its record and prints its table."""
+    base = unconstrained(name, args)
     raw = []
     for fraction in [float(f) for f in args.budgets.split(",")]:
         for policy in args.policies.split(","):
-            budget = int(fraction * first["peak"])
-            p, seconds = run_child(["--point", name, policy, str(budget), "--steps", str(args.steps)], timeout)
+            budget = int(fraction * base["peak"])
+            started = time.perf_counter()
+            p = measure_paired(name, policy, budget, args.steps, args.timeout)
             raw.append((policy, fraction, budget, p))
-            shown = f"{p['step_s'] * 1e3:.0f} ms/step" if "step_s" in p else next(iter(p))
-            print(f"  {name} {policy} {fraction:.1f} P: {shown} ({seconds:.0f} s)", flush=True)
-    last, _ = unconstrained(name, args)
-    base = dict(min(first, last, key=lambda r: r["step_s"]), step_s_runs=[first["step_s"], last["step_s"]],
-                deterministic=first["losses"] == last["losses"])
+            shown = (f"{p['step_s'] * 1e3:.0f} ms/step, {p['ratio']:.2f}x" if "step_s" in p
+                     else next(iter(p)))
+            print(f"  {name} {policy} {fraction:.1f} P: {shown} "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+    base["deterministic"] = all(p["reference_losses"] == base["losses"]
+                                for *_, p in raw if "reference_losses" in p)
     points = [dict(judge(p, base, budget), policy=policy, fraction=fraction, budget=budget)
               for policy, fraction, budget, p in raw]
-    record = {"about": describe(name), "base": base, "timeout": timeout, "points": points}
+    record = {"about": describe(name), "base": base, "points": points}
     print_model_table(name, record)
     return record
 
@@ -331,14 +367,16 @@ def main():
     parser.add_argument("--budgets", default=BUDGETS, help="fractions of the unconstrained peak P")
     parser.add_argument("--policies", default=POLICIES)
     parser.add_argument("--timeout", type=float, default=None,
-                        help="seconds per point (default: 10x the unconstrained point, >= 20 s)")
+                        help="seconds per budgeted step (default: 10x the unconstrained step "
+                             "beside it, >= 20 s)")
     parser.add_argument("--json", default="bench_dtr.json")
-    parser.add_argument("--point", nargs=3, metavar=("MODEL", "POLICY", "BUDGET"), help=argparse.SUPPRESS)
+    parser.add_argument("--unconstrained", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--torch", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.point:
-        name, policy, budget = args.point
-        return measure(name, policy, None if policy == "none" else int(budget), args.steps)
+    if args.unconstrained:
+        return measure_unconstrained(args.unconstrained, args.steps)
+    for policy in args.policies.split(","):
+        parse_policy(policy)                   # (a typo fails now, not after the first model)
     if args.torch:
         return torch_checkpoint(args.steps)
 
