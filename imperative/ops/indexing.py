@@ -285,6 +285,8 @@ class _IndexOp(Op):
 
     def index(self, arrays):
         """The numpy index, given the index inputs' arrays."""
+        if len(self._tensor_slots) == len(self._numpy_items):   # Tensors only: x[idx]
+            return tuple(arrays)
         if not self._tensor_slots:
             return self._numpy_items
         index = list(self._numpy_items)
