@@ -189,32 +189,71 @@ cdef object _basic_index_key(object index):
     return tuple(keys)
 
 
-cdef dict _tensor_index_ops = {}     # the index Tensor's dtype -> the op of x[index]
+cdef object _tensor_index_key(tuple index):
+    """The memo key of an index of basic items and index Tensors (`x[rows, 1:9]`, `x[idx]`),
+    or None. An index Tensor stands in the key by its dtype alone: the facade makes the op
+    from the index's items and its Tensors' dtypes only (integer: a gather; bool: a mask),
+    their shapes being checked by inference, per call."""
+    keys = []
+    for item in index:
+        if isinstance(item, TensorBase):
+            dtype = (<TensorBase>item)._info.dtype
+            if dtype.metadata is not None:
+                return None
+            keys.append(("tensor", dtype))
+            continue
+        key = _index_item_key(item)
+        if key is None:
+            return None
+        keys.append(key)
+    return tuple(keys)
 
 
-cdef object _getitem_by_tensor(TensorBase self, TensorBase index):
-    """`self[index]` for one index Tensor (x[idx], x[mask]): its op depends only on the
-    index's dtype (integer: a gather; bool: a mask), memoised by that dtype once the facade
-    has checked it."""
-    dtype = index._info.dtype
-    op = _tensor_index_ops.get(dtype) if dtype.metadata is None else None
+cdef dict _tensor_index_ops = {}     # _tensor_index_key -> the op of x[index]
+
+
+cdef tuple _index_tensors(tuple index):
+    return tuple([item for item in index if isinstance(item, TensorBase)])
+
+
+cdef bint _same_objects(tuple a, tuple b):
+    if len(a) != len(b):
+        return False
+    for i in range(len(a)):
+        if a[i] is not b[i]:
+            return False
+    return True
+
+
+cdef object _getitem_with_tensors(TensorBase self, tuple index):
+    """`self[index]` for an index holding Tensors: the op is memoised by _tensor_index_key
+    once the facade has made it from exactly the index's Tensors (no constant it had to
+    convert), and issued on self and those Tensors."""
+    key = _tensor_index_key(index)
+    op = _tensor_index_ops.get(key) if key is not None else None
+    cdef tuple tensors = _index_tensors(index)
     if op is None:
         op, operands = _make_getitem(self, index)
-        if (dtype.metadata is None and len(operands) == 1 and operands[0] is index
-                and len(_tensor_index_ops) < _MAX_MEMO):
-            _tensor_index_ops[dtype] = op
-        return apply_infos(<OpDef>op, _checked_infos(op, (self,) + tuple(operands)))[0]
-    return apply_infos(<OpDef>op, _checked_infos(op, (self, index)))[0]
+        operands = tuple(operands)
+        if (key is not None and len(_tensor_index_ops) < _MAX_MEMO
+                and _same_objects(operands, tensors)):
+            _tensor_index_ops[key] = op
+        tensors = operands
+    return apply_infos(<OpDef>op, _checked_infos(op, (self,) + tensors))[0]
 
 
 def tensor_getitem(TensorBase self, index):
     """`self[index]`, as numpy (ops/indexing.py parses the index)."""
     if isinstance(index, TensorBase):
-        return _getitem_by_tensor(self, <TensorBase>index)
+        return _getitem_with_tensors(self, (index,))
     key = _basic_index_key(index)
     op = _getitem_ops.get(key) if key is not None else None
     if op is not None:
         return _one(<OpDef>op, self)
+    if key is None and type(index) is tuple:
+        for item in <tuple>index:
+            if isinstance(item, TensorBase):
+                return _getitem_with_tensors(self, <tuple>index)
     op, operands = _make_getitem(self, index)
     if not operands:
         if key is not None and len(_getitem_ops) < _MAX_MEMO:

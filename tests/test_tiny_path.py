@@ -179,6 +179,53 @@ def test_python_numbers_of_one_element_tensors():
         int(masked)
 
 
+TENSOR_INDICES = {     # names of index Tensors (in _index_tensors) among basic items
+    "rows, slice": ("i64", slice(1, 9)),
+    "slice, rows": (slice(None, 3), "i32"),
+    "int, rows": (2, "i64"),
+    "rows, rows": ("i64", "i32"),
+    "rows, None, step": ("i32", None, slice(None, None, -3)),
+    "mask": ("mask",),
+    "mask row, slice": ("mask row", slice(2, None)),
+}
+
+
+def _index_tensors():
+    return {"i64": np.array([3, 0, 2, 3], np.int64), "i32": np.array([1, 0, 2, 1], np.int32),
+            "mask": MASK, "mask row": np.array([True, False, True, True])}
+
+
+@pytest.mark.parametrize("name", list(TENSOR_INDICES))
+def test_index_tuples_holding_tensors_pick_what_numpy_picks(name):
+    arrays = _index_tensors()
+    tensors = {k: imp.Tensor(v) for k, v in arrays.items()}
+    items = TENSOR_INDICES[name]
+    want = X[tuple(arrays[i] if isinstance(i, str) else i for i in items)]
+    x = imp.Tensor(X)
+    for _ in range(2):          # the second time by the memoised op
+        got = x[tuple(tensors[i] if isinstance(i, str) else i for i in items)].numpy()
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    with general_path():
+        slow = x[tuple(tensors[i] if isinstance(i, str) else i for i in items)].numpy()
+    np.testing.assert_array_equal(slow, want)
+
+
+def test_memoised_index_tuples_check_each_calls_tensors():
+    x = imp.Tensor(X)
+    rows = imp.Tensor(np.array([0, 1], np.int64))
+    x[rows, rows]                                       # the (int64, int64) op, memoised
+    for _ in range(2):
+        with pytest.raises(IndexError, match="shape mismatch"):
+            x[rows, imp.Tensor(np.array([0, 1, 2], np.int64))]
+        with pytest.raises(IndexError, match="integer"):
+            x[rows, imp.Tensor(np.array([0.5], np.float32))]
+    x[imp.Tensor(np.array([1, 1, 0], np.int64)), np.array([2, 3, 4])]    # a constant: facade's
+    np.testing.assert_array_equal(
+        x[imp.Tensor(np.array([1, 1, 0], np.int64)), np.array([2, 3, 4])].numpy(),
+        X[[1, 1, 0], [2, 3, 4]])
+
+
 SETS = ((1, 0.5), ((2, slice(3, 5)), 2), ((..., 0), True), (0, 1.75))
 
 

@@ -83,11 +83,6 @@ def _to_numpy(item):
     return item
 
 
-def _numpy_index(items, arrays):
-    arrays = iter(arrays)
-    return tuple(next(arrays) if _is_tensor(item) else _to_numpy(item) for item in items)
-
-
 def _format_item(item):
     if _is_tensor(item):
         return "<tensor>"
@@ -273,7 +268,10 @@ class _IndexOp(Op):
         if not self._ALLOWS_ADVANCED and not all(map(_is_basic, items)):
             raise ValueError(f"{type(self).__name__} takes ints, slices, None and '...' only; "
                              "use the MultiAxisVec ops for array and boolean indices")
-        self._set(items=items)
+        # numpy's index with a hole at each TENSOR item, made once: index() runs per kernel
+        self._set(items=items, _numpy_items=tuple(None if _is_tensor(i) else _to_numpy(i)
+                                                  for i in items),
+                  _tensor_slots=tuple(k for k, i in enumerate(items) if _is_tensor(i)))
 
     def __repr__(self):
         return f"{type(self).__name__}([{', '.join(map(_format_item, self.items))}])"
@@ -287,7 +285,14 @@ class _IndexOp(Op):
 
     def index(self, arrays):
         """The numpy index, given the index inputs' arrays."""
-        return _numpy_index(self.items, arrays)
+        if len(self._tensor_slots) == len(self._numpy_items):   # Tensors only: x[idx]
+            return tuple(arrays)
+        if not self._tensor_slots:
+            return self._numpy_items
+        index = list(self._numpy_items)
+        for slot, array in zip(self._tensor_slots, arrays):
+            index[slot] = array
+        return tuple(index)
 
 
 class IndexingMultiAxisVec(_IndexOp):
