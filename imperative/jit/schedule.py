@@ -15,14 +15,21 @@ The compiled plan (compiler.py) frees values by this order's liveness; a replay 
 the ops one by one keeps the recorded order (Plan.dies_after)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .program import INTERNAL
+
+# the native sgemm does the update in its stores for float32 (elsewhere a moved update gains
+# nothing, and a kernel computing in float32 for a float16 output would apply it before
+# rounding to float16, not after as the recorded order does)
+_FLOAT32 = np.dtype(np.float32)
 
 
 def update_moves(program, kept):
     """{product step index: update step index} for each update that can ride on the product
     making its g: an epilogue-capable step with that one output, read by the update alone and
-    never handed back (so it need not exist), w of g's shape and dtype existing before the
-    product runs."""
+    never handed back (so it need not exist), w of g's shape and dtype (float32) existing
+    before the product runs."""
     values, steps = program.values, program.steps
     producer, readers = {}, {}
     for index, step in enumerate(steps):
@@ -43,7 +50,8 @@ def update_moves(program, kept):
         if not product.op.epilogue_capable or len(product.outputs) != 1:
             continue
         out, vw, vg = values[step.outputs[0]], values[w], values[g]
-        if not (vw.shape == vg.shape == out.shape and vw.dtype == vg.dtype == out.dtype):
+        if not (vw.shape == vg.shape == out.shape and vw.dtype == vg.dtype == out.dtype
+                == _FLOAT32):
             continue
         if producer.get(w, -1) < p:
             moves[p] = index
