@@ -16,15 +16,6 @@ native_only = pytest.mark.skipif(not native._SUPPORTED,
                                  reason="no AVX2 or AVX-512: the native sgemm does not run")
 
 
-@pytest.fixture(params=["native", "numpy"])
-def kernels(request, monkeypatch):
-    """Both product paths: the native sgemm's stores, and numpy plus ScaledAdd's kernel."""
-    if request.param == "native" and not native._SUPPORTED:
-        pytest.skip("no AVX2 or AVX-512: the native sgemm does not run")
-    monkeypatch.setattr(native, "_MODE", "always" if request.param == "native" else "never")
-    return request.param
-
-
 @native_only
 @pytest.mark.parametrize("m,n,k,transposed", [(64, 80, 96, False), (37, 50, 400, False),
                                               (64, 48, 800, True), (1024, 1024, 8, True),
