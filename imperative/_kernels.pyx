@@ -21,11 +21,11 @@ cdef extern from "_sgemm.h" nogil:
     int imp_native_select_isa(int isa)
     int IMP_X86_NATIVE
     int IMP_ISA_NONE, IMP_ISA_AVX2, IMP_ISA_AVX512
-    int IMP_EPILOGUE_NONE, IMP_EPILOGUE_RELU, IMP_EPILOGUE_RELU_GRAD
+    int IMP_EPILOGUE_NONE, IMP_EPILOGUE_RELU, IMP_EPILOGUE_RELU_GRAD, IMP_EPILOGUE_AXPY
     int IMP_SGEMM_ACCUMULATE, IMP_SGEMM_STREAM
     int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
                   long rsb, long csb, float *c, long ldc, int flags, int epilogue,
-                  const float *y, long ldy)
+                  const float *y, long ldy, float alpha)
     int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
                       const float *w, long ph, long pw, long dh, long dw, float *y,
                       const float *bias, int epilogue, const float *ey)
@@ -93,7 +93,8 @@ cdef long _stride(arr, int axis) except? -1:
     return s // 4
 
 
-_EPILOGUES = {None: IMP_EPILOGUE_NONE, "relu": IMP_EPILOGUE_RELU, "relu_grad": IMP_EPILOGUE_RELU_GRAD}
+_EPILOGUES = {None: IMP_EPILOGUE_NONE, "relu": IMP_EPILOGUE_RELU, "relu_grad": IMP_EPILOGUE_RELU_GRAD,
+              "axpy": IMP_EPILOGUE_AXPY}
 
 
 cdef int _epilogue_code(str fn, epilogue) except -1:
@@ -102,12 +103,14 @@ cdef int _epilogue_code(str fn, epilogue) except -1:
     return _EPILOGUES[epilogue]
 
 
-def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None, bint streaming=False):
+def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None, bint streaming=False,
+          float alpha=0):
     """out[...] = a @ b (or out += a @ b): 2-D float32 arrays; `out` has unit column stride.
     a and b may be any strided views (transposes included). epilogue: None, "relu" (each
-    value v becomes max(v, 0)) or "relu_grad" (v * (y > 0), y an array shaped as out with unit
-    column stride), applied as numpy would on the way into out. streaming: out is read only
-    much later (a weight gradient), so a large one-pass product may bypass the caches."""
+    value v becomes max(v, 0)), "relu_grad" (v * (y > 0), y an array shaped as out with unit
+    column stride) or "axpy" (y + alpha * v, as `axpy` computes it: an optimizer's update of
+    y by the product), applied as numpy would on the way into out. streaming: out is read
+    only much later (a weight gradient), so a large one-pass product may bypass the caches."""
     _require_native("sgemm")
     for name, arr in (("a", a), ("b", b), ("out", out)):
         if arr.dtype != np.float32 or arr.ndim != 2:
@@ -122,10 +125,10 @@ def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None, bint streamin
     cdef int flags = (IMP_SGEMM_ACCUMULATE if accumulate else 0) | (IMP_SGEMM_STREAM if streaming else 0)
     cdef size_t py = 0
     cdef long ldy = 0
-    if epi == IMP_EPILOGUE_RELU_GRAD:
+    if epi == IMP_EPILOGUE_RELU_GRAD or epi == IMP_EPILOGUE_AXPY:
         if (y is None or y.dtype != np.float32 or y.ndim != 2 or y.shape != out.shape
                 or y.strides[1] != 4):
-            raise ValueError("native sgemm: the relu_grad epilogue needs y, a float32 array "
+            raise ValueError(f"native sgemm: the {epilogue} epilogue needs y, a float32 array "
                              "shaped as out with contiguous rows")
         if np.may_share_memory(y, out):
             raise ValueError("native sgemm: y must not overlap out")
@@ -136,7 +139,7 @@ def sgemm(a, b, out, bint accumulate=False, epilogue=None, y=None, bint streamin
     cdef int rc
     with nogil:
         rc = imp_sgemm(M, N, K, <const float *>pa, rsa, csa, <const float *>pb, rsb, csb,
-                       <float *>pc, ldc, flags, epi, <const float *>py, ldy)
+                       <float *>pc, ldc, flags, epi, <const float *>py, ldy, alpha)
     if rc:
         raise MemoryError("native sgemm: out of memory for packing buffers")
     return out
@@ -158,6 +161,8 @@ def conv2d_s1(x, w, padding, dilation, bias=None, epilogue=None, y=None):
     if ho < 1 or wo < 1:
         raise ValueError("native conv2d: kernel larger than the padded input")
     cdef int epi = _epilogue_code("conv2d", epilogue)
+    if epi == IMP_EPILOGUE_AXPY:
+        raise ValueError("native conv2d: no axpy epilogue (a product's only)")
     out = np.empty((n, o, ho, wo), dtype=np.float32)
     cdef size_t pbias = 0, pey = 0
     if bias is not None:

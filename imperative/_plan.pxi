@@ -281,18 +281,22 @@ cdef class KernelStep:
     """An op's kernel called on arrays, its results stored as the executor stores them;
     as the executor does (_execute.pxi: _run_kernel), into the buffer of an input that dies
     here (`reuse`: an input slot, or -1), or doing the next op's work (`epilogue`: that op,
-    with the slots of its other inputs) when the compiler found the executor's conditions."""
+    with the slots of its other inputs) when the compiler found the executor's conditions
+    (or, `epilogue_kind` given, an update the schedule moved up: jit/schedule.py)."""
     cdef OpDef op
     cdef list ins, outs, dies
     cdef str where
     cdef Py_ssize_t reuse
     cdef object epilogue
     cdef list epilogue_ins
+    cdef object epilogue_kind
 
     def __cinit__(self, OpDef op, list ins, list outs, list dies, str where,
-                  Py_ssize_t reuse=-1, epilogue=None, list epilogue_ins=None):
+                  Py_ssize_t reuse=-1, epilogue=None, list epilogue_ins=None,
+                  epilogue_kind=None):
         self.op, self.ins, self.outs, self.dies, self.where = op, ins, outs, dies, where
         self.reuse, self.epilogue, self.epilogue_ins = reuse, epilogue, epilogue_ins
+        self.epilogue_kind = epilogue_kind
 
     cdef int run(self, list vals) except -1:
         cdef Py_ssize_t i
@@ -303,7 +307,8 @@ cdef class KernelStep:
                 result = self.op.kernel(*arrays, out=target)
             elif self.epilogue is not None:
                 result = self.op.kernel(*arrays, epilogue=Epilogue(
-                    self.epilogue, *[vals[i] for i in self.epilogue_ins]))
+                    self.epilogue, *[vals[i] for i in self.epilogue_ins],
+                    kind=self.epilogue_kind))
             else:
                 result = self.op.kernel(*arrays)
         except Exception as e:

@@ -31,7 +31,7 @@ int imp_native_select_isa(int isa) { return IMP_ISA_NONE; }
 int imp_sgemm_supported(void) { return 0; }
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
               long rsb, long csb, float *c, long ldc, int flags, int epilogue,
-              const float *y, long ldy) { return -1; }
+              const float *y, long ldy, float alpha) { return -1; }
 int imp_conv2d_s1(long N, long C, long H, long W, const float *x, long O, long kh, long kw,
                   const float *w, long ph, long pw, long dh, long dw, float *y,
                   const float *bias, int epilogue, const float *ey) { return -1; }
@@ -55,9 +55,10 @@ long imp_relu_grad_vectors(long n, const float *dy, const float *y, float *out) 
 typedef struct {
     int accumulate, stream, epilogue;
     long ldy;
+    float alpha; /* IMP_EPILOGUE_AXPY's */
 } store_mode;
 
-static const store_mode plain_store = {0, 0, IMP_EPILOGUE_NONE, 0};
+static const store_mode plain_store = {0, 0, IMP_EPILOGUE_NONE, 0, 0.f};
 
 static long round_up(long x, long to) { return (x + to - 1) / to * to; }
 
@@ -183,6 +184,7 @@ AVX512 static void transpose16(__m512 r[16])
 #define vstore _mm512_storeu_ps
 #define vfma _mm512_fmadd_ps
 #define vadd _mm512_add_ps
+#define vmul _mm512_mul_ps
 #define vstream _mm512_stream_ps
 #define vload_n(p, n) _mm512_maskz_loadu_ps(lanes16(n), p)
 #define vstore_n(p, n, v) _mm512_mask_storeu_ps(p, lanes16(n), v)
@@ -216,6 +218,7 @@ AVX512 static void transpose16(__m512 r[16])
 #undef vstore
 #undef vfma
 #undef vadd
+#undef vmul
 #undef vstream
 #undef vload_n
 #undef vstore_n
@@ -311,6 +314,7 @@ AVX2 static inline void transpose8(__m256 r[8])
 #define vstore _mm256_storeu_ps
 #define vfma _mm256_fmadd_ps
 #define vadd _mm256_add_ps
+#define vmul _mm256_mul_ps
 #define vstream _mm256_stream_ps
 #define vload_n load8_n
 #define vstore_n store8_n
@@ -382,11 +386,11 @@ long imp_relu_grad_vectors(long n, const float *dy, const float *y, float *out)
 
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
               long rsb, long csb, float *c, long ldc, int flags, int epilogue,
-              const float *y, long ldy)
+              const float *y, long ldy, float alpha)
 {
     switch (imp_native_isa()) {
-    case IMP_ISA_AVX512: return sgemm_avx512(M, N, K, a, rsa, csa, b, rsb, csb, c, ldc, flags, epilogue, y, ldy);
-    case IMP_ISA_AVX2: return sgemm_avx2(M, N, K, a, rsa, csa, b, rsb, csb, c, ldc, flags, epilogue, y, ldy);
+    case IMP_ISA_AVX512: return sgemm_avx512(M, N, K, a, rsa, csa, b, rsb, csb, c, ldc, flags, epilogue, y, ldy, alpha);
+    case IMP_ISA_AVX2: return sgemm_avx2(M, N, K, a, rsa, csa, b, rsb, csb, c, ldc, flags, epilogue, y, ldy, alpha);
     default: return -1;
     }
 }

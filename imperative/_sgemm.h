@@ -33,10 +33,13 @@ int imp_sgemm_supported(void);
 long imp_relu_grad_vectors(long n, const float *dy, const float *y, float *out);
 
 /* What a product applies to each value on its way into c (numpy's rounding and NaNs):
- * max(c, 0) (ReLU), or c * (y > 0) with y[M, N] of row stride ldy (ReLU's gradient). */
+ * max(c, 0) (ReLU), c * (y > 0) with y[M, N] of row stride ldy (ReLU's gradient), or
+ * y + alpha * c, the product rounded first and then the sum (ScaledAdd's bits: an
+ * optimizer's update of y by the gradient c; products only, not the convolution). */
 #define IMP_EPILOGUE_NONE 0
 #define IMP_EPILOGUE_RELU 1
 #define IMP_EPILOGUE_RELU_GRAD 2
+#define IMP_EPILOGUE_AXPY 3
 
 /* flags of imp_sgemm: add c's old value; or, for a large product written in one pass that
  * nothing reads soon (a weight gradient, read by the optimizer after the whole backward
@@ -46,10 +49,11 @@ long imp_relu_grad_vectors(long n, const float *dy, const float *y, float *out);
 
 /* c[M, N] (row stride ldc) = a[M, K] @ b[K, N] (plus c's old value, see flags), then the
  * epilogue; a and b given by element strides (rows, columns), so transposes cost nothing.
- * y is read only by IMP_EPILOGUE_RELU_GRAD (else may be NULL). */
+ * y is read only by IMP_EPILOGUE_RELU_GRAD and IMP_EPILOGUE_AXPY (else may be NULL), and
+ * must not overlap c; alpha only by IMP_EPILOGUE_AXPY. */
 int imp_sgemm(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
               long rsb, long csb, float *c, long ldc, int flags, int epilogue,
-              const float *y, long ldy);
+              const float *y, long ldy, float alpha);
 
 /* Stride-1 convolution of C-contiguous x (N, C, H, W) by w (O, C, kh, kw) with zero padding
  * (ph, pw) and dilation (dh, dw), into C-contiguous y (N, O, Ho, Wo); then bias (O) added

@@ -5,7 +5,7 @@
  *   FN(name)            this instruction set's name for a function (name##_avx512, ...)
  *   TARGET              the target attribute its vector functions are compiled with
  *   VW, vec             floats per vector, and the vector type
- *   vzero() vset1(x) vload(p) vstore(p, v) vfma(a, b, c) vadd(a, b) vstream(p, v)
+ *   vzero() vset1(x) vload(p) vstore(p, v) vfma(a, b, c) vadd(a, b) vmul(a, b) vstream(p, v)
  *   vload_n(p, n)       the first n lanes from p (none if n <= 0, all if n >= VW), the
  *                       others 0; lanes past n are never read, so p + n may end a buffer
  *   vstore_n(p, n, v)   the first n lanes of v to p, nothing past them written
@@ -26,25 +26,36 @@
 #define NR (NV * VW)
 #define CONV_NR (CONV_V * VW)
 
+/* y + alpha * v as ScaledAdd's native loop computes it (_loops.c: axpy): the product is
+ * rounded before the sum (the empty asm keeps the compiler from contracting the two into
+ * a fused multiply-add, which rounds once and gives other bits). */
+TARGET static inline vec FN(axpy)(vec v, vec y, float alpha)
+{
+    vec t = vmul(vset1(alpha), v);
+    __asm__("" : "+x"(t));
+    return vadd(y, t);
+}
+
 /* The epilogue applied to the first `left` of VW values v; y[at..] is read by
- * IMP_EPILOGUE_RELU_GRAD only. */
-TARGET static inline vec FN(epilogue)(int epilogue, vec v, const float *y, long at, long left)
+ * IMP_EPILOGUE_RELU_GRAD and IMP_EPILOGUE_AXPY only, alpha by the latter. */
+TARGET static inline vec FN(epilogue)(int epilogue, vec v, const float *y, long at, long left,
+                                      float alpha)
 {
     if (epilogue == IMP_EPILOGUE_RELU) return vrelu(v);
     if (epilogue == IMP_EPILOGUE_RELU_GRAD) return vrelu_grad(v, vload_n(y + at, left));
+    if (epilogue == IMP_EPILOGUE_AXPY) return FN(axpy)(v, vload_n(y + at, left), alpha);
     return v;
 }
 
 /* dst[0, n) = src[0, n) plus *bias (unless NULL), then the epilogue (y: the row's y), in
- * numpy's order: the bias added as its own float sum, then ReLU or ReLU's gradient.
- * dst may be src. */
+ * numpy's order: the bias added as its own float sum, then the epilogue. dst may be src. */
 TARGET static void FN(finish_row)(float *dst, const float *src, long n, const float *bias,
-                                  int epilogue, const float *y)
+                                  int epilogue, const float *y, float alpha)
 {
     for (long j = 0; j < n; j += VW) {
         vec v = vload_n(src + j, n - j);
         if (bias) v = vadd(v, vset1(*bias));
-        vstore_n(dst + j, n - j, FN(epilogue)(epilogue, v, y, j, n - j));
+        vstore_n(dst + j, n - j, FN(epilogue)(epilogue, v, y, j, n - j, alpha));
     }
 }
 
@@ -75,7 +86,7 @@ TARGET static void FN(finish_row)(float *dst, const float *src, long n, const fl
             int left = n - VW * v;                                                         \
             vec out = acc[i][v];                                                           \
             if (st->accumulate) out = vadd(out, vload_n(cv, left));                        \
-            out = FN(epilogue)(st->epilogue, out, y, i * st->ldy + VW * v, left);          \
+            out = FN(epilogue)(st->epilogue, out, y, i * st->ldy + VW * v, left, st->alpha); \
             if (st->stream && left >= VW) vstream(cv, out);                                \
             else vstore_n(cv, left, out);                                                  \
         }
@@ -90,7 +101,7 @@ TARGET static void FN(kernel_packed)(long kc, const float *restrict a, const flo
 {
     for (int i = 0; i < m && !st->stream; i++)
         for (int j = 0; j < NR; j += 16) _mm_prefetch((const char *)(c + i * ldc + j), _MM_HINT_T0);
-    for (int i = 0; i < m && st->epilogue == IMP_EPILOGUE_RELU_GRAD; i++)
+    for (int i = 0; i < m && (st->epilogue == IMP_EPILOGUE_RELU_GRAD || st->epilogue == IMP_EPILOGUE_AXPY); i++)
         for (int j = 0; j < NR; j += 16) _mm_prefetch((const char *)(y + i * st->ldy + j), _MM_HINT_T0);
     /* The last panel of a product whose rows are not a multiple of MR runs a shorter tile:
      * computing its zero padding cost 4% of a 256-row product. (With MR <= 8 the first
@@ -217,7 +228,7 @@ TARGET static void FN(pack_b)(long kc, long nc, const float *b, long rs, long cs
  * panel in L1 while it meets the NR-column panels of B. */
 static int FN(sgemm)(long M, long N, long K, const float *a, long rsa, long csa, const float *b,
                      long rsb, long csb, float *c, long ldc, int flags, int epilogue,
-                     const float *y, long ldy)
+                     const float *y, long ldy, float alpha)
 {
     int accumulate = flags & IMP_SGEMM_ACCUMULATE;
     if (K == 0) {
@@ -225,7 +236,7 @@ static int FN(sgemm)(long M, long N, long K, const float *a, long rsa, long csa,
         if (!accumulate)
             for (long i = 0; i < M; i++) memset(c + i * ldc, 0, N * sizeof(float));
         for (long i = 0; i < M && epilogue != IMP_EPILOGUE_NONE; i++)
-            FN(finish_row)(c + i * ldc, c + i * ldc, N, NULL, epilogue, y ? y + i * ldy : NULL);
+            FN(finish_row)(c + i * ldc, c + i * ldc, N, NULL, epilogue, y ? y + i * ldy : NULL, alpha);
         return 0;
     }
     long mcap = M < MC ? M : MC;
@@ -239,9 +250,9 @@ static int FN(sgemm)(long M, long N, long K, const float *a, long rsa, long csa,
     int stream = (flags & IMP_SGEMM_STREAM) && !accumulate && K <= KC && M * N >= STREAM_MIN
                  && (size_t)c % 64 == 0 && ldc % 16 == 0;
     /* passes before the last store partial sums; the epilogue belongs to the last */
-    store_mode partial = {1, 0, IMP_EPILOGUE_NONE, 0};
-    store_mode first = {accumulate, stream, K <= KC ? epilogue : IMP_EPILOGUE_NONE, ldy};
-    store_mode last = {1, 0, epilogue, ldy};
+    store_mode partial = {1, 0, IMP_EPILOGUE_NONE, 0, 0.f};
+    store_mode first = {accumulate, stream, K <= KC ? epilogue : IMP_EPILOGUE_NONE, ldy, alpha};
+    store_mode last = {1, 0, epilogue, ldy, alpha};
     for (long ic = 0; ic < M; ic += MC) {
         long mc = M - ic < MC ? M - ic : MC;
         for (long pc = 0; pc < K; pc += KC) {
@@ -310,7 +321,7 @@ static int FN(conv2d_s1)(long N, long C, long H, long W, const float *x, long O,
                 if (!bias && epilogue == IMP_EPILOGUE_NONE)
                     memcpy(y + at, row, wo * sizeof(float));
                 else
-                    FN(finish_row)(y + at, row, wo, bias ? bias + o : NULL, epilogue, ey ? ey + at : NULL);
+                    FN(finish_row)(y + at, row, wo, bias ? bias + o : NULL, epilogue, ey ? ey + at : NULL, 0.f);
             }
     }
     release_scratch(block);

@@ -7,6 +7,7 @@
   was before the test (a test that changes an option must restore it).
 * `live_handles()` / `assert_no_leak(fn)`: handle-leak checks built on
   `imp._core._channel_stats()["live_handles"]`.
+* `kernels`: a test of products and their epilogues runs on the native kernels and on numpy's.
 """
 import gc
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 import imperative as imp
+from imperative.backend import native
 
 ASYNC_LEVELS = (0, 2)
 
@@ -70,3 +72,13 @@ def assert_no_leak_fixture():
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(params=["native", "numpy"])
+def kernels(request, monkeypatch):
+    """Both product paths: the native sgemm's stores (epilogues there), and numpy plus the
+    follower's kernel (tests/test_epilogue.py, test_jit_schedule.py)."""
+    if request.param == "native" and not native._SUPPORTED:
+        pytest.skip("no AVX2 or AVX-512: the native sgemm does not run")
+    monkeypatch.setattr(native, "_MODE", "always" if request.param == "native" else "never")
+    return request.param

@@ -8,7 +8,6 @@ import pytest
 import imperative as imp
 from imperative import F, nn, optim
 from imperative.autodiff import GradManager
-from imperative.backend import native
 from imperative.ops.matmul import MatrixMul
 
 BIG = imp._core.HOST_COMPUTE_MAX_ELEMENTS + 1   # elements: past the host-compute limit: the worker
@@ -30,15 +29,6 @@ def epilogues(monkeypatch):
     seen = []
     _record_epilogues(monkeypatch, MatrixMul, seen)
     return seen
-
-
-@pytest.fixture(params=["native", "numpy"])
-def kernels(request, monkeypatch):
-    """Both product paths: the native sgemm's stores, and numpy plus the follower's kernel."""
-    if request.param == "native" and not native._SUPPORTED:
-        pytest.skip("no AVX2 or AVX-512: the native sgemm does not run")
-    monkeypatch.setattr(native, "_MODE", "always" if request.param == "native" else "never")
-    return request.param
 
 
 def _arrays(dtype=np.float32):

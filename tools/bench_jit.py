@@ -273,7 +273,9 @@ def main():
             ratios[f"small step replay / {other}"] = rep / r[other][0]
     out["small step first call seconds"] = compile_s
 
-    r = interleaved(big_mlp_contenders(), 2 if args.quick else 3, max(2, args.rounds // 2))
+    # (a step is 0.1-0.2 s: every round, not half of them, since a few percent separate
+    # the two and the machine's noise is larger)
+    r = interleaved(big_mlp_contenders(), 2 if args.quick else 3, args.rounds)
     table("bench_train MLP step (8 x 1024, batch 256, SGD)", r, unit=1e3 * 1e3)
     ratios["mlp step replay / eager"] = r["imperative replay"][0] / r["imperative eager"][0]
 

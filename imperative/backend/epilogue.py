@@ -20,16 +20,23 @@ This module imports nothing of the package: the interpreter core imports it.
 """
 
 RELU, RELU_GRAD = "relu", "relu_grad"      # the kinds the native kernels know
+# an optimizer's update y + alpha * product (ScaledAdd reading the product as its second
+# input): only a compiled plan (imperative/jit/schedule.py) plans it, since the update comes
+# long after the weight gradient's product in a recorded step; not idempotent
+AXPY = "axpy"
 
 
 class Epilogue:
-    """`op` (its `epilogue_kind` says which) applied to a product; `y` the gradient's second
-    input (ReLU's output) as an array."""
+    """`op` (its `epilogue_kind`, or `kind`, says which) applied to a product; `y` the
+    follower's other input (ReLU's output for its gradient, the updated value for AXPY) as
+    an array; `alpha` AXPY's scale (the op's)."""
 
-    __slots__ = ("op", "kind", "y")
+    __slots__ = ("op", "kind", "y", "alpha")
 
-    def __init__(self, op, y=None):
-        self.op, self.kind, self.y = op, op.epilogue_kind, y
+    def __init__(self, op, y=None, kind=None):
+        self.op, self.y = op, y
+        self.kind = op.epilogue_kind if kind is None else kind
+        self.alpha = op.alpha if self.kind == AXPY else 0.0
 
 
 def finish(product, epilogue):
@@ -38,5 +45,7 @@ def finish(product, epilogue):
     fallback of every path whose stores did not apply it."""
     if epilogue is None:
         return product
+    if epilogue.kind == AXPY:
+        return epilogue.op.kernel(epilogue.y, product, out=product)
     inputs = (product,) if epilogue.kind == RELU else (product, epilogue.y)
     return epilogue.op.kernel(*inputs, out=product)

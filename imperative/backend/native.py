@@ -21,7 +21,7 @@ try:
 except ImportError:         # an old build without the extension: numpy does everything
     _kernels = None
 
-from .epilogue import finish
+from .epilogue import AXPY, finish
 
 _FLOAT32 = np.dtype(np.float32)
 # below ~64^3 multiply-adds numpy's call overhead is smaller than packing panels (products
@@ -91,7 +91,8 @@ def matmul(a, b, epilogue=None, streaming=False):
     in_stores = _in_stores(epilogue)
     out = _kernels.sgemm(a, b, np.empty((a.shape[0], b.shape[1]), dtype=_FLOAT32),
                          epilogue=epilogue.kind if in_stores else None,
-                         y=epilogue.y if in_stores else None, streaming=streaming)
+                         y=epilogue.y if in_stores else None, streaming=streaming,
+                         alpha=epilogue.alpha if in_stores else 0.0)
     return out if in_stores else finish(out, epilogue)
 
 
@@ -230,7 +231,7 @@ def conv2d(x, w, stride, padding, dilation, groups, bias=None, epilogue=None):
     if (stride != (1, 1) or groups != 1 or x.dtype != _FLOAT32 or w.dtype != _FLOAT32
             or not active()):
         return None
-    in_stores = _in_stores(epilogue)
+    in_stores = _in_stores(epilogue) and epilogue.kind != AXPY    # (a product's only)
     out = _kernels.conv2d_s1(x, w, padding, dilation, bias, epilogue.kind if in_stores else None,
                              epilogue.y if in_stores else None)
     return out if in_stores else finish(out, epilogue)

@@ -3,6 +3,8 @@ eager dispatch resolves per call is resolved here.
 
 * Liveness: after which step each value is dead (the interpreted runner frees it there;
   the compiled plan reuses its block buffer).
+* Order: an optimizer's update moves up to the product making its gradient, which does the
+  update in its stores (schedule.py).
 * Fusion: runs of elementwise steps whose ufunc numpy runs on equal dtypes, over operands
   of one shape (or 0-d), become one pass over cache-sized blocks that calls numpy's own
   inner loops, chosen now, in the recorded order: the same kernels on the same elements,
@@ -22,6 +24,7 @@ from ..ops.base import Op
 from .bindings import ArgumentBinding, FixedBinding, GradBinding, TensorBinding
 from .program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL
 from .replay import constant_tensors, kept_values
+from .schedule import liveness, order, update_moves
 from .tree import TENSOR, sharing
 
 # dtype kinds numpy's inner loops handle without Python objects (the plan releases the GIL)
@@ -35,7 +38,7 @@ class Plan:
         program = recording.program
         # (also_kept: values a checked call's ops are served with: replay.served_values)
         self.kept = kept_values(recording) | set(also_kept)
-        self.dies_after = _liveness(program, self.kept)
+        self.dies_after = liveness(program, self.kept, range(len(program.steps)))
         self._program = program
         self._constants = None
         self.constant_ids = {vid for vid, v in program.values.items() if v.kind == CONSTANT}
@@ -60,22 +63,6 @@ class Plan:
 
 def _numel(shape):
     return 1 << 62 if shape is None else math.prod(shape)
-
-
-def _liveness(program, kept):
-    """For each step, the internal values that die after it (read for the last time, or
-    never read), keeping those the call hands back."""
-    last = {}
-    for index, step in enumerate(program.steps):
-        for vid in step.outputs:
-            last[vid] = index
-        for vid in step.inputs:
-            last[vid] = index
-    dies = [[] for _ in program.steps]
-    for vid, index in last.items():
-        if program.values[vid].kind == INTERNAL and vid not in kept:
-            dies[index].append(vid)
-    return dies
 
 
 def _compilable(program):
@@ -114,17 +101,23 @@ _LOOPS = {}          # (ufunc, inputs, dtype, output dtype) -> its UfuncLoop, or
 
 
 def _compile(program, plan):
-    """The plan's steps for imperative/_plan.pxi: fused groups and kernel calls."""
+    """The plan's steps for imperative/_plan.pxi: fused groups and kernel calls, in the
+    schedule's order (schedule.py), values freed by its liveness."""
     values = program.values
-    readers = {}                    # value id -> indices of the steps reading it
+    moves = update_moves(program, plan.kept)
+    run_order = order(program, moves)
+    dies = liveness(program, plan.kept, run_order)
+    position = {index: k for k, index in enumerate(run_order)}
+    readers = {}                    # value id -> positions of the steps reading it
     for index, step in enumerate(program.steps):
         for vid in step.inputs:
-            readers.setdefault(vid, []).append(index)
+            readers.setdefault(vid, []).append(position[index])
     steps = []
-    group = []                      # (index, step, loop) of the run being fused
+    group = []                      # (position, step, loop) of the run being fused
     owned = _owned_values(program, plan)
     skip = None                     # a step whose work the product before it did
-    for index, step in enumerate(program.steps):
+    for k, index in enumerate(run_order):
+        step = program.steps[index]
         if index == skip:
             continue
         loop = fusable(step, values)
@@ -134,24 +127,30 @@ def _compile(program, plan):
             group.append((index, step, loop))
             continue
         if group:
-            steps.append(_fused(group, values, readers, plan))
+            steps.append(_fused(group, values, readers, plan, dies, position))
             group = []
         if loop is not None:
             group.append((index, step, loop))
+            continue
+        following = run_order[k + 1] if k + 1 < len(run_order) else None
+        nxt = None if following is None else program.steps[following]
+        if index in moves and moves[index] == following:
+            # (the update of the weight gradient this product makes: its other input, the
+            # weight, is the epilogue's)
+            kind, others = nxt.op.UPDATE_EPILOGUE, [nxt.inputs[0]]
+        elif _epilogue_fits(step, nxt, values, dies, index, following):
+            kind, others = None, list(nxt.inputs[1:])
         else:
-            nxt = program.steps[index + 1] if index + 1 < len(program.steps) else None
-            if _epilogue_fits(step, nxt, values, plan, index):
-                skip = index + 1
-                steps.append(_core.KernelStep(
-                    step.op, list(step.inputs), list(nxt.outputs),
-                    plan.dies_after[index] + plan.dies_after[index + 1], step.where,
-                    -1, nxt.op, list(nxt.inputs[1:])))
-            else:
-                steps.append(_core.KernelStep(step.op, list(step.inputs), list(step.outputs),
-                                              plan.dies_after[index], step.where,
-                                              _reusable_input(step, values, plan, index, owned)))
+            steps.append(_core.KernelStep(step.op, list(step.inputs), list(step.outputs),
+                                          dies[index], step.where,
+                                          _reusable_input(step, values, dies, index, owned)))
+            continue
+        skip = following
+        steps.append(_core.KernelStep(step.op, list(step.inputs), list(nxt.outputs),
+                                      dies[index] + dies[following], step.where, -1, nxt.op,
+                                      others, kind))
     if group:
-        steps.append(_fused(group, values, readers, plan))
+        steps.append(_fused(group, values, readers, plan, dies, position))
     slots = max(values) + 1
     const_arrays = {vid: _readonly(v.data) for vid, v in values.items() if v.kind == CONSTANT}
     fused = {vid for step in steps if isinstance(step, _core.FusedGroup)
@@ -175,14 +174,14 @@ def _owned_values(program, plan):
     return owned - plan.kept
 
 
-def _reusable_input(step, values, plan, index, owned):
+def _reusable_input(step, values, dies, index, owned):
     """The slot of an input whose buffer the op's output may take (the executor's
     _overwritable: dying here, same shape and dtype, the plan's own), else -1."""
     op = step.op
     if not op.inplace_capable or len(step.outputs) != 1:
         return -1
     out = values[step.outputs[0]]
-    dying = plan.dies_after[index]
+    dying = dies[index]
     for vid in step.inputs:
         v = values[vid]
         if vid in owned and vid in dying and v.shape == out.shape and v.dtype == out.dtype \
@@ -191,7 +190,7 @@ def _reusable_input(step, values, plan, index, owned):
     return -1
 
 
-def _epilogue_fits(step, nxt, values, plan, index):
+def _epilogue_fits(step, nxt, values, dies, index, following):
     """The executor's epilogue rule (_execute.pxi: _plan_epilogue): a product whose one
     output the next op reads first and nowhere else, dying there, of the follower's output
     shape and dtype, with the follower's other inputs of the product's shape."""
@@ -202,7 +201,7 @@ def _epilogue_fits(step, nxt, values, plan, index):
         return False
     product = step.outputs[0]
     p, out = values[product], values[nxt.outputs[0]]
-    if nxt.inputs[0] != product or product not in plan.dies_after[index + 1]:
+    if nxt.inputs[0] != product or product not in dies[following]:
         return False
     if out.dtype != p.dtype or out.shape != p.shape:
         return False
@@ -217,11 +216,11 @@ def _readonly(array):
     return array
 
 
-def _fused(group, values, readers, plan):
+def _fused(group, values, readers, plan, dies, position):
     """One FusedGroup: operands are full arrays (inputs from outside, outputs needed after
     the group), 0-d inputs read with stride 0, or block buffers for the values that live
     only inside the group, reused once dead (a dying input's buffer takes the output)."""
-    last = group[-1][0]
+    last = position[group[-1][0]]
     shape = values[group[0][1].outputs[0]].shape
     made_here = {step.outputs[0] for _, step, _ in group}
     last_read = {}
@@ -263,10 +262,10 @@ def _fused(group, values, readers, plan):
         layout.append(entry)
         args.append(operands[out])
         ops.append((loop, args, step.op.ufunc.__name__))
-    dies = [vid for index, _, _ in group for vid in plan.dies_after[index]
-            if vid not in made_here or layout[operands[vid]][0] == "full_out"]
+    dying = [vid for index, _, _ in group for vid in dies[index]
+             if vid not in made_here or layout[operands[vid]][0] == "full_out"]
     return _core.FusedGroup(math.prod(shape), tuple(shape), layout, ops,
-                            n_slots, [values[vid].dtype for _, vid, _, _ in layout], dies)
+                            n_slots, [values[vid].dtype for _, vid, _, _ in layout], dying)
 
 
 class PlanOp(Op):

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..dtype import downcast, dtype_promotion
 from ..backend import native
-from ..backend.epilogue import RELU, RELU_GRAD
+from ..backend.epilogue import AXPY, RELU, RELU_GRAD
 from .base import Op, as_buffer, check_arity, float_dtype, reject_quantized, writable_view
 
 _FLOAT16 = np.dtype(np.float16)
@@ -475,6 +475,10 @@ class ScaledAdd(Op):
 
     _fields = ("alpha",)
     INPLACE_CAPABLE = True
+    # the epilogue that does its work on a product read as its SECOND input, y (a weight
+    # gradient): a compiled plan's (imperative/jit/schedule.py); eager epilogues read the
+    # product as the first input, so this is not an EPILOGUE_KIND
+    UPDATE_EPILOGUE = AXPY
 
     def __init__(self, alpha):
         self._set(alpha=float(alpha))
