@@ -88,6 +88,8 @@ cdef class TensorInfo:
     cdef public double cost            # [W] seconds its producer took
     cdef public long long last_use     # [C/W] logical clock of its last access
     cdef public int pins               # [C/W] > 0 while an op is reading it: never evict
+    cdef public list queued_reads      # [C/W] under a DTR budget: the sequence numbers of the
+                                       #     queued ops that read it, first first (or None)
     cdef public bint read_since_produced  # [C/W] an op has read the value it holds now
     cdef public int tensor_refs        # [C] live Tensor objects sharing this value
     cdef public int pending_uses       # [C/W] queued commands that read or produce it

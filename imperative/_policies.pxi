@@ -4,11 +4,13 @@
 
 
 cdef class EvictionPolicy:
-    """Chooses what to evict. `score(info, clock)`: lower is evicted first; `on_evict` and
-    `on_restore` keep any bookkeeping (h_DTR^eq's union-find) current."""
+    """Chooses what to evict. `score(info, gap)`: lower is evicted first, where `gap` is
+    how many ops from now the value will be read again as far as the manager can tell
+    (MemoryManager.gap); `on_evict` and `on_restore` keep any bookkeeping (h_DTR^eq's
+    union-find) current."""
     name = "base"
 
-    cpdef double score(self, TensorInfo info, long long clock):
+    cpdef double score(self, TensorInfo info, long long gap):
         raise NotImplementedError
 
     cpdef on_evict(self, TensorInfo info):

@@ -46,11 +46,11 @@ cdef void _leave_evicted_class(EvictedClass member, double cost):
 
 cdef class DTREqPolicy(EvictionPolicy):
     """h_DTR^eq: (cost of the tensor and of the evicted tensors around it) / (size x
-    staleness). Evicted tensors that touch each other form a union-find class whose cost
+    the gap to its next read: staleness where nothing queued reads it). Evicted tensors that touch each other form a union-find class whose cost
     is kept at its root, so a neighbourhood's cost is a few root look-ups."""
     name = "dtr_eq"
 
-    cpdef double score(self, TensorInfo info, long long clock):
+    cpdef double score(self, TensorInfo info, long long gap):
         # The evicted classes next to the tensor: those of its producer's inputs (needed to
         # recompute it), and those of its consumers' outputs that hold a tensor someone
         # still holds (which would need it). A class of dead intermediates alone, such as
@@ -65,7 +65,7 @@ cdef class DTREqPolicy(EvictionPolicy):
                 cost += _unseen_class_cost(<TensorInfo>n, seen, False)
         for n in _consumer_outputs(info):
             cost += _unseen_class_cost(<TensorInfo>n, seen, True)
-        return cost / (<double>max(info.size, 1) * <double>max(clock - info.last_use, 1))
+        return cost / (<double>max(info.size, 1) * <double>gap)
 
     cpdef on_evict(self, TensorInfo info):
         cdef EvictedClass mine = EvictedClass.__new__(EvictedClass)

@@ -5,8 +5,8 @@ cdef class LRUPolicy(EvictionPolicy):
     """Least recently used first."""
     name = "lru"
 
-    cpdef double score(self, TensorInfo info, long long clock):
-        return <double>info.last_use
+    cpdef double score(self, TensorInfo info, long long gap):
+        return <double>info.last_use          # (the baseline: the past only)
 
 
 _register_policy(LRUPolicy)

@@ -5,7 +5,7 @@ cdef class SizePolicy(EvictionPolicy):
     """Largest first."""
     name = "size"
 
-    cpdef double score(self, TensorInfo info, long long clock):
+    cpdef double score(self, TensorInfo info, long long gap):
         return -<double>info.size
 
 

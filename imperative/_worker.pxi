@@ -36,6 +36,8 @@ cdef void _enqueue(Channel self, Command cmd):
         for info in cmd.outputs:
             info.ready_seq = self._seq
     self._pending.append(cmd)
+    if self._memory_on:
+        self.mm.on_queued(cmd)
     if self._thread is None:
         _start_worker(self)
     if self._worker_sleeping:

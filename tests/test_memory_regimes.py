@@ -1,11 +1,14 @@
 """DTR in the regimes the zoo's first models never reached: a budget under the floor (what
 must stay resident), and the caller running ahead of the worker (async levels 1-2)."""
+import threading
 
+import numpy as np
 import pytest
 
 import imperative as imp
 from imperative import _core
 from imperative.models import trainer
+from imperative.ops.base import Op
 
 
 def _dtr_steps(step, budget_fraction, steps=2):
@@ -72,3 +75,59 @@ def test_the_caller_running_ahead_does_not_multiply_recomputations(async_level):
             counts[level] = _dtr_steps(step, 0.5)[1]
     assert counts[0] > 0
     assert counts[2] <= 1.6 * counts[0]
+
+
+class Gate(Op):
+    """x + 0 once `opened` is set: holds the worker, so that the ops issued after it wait in
+    its queue (bounded: a broken test must not hang)."""
+
+    _fields = ("opened",)
+
+    def __init__(self, opened):
+        self._set(opened=opened)
+
+    def infer(self, inputs):
+        return ((inputs[0].shape, inputs[0].dtype),)
+
+    def kernel(self, x):
+        self.opened.wait(30)
+        return x + 0
+
+
+def test_what_the_queue_reads_next_stays_and_what_it_reads_last_goes(async_level):
+    """Ranked by staleness alone, the value made first goes first, though the next queued
+    op reads it (a pooled U-Net feature read by four backward ops in a row was recomputed
+    7 times a step). With the queue in view, the one read only at its end goes."""
+    if async_level != 2:
+        pytest.skip("sets async level 2 itself: runs once")
+    x = imp.Tensor(np.arange(1 << 18, dtype=np.float32))          # 1 MiB, a leaf
+    small = imp.Tensor(np.ones(4, np.float32))
+    events, opened = [], threading.Event()
+    with (imp.option("async_level", 2), imp.option("enable_drop", 1),
+          imp.option("enable_host_compute", 0)):            # (all ops to the worker)
+        read_next, read_last = x * 2.0, x * 3.0                  # made in this order
+        imp.sync()
+        old = imp.get_option("dtr_eviction_threshold"), imp.get_option("dtr_evictee_minimum_size")
+        imp.dtr.enable(eviction_threshold=imp.memory_stats()["allocated"] + (1 << 19),
+                       evictee_minimum_size=1 << 16)
+        _core.set_decision_hook(lambda action, record, clock: events.append((action, record)))
+        try:
+            (held,) = imp.apply(Gate(opened), small)
+            made = x * 4.0                                       # no room: one must go
+            soon = read_next + 1.0
+            for _ in range(20):
+                held = held * 2.0
+            late = read_last + 1.0
+            opened.set()
+            got = [t.numpy() for t in (made, soon, late, held)]
+        finally:
+            opened.set()
+            _core.set_decision_hook(None)
+            imp.dtr.disable()
+            imp.set_option("dtr_eviction_threshold", old[0])
+            imp.set_option("dtr_evictee_minimum_size", old[1])
+    base = np.arange(1 << 18, dtype=np.float32)
+    for value, want in zip(got, (base * 4, base * 2 + 1, base * 3 + 1, np.full(4, 2.0 ** 20))):
+        np.testing.assert_array_equal(value, want.astype(np.float32))
+    evicted = [record for action, record in events if action == "evict"]
+    assert evicted and evicted[0] is read_last._record
