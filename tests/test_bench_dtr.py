@@ -76,12 +76,12 @@ def test_a_paired_point_is_the_median_of_its_per_step_ratios_against_the_run_bes
     # the machine slowed down during steps 2 and 3: both runs alike, so the ratios hold
     budgeted = steps([9.0, 0.12, 0.36, 0.24, 0.12], [4.0, 3.0, 2.0, 1.0, 0.5])
     beside = steps([1.0, 0.10, 0.30, 0.20, 0.10], [4.0, 3.0, 2.0, 1.0, 0.5])
-    point = bench_dtr.paired_record(budgeted, beside)
+    point = bench_dtr.paired_record([budgeted], [beside])
     assert point["ratio"] == pytest.approx(1.2)          # the warm-up step is left out
     assert point["step_s"] == pytest.approx(0.18) and point["peak"] == 40 * MIB + 4
     judged = bench_dtr.judge(point, dict(BASE, step_s=0.01), 50 * MIB)
     assert judged["ratio"] == pytest.approx(1.2) and judged["identical"] and judged["feasible"]
-    other = bench_dtr.paired_record(budgeted, steps([1.0] * 5, [4.0, 3.0, 2.0, 1.0, 0.25]))
+    other = bench_dtr.paired_record([budgeted], [steps([1.0] * 5, [4.0, 3.0, 2.0, 1.0, 0.25])])
     assert not bench_dtr.judge(other, BASE, 50 * MIB)["identical"]
 
 
@@ -90,3 +90,12 @@ def test_a_policy_is_a_name_and_optionally_swap():
     assert bench_dtr.parse_policy("lru+swap") == ("lru", True)
     with pytest.raises(ValueError, match="only '\\+swap'"):
         bench_dtr.parse_policy("dtr_eq+disk")
+
+
+def test_pairs_of_processes_pool_their_timed_steps_and_each_warm_up_is_left_out():
+    first = steps([9.0, 0.2, 0.2], [4.0, 3.0, 2.0])
+    second = steps([9.0, 0.3, 0.3], [4.0, 3.0, 2.0])
+    beside = steps([1.0, 0.1, 0.1], [4.0, 3.0, 2.0])
+    point = bench_dtr.paired_record([first, second], [beside, beside])
+    assert point["ratio"] == pytest.approx(2.5)          # the median of 2, 2, 3, 3
+    assert point["losses"] == point["reference_losses"] == [4.0, 3.0, 2.0] * 2

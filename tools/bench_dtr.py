@@ -14,8 +14,8 @@ First an unconstrained run of each model in a fresh subprocess measures P, its s
 the largest outputs one op writes. Then every point trains in a process of its own beside an
 unconstrained run in another (the demo's `Run`s), their steps alternating: unconstrained
 step i, then budgeted step i, one warm-up pair and --steps timed ones, so that the machine
-getting busier or quieter slows both alike; the step-time ratio is the median of the
-per-step ratios. Per point it reports that ratio, the peak
+getting busier or quieter slows both alike; --pairs such pairs of processes (2) run one
+after the other, and the step-time ratio is the median of all their per-step ratios. Per point it reports that ratio, the peak
 against the budget, the floor (`peak_floor`: the most bytes that could not be evicted
 when an op ran under the budget; "n/a" where the core does not report it), whether the
 budget was feasible (floor <= budget), evictions, recomputes, swap-outs and over-budget
@@ -63,11 +63,25 @@ def parse_policy(policy):
     return name, extra == "swap"
 
 
-def measure_paired(name, policy, budget, steps, timeout):
+def measure_paired(name, policy, budget, steps, timeout, pairs):
     """One point: `name` trained under `budget` bytes with `policy` in a process of its own,
-    stepping in turn with an unconstrained run in another (see the module's docstring).
-    Returns the point's record, {"timed_out": True} when a budgeted step takes longer than
-    `timeout` seconds, or {"failed": the reason}."""
+    stepping in turn with an unconstrained run in another (see the module's docstring), in
+    `pairs` such pairs of fresh processes one after the other (a process's own placement and
+    memory layout moved a pair's median by up to 0.4). Returns the point's record,
+    {"timed_out": True} when a budgeted step takes longer than `timeout` seconds, or
+    {"failed": the reason}."""
+    budgeted, reference = [], []
+    for _ in range(pairs):
+        steps_or_failure = run_pair(name, policy, budget, steps, timeout)
+        if isinstance(steps_or_failure, dict):
+            return steps_or_failure
+        budgeted.append(steps_or_failure[0])
+        reference.append(steps_or_failure[1])
+    return paired_record(budgeted, reference)
+
+
+def run_pair(name, policy, budget, steps, timeout):
+    """The steps of one budgeted run and of the unconstrained run beside it, or a failure."""
     from imperative.demo import Run, RunFailed
 
     def storm(seconds):
@@ -89,20 +103,21 @@ def measure_paired(name, policy, budget, steps, timeout):
         for run in (reference, budgeted):
             if run is not None:
                 run.stop()
-    return paired_record(budgeted.records, reference.records)
+    return budgeted.records, reference.records
 
 
-def paired_record(budgeted_steps, reference_steps):
-    """A point's record from the steps of the budgeted run and of the one beside it (the
-    first, a warm-up, is not timed)."""
-    budgeted, reference = budgeted_steps[1:], reference_steps[1:]
+def paired_record(budgeted_runs, reference_runs):
+    """A point's record from the steps of each budgeted run and of the run beside it (each
+    run's first step, a warm-up, is not timed)."""
+    budgeted = [r for run in budgeted_runs for r in run[1:]]
+    reference = [r for run in reference_runs for r in run[1:]]
     step_s = statistics.median(r["seconds"] for r in budgeted)
 
     def per_step(key):
         return statistics.fmean(r[key] for r in budgeted)
     floors = [r["floor"] for r in budgeted if r["floor"] is not None]
-    return {"losses": [r["loss"] for r in budgeted_steps],
-            "reference_losses": [r["loss"] for r in reference_steps],
+    return {"losses": [r["loss"] for run in budgeted_runs for r in run],
+            "reference_losses": [r["loss"] for run in reference_runs for r in run],
             "ratio": statistics.median(b["seconds"] / u["seconds"]
                                        for b, u in zip(budgeted, reference)),
             "step_s": step_s, "peak": max(r["peak"] for r in budgeted),
@@ -254,13 +269,13 @@ def bench_model(name, args):
         for policy in args.policies.split(","):
             budget = int(fraction * base["peak"])
             started = time.perf_counter()
-            p = measure_paired(name, policy, budget, args.steps, args.timeout)
+            p = measure_paired(name, policy, budget, args.steps, args.timeout, args.pairs)
             raw.append((policy, fraction, budget, p))
             shown = (f"{p['step_s'] * 1e3:.0f} ms/step, {p['ratio']:.2f}x" if "step_s" in p
                      else next(iter(p)))
             print(f"  {name} {policy} {fraction:.1f} P: {shown} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
-    base["deterministic"] = all(p["reference_losses"] == base["losses"]
+    base["deterministic"] = all(p["reference_losses"][:len(base["losses"])] == base["losses"]
                                 for *_, p in raw if "reference_losses" in p)
     points = [dict(judge(p, base, budget), policy=policy, fraction=fraction, budget=budget)
               for policy, fraction, budget, p in raw]
@@ -363,7 +378,9 @@ def storms_named(value):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(CONFIGS), help="default: the whole zoo")
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per point")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per point and pair")
+    parser.add_argument("--pairs", type=int, default=2,
+                        help="pairs of processes (budgeted, unconstrained) per point")
     parser.add_argument("--budgets", default=BUDGETS, help="fractions of the unconstrained peak P")
     parser.add_argument("--policies", default=POLICIES)
     parser.add_argument("--timeout", type=float, default=None,
