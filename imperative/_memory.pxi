@@ -555,28 +555,27 @@ cdef class MemoryManager:
         recomputing it (and its evicted neighbourhood), or when it has no recipe (a leaf
         that consider_swapping made a candidate: swapping is its only way out)."""
         cdef bint leaf = victim.producer is None
+        cdef bint swapped = False
         if _decision_hook is not None:
             _decision_hook("evict", victim, self.clock)
         if leaf or (self.opts.swap and self.swap_is_cheaper(victim)):
             try:
                 if not _swap_out(self, victim, "evicted (no recipe: swapped)" if leaf
                                  else "evicted (swap cheaper than recompute)"):
-                    return 0
+                    return 0              # another thread began to read it: it stays
+                swapped = True
             except OSError:
                 if leaf:                  # not again: the budget passes if need be
                     self.forget(victim)
                     return 0
                 # else fall back to dropping it
-            else:
-                victim.device.stats.evictions += 1
-                self.policy.on_evict(victim)
+        if not swapped:
+            # (the hook, or the disk measured by swap_is_cheaper, may have let another
+            # thread run and begin to read it)
+            if not self.evictable(victim, victim.device):
                 return 0
-        # (the hook, or the disk measured by swap_is_cheaper, may have let another thread
-        # run and begin to read it)
-        if not self.evictable(victim, victim.device):
-            return 0
+            self.drop(victim, "evicted")
         victim.device.stats.evictions += 1
         self.policy.on_evict(victim)
-        self.drop(victim, "evicted")
         return 0
 

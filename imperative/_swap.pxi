@@ -148,18 +148,11 @@ cdef void _unlink_quietly(str path):
         pass
 
 
-cdef void _remove_file(str path):
-    try:
-        os.remove(path)
-    except OSError:
-        pass
-
-
 cdef void _release_swap_file(TensorInfo info):
     """The value in `info`'s swap file is back, or will never be read: remove the file
     and its count on the device."""
     if info.swap_path is not None:
-        _remove_file(info.swap_path)
+        _unlink_quietly(info.swap_path)
         info.swap_path = None
         (<Device>info.device).stats.swapped -= info.size
 

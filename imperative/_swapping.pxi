@@ -29,7 +29,7 @@ cdef bint _swap_out(MemoryManager self, TensorInfo info, str reason) except -1:
     finally:
         info.pins -= 1
     if info.pins or info.status != PRODUCED or info.value is not value:
-        _remove_file(path)
+        _unlink_quietly(path)
         return False
     self.swap.write_rate.add(layout.nbytes, seconds)
     info.swap_path = path
@@ -42,6 +42,7 @@ cdef bint _swap_out(MemoryManager self, TensorInfo info, str reason) except -1:
     if _profiling:
         record_memory_event(t0, "swap_out", info, reason)
     return True
+
 
 cdef int _swap_in(MemoryManager self, TensorInfo info) except -1:
     """Read the value back with the layout it left with; on any error it stays
