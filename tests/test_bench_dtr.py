@@ -16,8 +16,11 @@ BASE = {"losses": [2.0, 1.5], "step_s": 0.1, "peak": 100 * MIB, "op_outputs": 4 
 
 
 def point(step_s=0.12, peak=50 * MIB, floor=None, losses=(2.0, 1.5)):
-    return {"losses": list(losses), "step_s": step_s, "peak": peak, "floor": floor, "evictions": 3,
-            "recomputes": 5, "swap_outs": 0, "overshoots": 0, "bookkeeping": 0.01}
+    """A point's record as paired_record makes it, beside a run stepping at BASE's pace."""
+    return {"losses": list(losses), "reference_losses": list(BASE["losses"]),
+            "ratio": step_s / BASE["step_s"], "step_s": step_s, "peak": peak, "floor": floor,
+            "evictions": 3, "recomputes": 5, "swap_outs": 0, "overshoots": 0,
+            "bookkeeping": 0.01}
 
 
 def test_bytes_of_reads_a_profiles_output_description():

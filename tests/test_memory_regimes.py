@@ -1,5 +1,6 @@
 """DTR in the regimes the zoo's first models never reached: a budget under the floor (what
 must stay resident), and the caller running ahead of the worker (async levels 1-2)."""
+import contextlib
 import threading
 
 import numpy as np
@@ -11,6 +12,19 @@ from imperative.models import trainer
 from imperative.ops.base import Op
 
 
+@contextlib.contextmanager
+def _dtr_budget(threshold, evictee_minimum_size):
+    """DTR on under `threshold` bytes; afterwards off, its two options as they were."""
+    old = imp.get_option("dtr_eviction_threshold"), imp.get_option("dtr_evictee_minimum_size")
+    imp.dtr.enable(eviction_threshold=threshold, evictee_minimum_size=evictee_minimum_size)
+    try:
+        yield
+    finally:
+        imp.dtr.disable()
+        imp.set_option("dtr_eviction_threshold", old[0])
+        imp.set_option("dtr_evictee_minimum_size", old[1])
+
+
 def _dtr_steps(step, budget_fraction, steps=2):
     """Peak of one unconstrained step, then `steps` steps under `budget_fraction` of it:
     (losses, recomputations, peak, floor, budget)."""
@@ -19,18 +33,12 @@ def _dtr_steps(step, budget_fraction, steps=2):
     float(step())
     imp.sync()
     budget = int(budget_fraction * imp.memory_stats()["peak_allocated"])
-    old = imp.get_option("dtr_eviction_threshold"), imp.get_option("dtr_evictee_minimum_size")
-    imp.dtr.enable(eviction_threshold=budget, evictee_minimum_size=64 * 1024)
-    try:
+    with _dtr_budget(budget, 64 * 1024):
         imp.reset_peak_memory_stats()
         start = imp.memory_stats()["recomputes"]
         losses = [float(step()) for _ in range(steps)]
         imp.sync()
         stats = imp.memory_stats()
-    finally:
-        imp.dtr.disable()
-        imp.set_option("dtr_eviction_threshold", old[0])
-        imp.set_option("dtr_evictee_minimum_size", old[1])
     return (losses, stats["recomputes"] - start, stats["peak_allocated"], stats["peak_floor"],
             budget)
 
@@ -107,25 +115,20 @@ def test_what_the_queue_reads_next_stays_and_what_it_reads_last_goes(async_level
           imp.option("enable_host_compute", 0)):            # (all ops to the worker)
         read_next, read_last = x * 2.0, x * 3.0                  # made in this order
         imp.sync()
-        old = imp.get_option("dtr_eviction_threshold"), imp.get_option("dtr_evictee_minimum_size")
-        imp.dtr.enable(eviction_threshold=imp.memory_stats()["allocated"] + (1 << 19),
-                       evictee_minimum_size=1 << 16)
-        _core.set_decision_hook(lambda action, record, clock: events.append((action, record)))
-        try:
-            (held,) = imp.apply(Gate(opened), small)
-            made = x * 4.0                                       # no room: one must go
-            soon = read_next + 1.0
-            for _ in range(20):
-                held = held * 2.0
-            late = read_last + 1.0
-            opened.set()
-            got = [t.numpy() for t in (made, soon, late, held)]
-        finally:
-            opened.set()
-            _core.set_decision_hook(None)
-            imp.dtr.disable()
-            imp.set_option("dtr_eviction_threshold", old[0])
-            imp.set_option("dtr_evictee_minimum_size", old[1])
+        with _dtr_budget(imp.memory_stats()["allocated"] + (1 << 19), 1 << 16):
+            _core.set_decision_hook(lambda action, record, clock: events.append((action, record)))
+            try:
+                (held,) = imp.apply(Gate(opened), small)
+                made = x * 4.0                                   # no room: one must go
+                soon = read_next + 1.0
+                for _ in range(20):
+                    held = held * 2.0
+                late = read_last + 1.0
+                opened.set()
+                got = [t.numpy() for t in (made, soon, late, held)]
+            finally:
+                opened.set()
+                _core.set_decision_hook(None)
     base = np.arange(1 << 18, dtype=np.float32)
     for value, want in zip(got, (base * 4, base * 2 + 1, base * 3 + 1, np.full(4, 2.0 ** 20))):
         np.testing.assert_array_equal(value, want.astype(np.float32))

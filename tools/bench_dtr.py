@@ -5,7 +5,7 @@ For each model the unconstrained peak tensor memory P and step time, then budget
 `dtr_eq+swap` (h_DTR^eq with `enable_swap=1`, so an eviction may swap out instead of
 dropping).
 
-    python tools/bench_dtr.py [--models relu_wide,mlp,...] [--steps 3]
+    python tools/bench_dtr.py [--models relu_wide,mlp,...] [--steps 3] [--pairs 2]
                               [--budgets 0.9,0.7,0.5,0.3,0.2]
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
                               [--timeout SECONDS] [--json bench_dtr.json]
@@ -15,8 +15,8 @@ the largest outputs one op writes. Then every point trains in a process of its o
 unconstrained run in another (the demo's `Run`s), their steps alternating: unconstrained
 step i, then budgeted step i, one warm-up pair and --steps timed ones, so that the machine
 getting busier or quieter slows both alike; --pairs such pairs of processes (2) run one
-after the other, and the step-time ratio is the median of all their per-step ratios. Per point it reports that ratio, the peak
-against the budget, the floor (`peak_floor`: the most bytes that could not be evicted
+after the other, and the step-time ratio is the median of all their per-step ratios. Per
+point it reports that ratio, the peak against the budget, the floor (`peak_floor`: the most bytes that could not be evicted
 when an op ran under the budget; "n/a" where the core does not report it), whether the
 budget was feasible (floor <= budget), evictions, recomputes, swap-outs and over-budget
 ops per step, the eviction bookkeeping as a share of the step, and whether the losses are
@@ -24,8 +24,8 @@ bit-identical to the unconstrained run's beside it. A point whose budgeted step 
 its timeout (a recomputation storm) is shown as "timed out"; the default timeout is 10 times
 the unconstrained step beside it (at least 20 s). Then a summary for h_DTR^eq against the
 targets of issue 12, and, with PyTorch installed, `checkpoint_sequential` on the
-LayerNorm MLP. The full default sweep (9 models x 21 points, 3 steps each) takes about
-25 minutes on a 2-core machine, more where points time out.
+LayerNorm MLP. The full default sweep (9 models x 21 points, 2 pairs of 3 steps each)
+takes an estimated half hour on a 2-core machine, more where points time out.
 """
 import argparse
 import json
@@ -164,7 +164,8 @@ def measure_unconstrained(name, steps):
         if i >= 1:
             times.append(time.perf_counter() - t0)
     _harness.report({"losses": losses, "step_s": statistics.median(times),
-                     "peak": imp.memory_stats()["peak_allocated"], "op_outputs": largest_op_outputs(step)})
+                     "peak": imp.memory_stats()["peak_allocated"],
+                     "op_outputs": largest_op_outputs(step)})
 
 
 def torch_checkpoint(steps):
@@ -210,18 +211,18 @@ def run_child(args_list, timeout):
 
 
 def judge(point, base, budget):
-    """Add to a budgeted point what the tables show: ratios, feasibility, bit-identity and
-    whether the peak kept to the rule (budget, or the floor where the budget is not
-    feasible, plus one op's outputs)."""
+    """Add to a budgeted point (paired_record's) what the tables show: its peak against the
+    budget, feasibility, bit-identity with the run beside it and whether the peak kept to
+    the rule (budget, or the floor where the budget is not feasible, plus one op's
+    outputs)."""
     if "step_s" not in point:
         return point
     floor = point["floor"]
     feasible = None if floor is None else floor <= budget
     limit = (budget if feasible in (True, None) else floor) + base["op_outputs"]
-    return dict(point, ratio=point.get("ratio", point["step_s"] / base["step_s"]),
-                peak_over_budget=point["peak"] / budget, feasible=feasible,
+    return dict(point, peak_over_budget=point["peak"] / budget, feasible=feasible,
                 peak_ok=point["peak"] <= limit,
-                identical=point["losses"] == point.get("reference_losses", base["losses"]))
+                identical=point["losses"] == point["reference_losses"])
 
 
 def point_row(label, fraction, p):
