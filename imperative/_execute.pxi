@@ -10,10 +10,13 @@ from .backend.epilogue import Epilogue     # imports nothing of the package
 
 cdef void _plan_epilogue(Channel self, Command cmd, Command nxt):
     """Let `cmd` (a product) do `nxt`'s work in its kernel (backend/epilogue.py) when `nxt`
-    has an epilogue kind (ReLU, ReLU's gradient: the op says so) and reads cmd's one output, that output dies at `nxt` (nothing
-    else can read it), and `nxt` can take over its buffer. Not under the memory manager,
-    whose recomputation and eviction see each op's own output."""
-    if self._memory_on or nxt.kind != CMD_APPLY or nxt.dels is None:
+    has an epilogue kind (ReLU, ReLU's gradient: the op says so) and reads cmd's one
+    output, that output dies at `nxt` (nothing else can read it), and `nxt` can take over
+    its buffer. Under the memory manager too: the product's recipe stays the op without
+    its epilogue (a recomputation gives the plain product), and the product is pinned
+    from its kernel to `nxt` (_epilogue_of), so that no eviction or recomputation can
+    replace the buffer that holds `nxt`'s result before `nxt` takes it over."""
+    if nxt.kind != CMD_APPLY or nxt.dels is None:
         return
     if len(cmd.outputs) != 1 or len(nxt.outputs) != 1 or not nxt.inputs:
         return
@@ -28,19 +31,20 @@ cdef void _plan_epilogue(Channel self, Command cmd, Command nxt):
     if not any(info is product for info in nxt.dels):
         return
     cmd.epilogue = nxt
-    nxt.prefused = True
 
 
 cdef object _epilogue_of(Channel self, Command cmd):
-    """The Epilogue to hand cmd's kernel, or None (then the follower runs by itself)."""
+    """The Epilogue to hand cmd's kernel, or None (then the follower runs by itself).
+    The follower is then `prefused`, and cmd's product pinned until the follower ran."""
     cdef Command nxt = cmd.epilogue
     cdef TensorInfo info
     arrays = []
     for info in nxt.inputs[1:]:
         if info.status != PRODUCED:
-            nxt.prefused = False
             return None
         arrays.append(_unpacked_value(info))
+    nxt.prefused = True
+    (<TensorInfo>cmd.outputs[0]).pins += 1
     return Epilogue(nxt.op, *arrays)
 
 
@@ -58,6 +62,8 @@ cdef int _execute(Channel self, Command cmd) except -1:
                 info.pending_uses -= 1
             for info in cmd.outputs:
                 info.pending_uses -= 1
+            if cmd.prefused:         # the product's pin from _epilogue_of, before it dies
+                (<TensorInfo>cmd.inputs[0]).pins -= 1
         # after the counts: a dying input must not look held by its own last reader to
         # the memory manager deciding what may go
         _free_dels(self, cmd)
@@ -179,15 +185,15 @@ cdef bint _overwritable(Channel self, TensorInfo info, TensorInfo out):
     """A dying input's storage can hold `out`: same shape and dtype, contiguous, owning
     its whole storage, and no view of it anywhere."""
     cdef Storage st = info.storage
-    if self._memory_on and not self.mm.may_overwrite(info):
-        return False
     if st is None or st.refs != 1 or st.exported or info.dtype is not out.dtype:
         return False
     value = info.value
     if not isinstance(value, _ndarray) or info.shape != out.shape:
         return False
+    # (the memory manager last: for a leaf, its answer cuts recipes)
     return (cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>value) and cnp.PyArray_ISWRITEABLE(
-        <cnp.ndarray>value) and cnp.PyArray_NBYTES(<cnp.ndarray>value) == st.nbytes)
+        <cnp.ndarray>value) and cnp.PyArray_NBYTES(<cnp.ndarray>value) == st.nbytes
+        and not (self._memory_on and not self.mm.may_overwrite(info)))
 
 
 cdef int _run_kernel(Channel self, Command cmd) except -1:

@@ -212,16 +212,17 @@ cdef class MemoryManager:
         """[C, the worker idle] Bring a dropped or swapped-out value back for a read."""
         return _restore(self, info)
 
-    cdef bint may_overwrite(self, TensorInfo info):
+    cdef bint may_overwrite(self, TensorInfo info) except -1:
         """[W, or C] While producers are recorded, may an op write its output over this
         dying input? Yes when the input will be dropped and can be recomputed, or when no
-        recorded producer reads it; not when it is a leaf some recipe still reads (its value
-        may be the only copy: whether it stays is decided when it dies, right after, in
-        release_leaf)."""
+        recorded producer reads it. A leaf some recipe still reads holds the only copy of
+        its value: yes when what its death would decide right after (release_leaf) lets
+        it go, decided now, so that an optimizer writes a parameter's and its momentum's
+        new value over the old one, as it does with recording off."""
         cdef Producer p = info.producer
         if p is not None:
             return (<OpDef>p.op).recomputable
-        return not _read_by_a_recipe(info)
+        return not _read_by_a_recipe(info) or self.let_go_of_leaf(info)
 
     # ---- running an op (run_managed, and a recomputation)
 
@@ -337,15 +338,23 @@ cdef class MemoryManager:
         to be, stop being recomputable and the value can go (a parameter's old value after
         the update, which only the step's loss still reaches). True when no recipe needs
         it any more."""
+        if not self.let_go_of_leaf(leaf):
+            self.kept[_key(leaf)] = _weakref.ref(leaf)
+            return False
+        self.kept.pop(_key(leaf), None)
+        return not _read_by_a_recipe(leaf)
+
+    cdef bint let_go_of_leaf(self, TensorInfo leaf) except -1:
+        """release_leaf's decision: True, after cutting the recipes of the tensors that
+        reach `leaf`, when no evicted tensor needs it and those tensors could not be
+        evicted for as many bytes as it holds."""
         cdef list frontier = []
         if (_needed_by_evicted(leaf, frontier)
                 or self.evictable_frontier_bytes(frontier) >= max(leaf.size, 1)):
-            self.kept[_key(leaf)] = _weakref.ref(leaf)
             return False
         for info in frontier:
             self.cut(<TensorInfo>info)
-        self.kept.pop(_key(leaf), None)
-        return not _read_by_a_recipe(leaf)
+        return True
 
     cdef Py_ssize_t evictable_frontier_bytes(self, list frontier):
         """Bytes of the held records that could be evicted now: the candidates, and with

@@ -153,18 +153,29 @@ def test_a_training_step_gives_the_same_bits_with_and_without_epilogues(epilogue
         assert np.array_equal(a, b)
 
 
-def test_no_epilogue_under_the_memory_manager(epilogues):
+def test_under_the_memory_manager_the_epilogue_runs_and_recomputation_stays_exact(epilogues):
+    """Under DTR too the product does its ReLU's work; its recipe stays the plain product,
+    so that the ReLU's output, dropped and recomputed (the product first: it died at the
+    ReLU), has the same bits."""
     old = imp.get_option("dtr_eviction_threshold")
     imp.dtr.enable(eviction_threshold="1GB")
     try:
         x, w = _arrays()
-        y = _queued(lambda: F.relu(F.matmul(imp.Tensor(x), imp.Tensor(w))))
+        xt, wt = imp.Tensor(x), imp.Tensor(w)          # (held: the recipe reads them)
+        y = _queued(lambda: F.relu(F.matmul(xt, wt)))
+        assert epilogues == ["relu"]
+        first = y.numpy().copy()
+        with imp.option("enable_drop", 1):
+            y._drop()
+            again = y.numpy()
+        assert epilogues == ["relu", None]            # recomputed: the product alone
     finally:
         imp.dtr.disable()
         imp.set_option("dtr_eviction_threshold", old)
-    assert epilogues == [None]
     with np.errstate(invalid="ignore"):
-        assert np.array_equal(y.numpy(), np.maximum(MatrixMul().kernel(x, w), 0), equal_nan=True)
+        expected = np.maximum(MatrixMul().kernel(x, w), 0)
+    assert np.array_equal(first, expected, equal_nan=True)
+    assert np.array_equal(again, expected, equal_nan=True)
 
 
 def _conv_step(seed):
