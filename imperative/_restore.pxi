@@ -16,6 +16,12 @@ cdef class _Ghost:
     cdef bint writeable
 
 
+cdef bint _revivable(TensorInfo info):
+    """A dropped value the views of its storage still hold: taking it back costs nothing."""
+    cdef _Ghost g = info.ghost
+    return g is not None and g.storage.refs > 0 and g.root() is not None
+
+
 cdef _Ghost _ghost_of(TensorInfo info):
     """For a value about to be dropped whose storage other records (views) still hold:
     how to take it back from there. That storage is no longer written in place (marked
