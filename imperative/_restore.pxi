@@ -90,7 +90,7 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                     waited.append(missing)
                     stack.append(missing)
                     continue
-                _recompute(self, p, t)
+                _recompute(self, p, t, stack)
                 stack.pop()
                 asked.pop(t, None)
                 for i in held.pop(t, ()):
@@ -177,10 +177,11 @@ cdef bint _worth_keeping(MemoryManager self, TensorInfo dead) except -1:
             and _needed_by_evicted(dead, []))
 
 
-cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted) except -1:
-    """Run `p` again for `wanted`. Its other dropped outputs come back only when some
-    tensor or queued op holds them: a split's dead siblings would otherwise stay
-    resident with nobody to drop them again, each a view holding the base's memory."""
+cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted, list stack) except -1:
+    """Run `p` again for `wanted` (the top of the restore's `stack`). Its other dropped
+    outputs come back only when some tensor or queued op holds them: a split's dead
+    siblings would otherwise stay resident with nobody to drop them again, each a view
+    holding the base's memory."""
     cdef long long t0 = _now_ns(), t_run
     cdef TensorInfo i, out
     cdef OpDef op = p.op
@@ -190,11 +191,15 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted) except -1
         outs.append(out if out is not None and out.status == DROPPED
                     and (out is wanted or _alive(out) or out.pins) else None)
     self.pin(p.inputs)
+    cdef TensorInfo reuse = None
     try:
-        self.make_room(sum((<TensorInfo>o).size for o in outs if o is not None),
+        reuse = _consumable_input(self, p, wanted, stack)
+        self.make_room(sum((<TensorInfo>o).size for o in outs if o is not None)
+                       - (reuse.size if reuse is not None else 0),
                        (<TensorInfo>p.inputs[0]).device if p.inputs else self.ch.default_device)
         t_run = _now_ns()
-        result = op.kernel(*[_unpacked_value(i) for i in p.inputs])
+        values = [_unpacked_value(i) for i in p.inputs]
+        result = op.kernel(*values) if reuse is None else op.kernel(*values, out=reuse.value)
         p.cost = (_now_ns() - t_run) * 1e-9 / max(len(p.outputs), 1)
     finally:
         self.ran(p.inputs)
@@ -202,7 +207,11 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted) except -1
         out = outs[k]
         if out is not None and out.status != DROPPED:
             outs[k] = None
-    _store_results(self.ch, op, p.inputs, outs, result, True)
+    if reuse is not None and result is reuse.value and outs[0] is wanted:
+        _take_over(self.ch, reuse, wanted, result)
+        _dropped_again(self, reuse)
+    else:
+        _store_results(self.ch, op, p.inputs, outs, result, True)
     for out in outs:
         if out is not None:
             out.cost = p.cost
@@ -216,3 +225,35 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted) except -1
         record_memory_event(t0, "recompute", wanted, repr(op))
     return 0
 
+
+cdef TensorInfo _consumable_input(MemoryManager self, Producer p, TensorInfo out, list stack):
+    """A dead input that only `p` reads, brought back for this recomputation alone, for
+    `out` to be written over, as the first run's in-place reuse did; or None. Recomputing
+    a large dead intermediate and the elementwise op after it (a GRU's sequence-wide
+    input projection and its bias) then needs room for one of them, not both."""
+    cdef TensorInfo i
+    if not (<OpDef>p.op).inplace_capable or len(p.outputs) != 1:
+        return None
+    for i in p.inputs:
+        if (i.status == PRODUCED and i.producer is not None and i.pins == 1 and not _alive(i)
+                and _read_only_by(i, p) and not _read_on_the_stack(i, stack[:len(stack) - 1])
+                and _overwritable(self.ch, i, out)):
+            return i
+    return None
+
+
+cdef bint _read_only_by(TensorInfo info, Producer p):
+    if info.users is not None:
+        for ref in info.users:
+            if ref() is not None and ref() is not p:
+                return False
+    return True
+
+
+cdef void _dropped_again(MemoryManager self, TensorInfo dead):
+    """`dead`'s value became its reader's (_take_over): it is dropped again, as its first
+    run left it, and joins its evicted neighbourhood."""
+    dead.status = DROPPED
+    dead.ghost = None                # (its storage holds the reader's value now)
+    self.policy.on_evict(dead)
+    self.lengthen_chains(dead)
