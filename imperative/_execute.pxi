@@ -193,7 +193,7 @@ cdef bint _overwritable(Channel self, TensorInfo info, TensorInfo out):
     # (the memory manager last: for a leaf, its answer cuts recipes)
     return (cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>value) and cnp.PyArray_ISWRITEABLE(
         <cnp.ndarray>value) and cnp.PyArray_NBYTES(<cnp.ndarray>value) == st.nbytes
-        and not (self._memory_on and not self.mm.may_overwrite(info)))
+        and (not self._memory_on or self.mm.may_overwrite(info)))
 
 
 cdef int _run_kernel(Channel self, Command cmd) except -1:

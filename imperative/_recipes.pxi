@@ -139,10 +139,12 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier) except -1:
     return False
 
 
-cdef bint _read_by_a_recipe(TensorInfo info):
-    """Some recorded producer that is still alive reads this tensor."""
+cdef bint _read_by_a_recipe(TensorInfo info, Producer besides=None):
+    """Some recorded producer that is still alive, other than `besides`, reads this
+    tensor."""
     if info.users is not None:
         for ref in info.users:
-            if ref() is not None:
+            reader = ref()
+            if reader is not None and reader is not besides:
                 return True
     return False

@@ -236,18 +236,11 @@ cdef TensorInfo _consumable_input(MemoryManager self, Producer p, TensorInfo out
         return None
     for i in p.inputs:
         if (i.status == PRODUCED and i.producer is not None and i.pins == 1 and not _alive(i)
-                and _read_only_by(i, p) and not _read_on_the_stack(i, stack[:len(stack) - 1])
+                and not _read_by_a_recipe(i, p)
+                and not _read_on_the_stack(i, stack[:len(stack) - 1])
                 and _overwritable(self.ch, i, out)):
             return i
     return None
-
-
-cdef bint _read_only_by(TensorInfo info, Producer p):
-    if info.users is not None:
-        for ref in info.users:
-            if ref() is not None and ref() is not p:
-                return False
-    return True
 
 
 cdef void _dropped_again(MemoryManager self, TensorInfo dead):
