@@ -380,7 +380,7 @@ cdef class MemoryManager:
         """Free the kept leaves no evicted tensor needs any more."""
         cdef TensorInfo leaf
         self.deaths_since_sweep = 0
-        for key, ref in list(self.kept.items()):
+        for key, ref in self.kept.copy().items():     # (see live_candidates)
             leaf = ref()
             if leaf is None or _alive(leaf) or leaf.status == DELETED:
                 self.kept.pop(key, None)
@@ -500,7 +500,9 @@ cdef class MemoryManager:
     cdef list live_candidates(self):
         """The candidates still alive (a snapshot), pruning the dead ones."""
         cdef list out = []
-        for key, ref in list(self.candidates.items()):
+        # (a copy, made in C in one go: list(items()) makes a tuple per entry, and a garbage
+        # collection it sets off can free records whose death changes the dict mid-way)
+        for key, ref in self.candidates.copy().items():
             info = ref()
             if info is None:
                 if self.candidates.get(key) is ref:
