@@ -44,6 +44,7 @@ cpdef enum CommandKind:
 
 
 cimport cython
+from libcpp.vector cimport vector
 
 
 @cython.final
@@ -88,8 +89,10 @@ cdef class TensorInfo:
     cdef public double cost            # [W] seconds its producer took
     cdef public long long last_use     # [C/W] logical clock of its last access
     cdef public int pins               # [C/W] > 0 while an op is reading it: never evict
-    cdef public list queued_reads      # [C/W] under a DTR budget: the sequence numbers of the
-                                       #     queued ops that read it, first first (or None)
+    cdef vector[long long] queued_reads  # [C/W] under a DTR budget: the sequence numbers of
+                                       #     the queued ops that read it, first first, from
+    cdef size_t queued_reads_from      #     this index on (a C array: no object for the
+                                       #     garbage collector to walk, one per op's input)
     cdef public bint read_since_produced  # [C/W] an op has read the value it holds now
     cdef public int tensor_refs        # [C] live Tensor objects sharing this value
     cdef public int pending_uses       # [C/W] queued commands that read or produce it
@@ -144,3 +147,4 @@ cdef class OpDef:
     cdef public bint ufunc_floats_only # the ufunc is exact on float inputs only (exp, tanh)
     cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
     cdef dict _infer_cache             # input descriptions -> infer's result
+    cdef dict _fastest                 # [W] input descriptions -> the fastest run seen, seconds

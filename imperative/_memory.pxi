@@ -155,10 +155,7 @@ cdef class MemoryManager:
         if self.opts.budget == 0 or cmd.kind != CMD_APPLY:
             return
         for info in cmd.inputs:
-            if info.queued_reads is None:
-                info.queued_reads = [cmd.seq]
-            else:
-                info.queued_reads.append(cmd.seq)
+            info.queued_reads.push_back(cmd.seq)
 
     cdef void on_freed(self, TensorInfo info):
         """[C/W] A value was freed: it is no eviction candidate any more."""
@@ -203,7 +200,7 @@ cdef class MemoryManager:
                 self.make_room(needed, (<TensorInfo>cmd.outputs[0]).device)
             t0 = _now_ns()
             _run_unmanaged(self.ch, cmd)
-            self.measured(cmd.outputs, _now_ns() - t0)
+            self.measured(cmd, _now_ns() - t0)
         finally:
             self.ran(cmd.inputs)
         return 0
@@ -238,6 +235,7 @@ cdef class MemoryManager:
         cdef TensorInfo info
         self.clock += 1
         for info in inputs:
+            _pass_reads(info, self.running)
             info.pins -= 1
             info.last_use = self.clock
             info.read_since_produced = True
@@ -258,14 +256,15 @@ cdef class MemoryManager:
             info.producer = p
             info.cost = p.cost
 
-    cdef void measured(self, list outputs, long long nanoseconds):
+    cdef void measured(self, Command cmd, long long nanoseconds):
         """The op that made `outputs` took this long: their recompute cost from now on
         (the estimate made at dispatch only stands in until the op has run). Measured, as
         the DTR prototype does, because estimates are off by up to 10x here (an im2col
         convolution against a ReLU). Results never depend on it, only which tensor is
-        evicted."""
+        evicted. The fastest run seen on such inputs (_fastest_run)."""
         cdef TensorInfo info
-        cdef double cost = nanoseconds * 1e-9 / max(len(outputs), 1)
+        cdef list outputs = cmd.outputs
+        cdef double cost = _fastest_run(cmd.op, cmd.inputs, nanoseconds * 1e-9) / max(len(outputs), 1)
         for info in outputs:
             info.cost = cost
             if info.producer is not None:
@@ -530,6 +529,7 @@ cdef class MemoryManager:
         a recomputation whose inputs may be gone by then."""
         cdef TensorInfo info, best = None, best_unread = None
         cdef double s, best_score = 0, best_unread_score = 0
+        cdef long long gap
         cdef list pool = self.live_candidates()
         cdef Py_ssize_t k
         if self.opts.sqrt_sampling and len(pool) > 16:
@@ -538,12 +538,18 @@ cdef class MemoryManager:
         for info in pool:
             if not self.evictable(info, device):
                 continue
-            s = self.policy.score(info, self.gap(info))
+            gap = self.gap(info)
             if info.read_since_produced:
-                if best is None or s < best_score:
-                    best, best_score = info, s
-            elif best_unread is None or s < best_unread_score:
-                best_unread, best_unread_score = info, s
+                if best is None or self.policy.score_at_least(info, gap) < best_score:
+                    s = self.policy.score(info, gap)
+                    if best is None or s < best_score:
+                        best, best_score = info, s
+            elif best is None and (best_unread is None or
+                                   self.policy.score_at_least(info, gap) < best_unread_score):
+                # (an unread one is taken only when no read one is evictable)
+                s = self.policy.score(info, gap)
+                if best_unread is None or s < best_unread_score:
+                    best_unread, best_unread_score = info, s
         return best if best is not None else best_unread
 
     cdef long long gap(self, TensorInfo info):
@@ -554,11 +560,9 @@ cdef class MemoryManager:
         alone, a pooled U-Net feature read by four backward ops in a row was evicted between
         each two of them (with the larger input it is recomputed from), while values not
         read again until the end of the step stayed: 7 recomputations of it a step."""
-        cdef list reads = info.queued_reads
-        while reads and <long long>reads[0] <= self.running:
-            del reads[0]
-        if reads:
-            return max(<long long>reads[0] - self.running, 1)
+        _pass_reads(info, self.running)
+        if info.queued_reads_from < info.queued_reads.size():
+            return max(info.queued_reads[info.queued_reads_from] - self.running, 1)
         return max(self.clock - info.last_use, self.queued_to - self.running, 1)
 
     cdef int evict(self, TensorInfo victim) except -1:
@@ -589,4 +593,5 @@ cdef class MemoryManager:
         victim.device.stats.evictions += 1
         self.policy.on_evict(victim)
         return 0
+
 

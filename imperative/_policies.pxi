@@ -6,12 +6,17 @@
 cdef class EvictionPolicy:
     """Chooses what to evict. `score(info, gap)`: lower is evicted first, where `gap` is
     how many ops from now the value will be read again as far as the manager can tell
-    (MemoryManager.gap); `on_evict` and `on_restore` keep any bookkeeping (h_DTR^eq's
+    (MemoryManager.gap); `score_at_least` may bound it from below; `on_evict` and `on_restore` keep any bookkeeping (h_DTR^eq's
     union-find) current."""
     name = "base"
 
     cpdef double score(self, TensorInfo info, long long gap):
         raise NotImplementedError
+
+    cpdef double score_at_least(self, TensorInfo info, long long gap):
+        """A lower bound of score(info, gap), cheaper to compute: a candidate whose bound
+        already loses to the best so far is not scored in full. -inf: no bound known."""
+        return -INFINITY
 
     cpdef on_evict(self, TensorInfo info):
         pass

@@ -58,11 +58,34 @@ cdef class DTREqPolicy(EvictionPolicy):
         # holds (which would need it): a class of dead intermediates alone, such as the
         # matmul output between a ReLU and the next bias add, is recomputed only on the
         # way to a live tensor, and that tensor's own score counts it.
-        cdef list seen = []
-        cdef double cost = info.cost + _ancestors_cost(info, seen)
-        for n in _consumer_outputs(info):
-            cost += _unseen_class_cost(<TensorInfo>n, seen, True)
+        # (called for every candidate before every eviction: no list is made unless an
+        # input or a consumer's output is evicted, the rare case)
+        cdef list seen = None
+        cdef double cost = info.cost
+        cdef Producer p = info.producer
+        if p is not None and _any_evicted(p.inputs):
+            seen = []
+            cost += _ancestors_cost(info, seen)
+        cdef PyObject* user
+        cdef PyObject* out
+        if info.users is not None:
+            for ref in info.users:
+                user = PyWeakref_GetObject(ref)
+                if user == <PyObject*>None:
+                    continue
+                for oref in (<Producer>user).outputs:
+                    out = PyWeakref_GetObject(oref)
+                    if (out == <PyObject*>None or out == <PyObject*>info
+                            or (<TensorInfo>out).status != DROPPED):
+                        continue
+                    if seen is None:
+                        seen = []
+                    cost += _unseen_class_cost(<TensorInfo>out, seen, True)
         return cost / (<double>max(info.size, 1) * <double>gap)
+
+    cpdef double score_at_least(self, TensorInfo info, long long gap):
+        # the tensor's own cost: its evicted neighbourhood can only add to it
+        return info.cost / (<double>max(info.size, 1) * <double>gap)
 
     cpdef on_evict(self, TensorInfo info):
         cdef EvictedClass mine = EvictedClass.__new__(EvictedClass)
@@ -88,6 +111,14 @@ cdef class DTREqPolicy(EvictionPolicy):
         if info.uf_class is not None:
             _leave_evicted_class(info.uf_class, info.cost)
             info.uf_class = None
+
+
+cdef inline bint _any_evicted(list infos):
+    cdef TensorInfo i
+    for i in infos:
+        if i.status == DROPPED:
+            return True
+    return False
 
 
 cdef int _ANCESTOR_WALK = 32        # evicted ancestors costed one by one, before the classes
