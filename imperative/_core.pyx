@@ -55,6 +55,7 @@ include "_execute.pxi"        # running one command
 include "_recipes.pxi"        # the memory manager's recipes: Producer, the walks over them
 include "_policies.pxi"       # eviction policies, one a file, and their table
 include "_swap.pxi"           # swap files: layout, private folders, bandwidth
+include "_memory_options.pxi" # the options it decides by, one snapshot
 include "_memory.pxi"         # the memory manager: drop, swap, DTR, behind its hooks
 include "_restore.pxi"        # bringing evicted values back: swap in, revive, recompute
 include "_swapping.pxi"       # an evicted value to its swap file and back
