@@ -44,6 +44,31 @@ def _dtr_steps(step, budget_fraction, steps=2):
             budget)
 
 
+def _recomputations(make_step, budget_fraction, evictee_minimum_size, which):
+    """Two steps under `budget_fraction` of a step's peak, after two without: whether their
+    losses are those of the same steps run without DTR, and the shapes of the records
+    recomputed meanwhile that `which(record)` picks."""
+    reference = make_step()
+    want = [float(reference()) for _ in range(4)][2:]
+    step = make_step()
+    float(step())
+    imp.sync()
+    imp.reset_peak_memory_stats()
+    float(step())
+    imp.sync()
+    budget = int(budget_fraction * imp.memory_stats()["peak_allocated"])
+    picked = []
+    with _dtr_budget(budget, evictee_minimum_size):
+        _core.set_decision_hook(lambda action, info, clock: picked.append(info.shape)
+                                if action == "recompute" and which(info) else None)
+        try:
+            losses = [float(step()) for _ in range(2)]
+            imp.sync()
+        finally:
+            _core.set_decision_hook(None)
+    return losses == want, picked
+
+
 def _ops_per_step(step):
     imp.sync()
     before = _core.memory_manager_stats()["clock"]
@@ -94,27 +119,10 @@ def test_a_sequence_projection_that_every_step_is_sliced_from_comes_back_rarely(
     projection came back 88 times in two steps at 0.8 P. Costed by the ancestors it
     really brings back, those gates stay."""
     config = dict(features=8, hidden=64, steps=32, batch=128)
-    reference = trainer("gru", **config)
-    want = [float(reference()) for _ in range(4)][2:]
-    step = trainer("gru", **config)
-    float(step())
-    imp.sync()
-    imp.reset_peak_memory_stats()
-    float(step())
-    imp.sync()
-    budget = int(0.8 * imp.memory_stats()["peak_allocated"])
     projection_bytes = config["batch"] * config["steps"] * 3 * config["hidden"] * 4
-    projections = []
-    with _dtr_budget(budget, 0):
-        _core.set_decision_hook(lambda action, info, clock: projections.append(info.shape)
-                                if action == "recompute" and info.size >= projection_bytes
-                                else None)
-        try:
-            losses = [float(step()) for _ in range(2)]
-            imp.sync()
-        finally:
-            _core.set_decision_hook(None)
-    assert losses == want
+    same, projections = _recomputations(lambda: trainer("gru", **config), 0.8, 0,
+                                        lambda info: info.size >= projection_bytes)
+    assert same
     assert len(projections) <= 2                   # at most once a step
 
 
@@ -237,24 +245,8 @@ def test_the_gates_a_view_of_one_pre_activation_bring_it_back_once(async_level):
     freed nothing), so each of the other gates recomputed it, and the two products it is
     the sum of, again: 166-188 recomputations of the pre-activations in two steps of 16
     time steps at 0.5 P; now 62-74."""
-    reference = _lstm_trainer()
-    want = [float(reference()) for _ in range(4)][2:]
-    step = _lstm_trainer()
-    float(step())
-    imp.sync()
-    imp.reset_peak_memory_stats()
-    float(step())
-    imp.sync()
-    budget = int(0.5 * imp.memory_stats()["peak_allocated"])
-    came_back = []
-    with _dtr_budget(budget, 16 * 1024):
-        _core.set_decision_hook(lambda action, info, clock: came_back.append(info.shape)
-                                if action == "recompute" and info.shape == (64, 256)
-                                and type(info.op).__name__ == "Elemwise" else None)
-        try:
-            losses = [float(step()) for _ in range(2)]
-            imp.sync()
-        finally:
-            _core.set_decision_hook(None)
-    assert losses == want
+    same, came_back = _recomputations(
+        _lstm_trainer, 0.5, 16 * 1024,
+        lambda info: info.shape == (64, 256) and type(info.op).__name__ == "Elemwise")
+    assert same
     assert 0 < len(came_back) <= 110                # (2 steps x 16 time steps x 2 sums)
