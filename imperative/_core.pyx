@@ -150,7 +150,8 @@ def memory_manager_stats():
     return {"eviction_seconds": _channel.mm.eviction_seconds,
             "budget_overshoots": _channel.mm.overshoots, "clock": _channel.mm.clock,
             "recipe_cuts": _channel.mm.cuts, "kept_leaves": len(_channel.mm.kept),
-            "candidates": len(_channel.mm.candidates)}
+            "candidates": len(_channel.mm.candidates),
+            "queued_ops": _channel.mm.queued_ops.size()}
 
 
 def _after_fork_in_child():

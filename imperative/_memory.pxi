@@ -167,6 +167,7 @@ cdef class MemoryManager:
         cdef long long t0
         if cmd.seq:
             self.running = cmd.seq
+            self.pass_queued_ops()
         self.pin(cmd.inputs)
         try:
             for info in cmd.inputs:
@@ -235,7 +236,7 @@ cdef class MemoryManager:
             info.cost = p.cost
 
     cdef void measured(self, Command cmd, long long nanoseconds):
-        """The op that made `outputs` took this long: their recompute cost from now on
+        """`cmd`'s op took this long: its outputs' recompute cost from now on
         (the estimate made at dispatch only stands in until the op has run). Measured, as
         the DTR prototype does, because estimates are off by up to 10x here (an im2col
         convolution against a ReLU). Results never depend on it, only which tensor is
@@ -515,9 +516,14 @@ cdef class MemoryManager:
 
     cdef long long next_op(self):
         """The sequence number of the queued op after the one running (0: none queued)."""
+        return 0 if self.queued_ops.empty() else self.queued_ops.front()
+
+    cdef void pass_queued_ops(self):
+        """Forget the queued ops up to the one running now. (As it starts, not when an
+        eviction asks: under a budget never reached, none does, and the array grew by
+        one number an op.)"""
         while not self.queued_ops.empty() and self.queued_ops.front() <= self.running:
             self.queued_ops.pop_front()
-        return 0 if self.queued_ops.empty() else self.queued_ops.front()
 
     cdef TensorInfo choose(self, Device device):
         """The evictable candidate with the lowest score. A value no op has read yet is
@@ -590,5 +596,3 @@ cdef class MemoryManager:
         victim.device.stats.evictions += 1
         self.policy.on_evict(victim)
         return 0
-
-

@@ -6,8 +6,8 @@
 cdef class EvictionPolicy:
     """Chooses what to evict. `score(info, gap)`: lower is evicted first, where `gap` is
     how many ops from now the value will be read again as far as the manager can tell
-    (MemoryManager.gap); `score_at_least` may bound it from below; `on_evict` and `on_restore` keep any bookkeeping (h_DTR^eq's
-    union-find) current."""
+    (MemoryManager.gap); `score_at_least` may bound it from below; `on_evict` and
+    `on_restore` keep any bookkeeping (h_DTR^eq's union-find) current."""
     name = "base"
 
     cpdef double score(self, TensorInfo info, long long gap):

@@ -196,6 +196,18 @@ def test_recording_keeps_host_memory_flat_over_200k_tiny_ops(recording):
             f"RSS grew {grown_rss / 2**20:.1f} MiB after {done} ops")
 
 
+def test_a_budget_never_reached_keeps_no_record_of_the_ops_run():
+    """Under a budget the manager notes each queued op, to tell which values the next op
+    reads; the notes went only when an eviction asked, so that under a budget never
+    reached they grew by one an op, forever."""
+    x = imp.Tensor(np.ones((256, 256), np.float32))
+    with mp.managed(mp.Setting(enable_swap=0, dtr=True, evictee_minimum_size=0), 2 ** 30):
+        for _ in range(500):
+            x = x * 0.5 + 0.5
+        imp.sync()
+        assert imp._core.memory_manager_stats()["queued_ops"] == 0
+
+
 # ---- found by the fuzzer outside the memory manager (fixed on main since)
 
 def test_softmax_of_a_fortran_ordered_3d_value_matches_numpy():
