@@ -3,8 +3,9 @@
 #
 # The worker thread (imperative/_worker.pxi) and the executor (imperative/_execute.pxi) are
 # the Channel's methods too, written as module functions that take it as `self`: Cython
-# allows no `include` in a class body. The owning thread of each field is written beside it:
-# [C] caller threads, [W] the worker, [C/W] either, under the GIL; "nogil": under `_mutex`.
+# allows no `include` in a class body. The Channel's fields and cdef method signatures are
+# declared in imperative/_core.pxd, each field with its owning thread, and so are its two
+# inline methods, check_usable and _add_handle, with their bodies.
 
 # Small ops whose inputs are resident run on the caller's thread: handing one to the
 # worker costs more than running it (PERF_NOTES: a wake-up is 10-100 us, a tiny add 0.5 us,
@@ -31,44 +32,7 @@ def get_grad_hook():
 
 # --------------------------------------------------------------------------- the channel
 
-cdef class MemoryManager
-
-
-@cython.final
 cdef class Channel:
-    cdef long long _opts[N_OPTIONS]
-    cdef MemoryManager mm            # drop, swap, DTR (imperative/_memory.pxi)
-    cdef bint _memory_on             # any of enable_drop/swap, record_computing_path, DTR
-    # handle table [C]
-    cdef list _table
-    cdef vector[long long] _free_handles   # whole handles: a free slot's id and next generation
-    cdef Py_ssize_t _live
-    # command flow: [C] appends to _buffer and _pending; [W] takes _pending whole
-    cdef list _buffer
-    cdef list _pending
-    cdef long long _seq            # [C] last sequence number queued
-    cdef long long _processed      # [W] commands run by the worker (read by waiters under _mutex)
-    # worker thread and its wake-up; the "nogil" fields live under _mutex
-    cdef object _thread
-    cdef pthread_mutex_t _mutex
-    cdef pthread_cond_t _wake_cond
-    cdef pthread_cond_t _done_cond
-    cdef int _wake                 # nogil
-    cdef long long _notify_at      # nogil: smallest sequence number a waiter waits for
-    cdef int _worker_sleeping      # [C/W]
-    cdef int _worker_awake         # nogil: set by the worker once it holds the GIL again
-    cdef int _n_waiters            # [C]
-    cdef int _stopping             # [C]
-    cdef int _discarding           # [C] at exit: the worker drops the commands left
-    cdef str _closed_by            # who called close(), for the errors after it
-    cdef int _worker_dead          # [W]
-    # errors
-    cdef list _errors              # [C/W] ErrorRecords not yet raised
-    # lifecycle: 0 usable, 1 closed, 2 forked child
-    cdef int _state
-    cdef public Device default_device
-    cdef object _pid
-
     def __cinit__(self):
         pthread_mutex_init(&self._mutex, NULL)
         pthread_cond_init(&self._wake_cond, NULL)
@@ -112,12 +76,7 @@ cdef class Channel:
     def options(self):
         return {name: self._opts[i] for i, name in enumerate(_OPTION_NAMES)}
 
-    # ---- lifecycle checks
-
-    cdef inline int check_usable(self) except -1:
-        if self._state != 0:
-            self._raise_unusable()
-        return 0
+    # ---- lifecycle checks (check_usable, inline, is in _core.pxd)
 
     cdef int _raise_unusable(self) except -1:
         if self._state == 1:
@@ -128,7 +87,7 @@ cdef class Channel:
             "started; the parent's interpreter cannot be used in a child: use the 'spawn' start "
             "method or import imperative only in the children")
 
-    # ---- handle table
+    # ---- handle table (_add_handle, inline, is in _core.pxd)
 
     cdef TensorInfo new_info(self, tuple shape, object dtype, Device device,
                              bint maybe_packed=True):
@@ -147,17 +106,6 @@ cdef class Channel:
             info.size = _nbytes_of(info.numel, dtype, info.packed)
         self._add_handle(info)
         return info
-
-    cdef inline void _add_handle(self, TensorInfo info):
-        # The free list holds whole handles: a slot's id with its next generation.
-        if self._free_handles.size():
-            info.handle = self._free_handles.back()
-            self._free_handles.pop_back()
-            self._table[info.handle & 0xFFFFFFFF] = info
-        else:
-            info.handle = len(self._table)
-            self._table.append(info)
-        self._live += 1
 
     cdef void _retire_handle(self, TensorInfo info):
         cdef long long idx = info.handle & 0xFFFFFFFF

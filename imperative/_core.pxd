@@ -1,13 +1,23 @@
-# The interpreter core's contract: the records and the commands (imperative/_records.pxi
-# implements them). The Channel's fields are declared in imperative/_channel.pxi and the
-# memory manager's in imperative/_memory.pxi, each with its owning thread: declaring either
-# class here would make Cython require every cdef method of both, and every class their
-# signatures name (devices, policies, swap space), here too (docs/design.md, "Threads and
-# what they own", "The memory manager's hooks").
+# The interpreter core's declarations: every cdef class the Channel and the memory manager
+# are made of or name, with all its fields and all its cdef/cpdef method signatures. Each
+# section below says which .pxi implements the class (method bodies only: no field is
+# declared there). Cython requires a class declared here to declare every cdef method here
+# too, and every class its fields and signatures name; its `cdef inline` methods (a few
+# hot-path lines each) are defined here, with the body. The sections:
+#   enums                the record statuses, the command kinds, the option indices
+#   devices              DeviceStats, Device                       (_device.pxi)
+#   records              Storage, ErrorRecord, TensorInfo, Command, OpDef   (_records.pxi)
+#   the channel          Channel                   (_channel.pxi; its worker and executor
+#                        are module functions taking it as `self`: _worker.pxi, _execute.pxi)
+#   the manager's parts  MemoryOptions (_memory_options.pxi), EvictionPolicy (_policies.pxi),
+#                        SwapRate, SwapSpace (_swap.pxi)
+#   the memory manager   MemoryManager                             (_memory.pxi)
+# (docs/design.md, "Threads and what they own", "The memory manager's hooks".)
 #
 # Thread ownership (who may write a field; everyone reads under the GIL):
 #   [C] caller threads (Python code issuing ops), [W] the worker thread,
 #   [C/W] either, always while holding the GIL and without releasing it in between.
+#   "set once": written while the object is made (or first used), never after.
 # Every field below is touched only with the GIL held, except the pthread
 # primitives and the flags named "nogil" which are read and written under `_mutex`.
 
@@ -28,6 +38,8 @@ cdef extern from "pthread.h" nogil:
     int pthread_cond_signal(pthread_cond_t*)
 
 
+# --------------------------------------------------------------------------- enums
+
 # TensorInfo.status
 cpdef enum Status:
     ALLOCATED = 0   # handle exists, value not computed yet
@@ -42,10 +54,54 @@ cpdef enum CommandKind:
     CMD_APPLY = 0
     CMD_DEL = 1
 
+# Option indices into Channel._opts: the rows of _OPTIONS in imperative/_options.pxi, in this
+# order (checked at import). Adding an option: one constant here and one row there.
+cdef enum:
+    OPT_ASYNC_LEVEL
+    OPT_BUFFER_LENGTH
+    OPT_HOST_COMPUTE
+    OPT_CATCH
+    OPT_ENABLE_DROP
+    OPT_ENABLE_SWAP
+    OPT_DTR_AUTO
+    OPT_SQRT_SAMPLING
+    OPT_DTR_THRESHOLD
+    OPT_MIN_EVICTEE
+    OPT_RECORD_PATH
+    OPT_QUEUE_SIZE
+    N_OPTIONS
+
 
 cimport cython
+from libcpp.deque cimport deque
 from libcpp.vector cimport vector
 
+
+# --------------------------------------------------------------------------- devices
+# implemented in imperative/_device.pxi
+
+cdef class DeviceStats:
+    # memory counters of one device, kept by the channel
+    cdef public long long allocated, peak_allocated, swapped   # [C/W]
+    cdef public long long evictions, recomputes, swap_outs, swap_ins, inplace_reuses  # [C/W]
+    cdef public double recompute_seconds                       # [C/W]
+
+    cdef inline void add(self, long long nbytes):
+        self.allocated += nbytes
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
+
+
+cdef class Device:
+    # one object per name, so identity compares
+    cdef readonly str name             # the four: set once, when the name is first used
+    cdef readonly str kind             #     (as_device)
+    cdef readonly int index
+    cdef readonly DeviceStats stats
+
+
+# --------------------------------------------------------------------------- records
+# implemented in imperative/_records.pxi
 
 @cython.final
 @cython.freelist(512)
@@ -148,3 +204,261 @@ cdef class OpDef:
     cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
     cdef dict _infer_cache             # input descriptions -> infer's result
     cdef dict _fastest                 # [W] input descriptions -> the fastest run seen, seconds
+
+
+# --------------------------------------------------------------------------- the channel
+# implemented in imperative/_channel.pxi; its worker thread and executor are module functions
+# that take it as `self` (_worker.pxi, _execute.pxi, _tiny.pxi): Cython allows no `include`
+# in a class body
+
+cdef class MemoryManager
+
+
+@cython.final
+cdef class Channel:
+    cdef long long _opts[N_OPTIONS]  # [C] the options' values (set_option)
+    cdef MemoryManager mm            # set once: drop, swap, DTR (_memory.pxi)
+    cdef bint _memory_on             # [C] any of enable_drop/swap, record_computing_path, DTR
+    # handle table [C]
+    cdef list _table
+    cdef vector[long long] _free_handles   # whole handles: a free slot's id and next generation
+    cdef Py_ssize_t _live
+    # command flow: [C] appends to _buffer and _pending; [W] takes _pending whole
+    cdef list _buffer
+    cdef list _pending
+    cdef long long _seq            # [C] last sequence number queued
+    cdef long long _processed      # [W] commands run by the worker (read by waiters under _mutex)
+    # worker thread and its wake-up; the "nogil" fields live under _mutex
+    cdef object _thread            # [C] started with the first queued command
+    cdef pthread_mutex_t _mutex
+    cdef pthread_cond_t _wake_cond
+    cdef pthread_cond_t _done_cond
+    cdef int _wake                 # nogil
+    cdef long long _notify_at      # nogil: smallest sequence number a waiter waits for
+    cdef int _worker_sleeping      # [C/W]
+    cdef int _worker_awake         # nogil: set by the worker once it holds the GIL again
+    cdef int _n_waiters            # [C]
+    cdef int _stopping             # [C]
+    cdef int _discarding           # [C] at exit: the worker drops the commands left
+    cdef str _closed_by            # [C] who called close(), for the errors after it
+    cdef int _worker_dead          # [W]
+    # errors
+    cdef list _errors              # [C/W] ErrorRecords not yet raised
+    # lifecycle: 0 usable, 1 closed, 2 forked child
+    cdef int _state                # [C] (close, and the fork hook in the child)
+    cdef public Device default_device  # [C]
+    cdef object _pid               # set once: the process that made it
+
+    # ---- options
+    cdef void attach_memory_manager(self, MemoryManager mm)
+    cdef void _update_memory_flag(self)
+
+    # ---- lifecycle checks
+    cdef int _raise_unusable(self) except -1
+
+    cdef inline int check_usable(self) except -1:
+        if self._state != 0:
+            self._raise_unusable()
+        return 0
+
+    # ---- handle table
+    cdef TensorInfo new_info(self, tuple shape, object dtype, Device device,
+                             bint maybe_packed=*)
+    cdef void _retire_handle(self, TensorInfo info)
+    cpdef TensorInfo lookup(self, long long handle)
+
+    cdef inline void _add_handle(self, TensorInfo info):
+        # The free list holds whole handles: a slot's id with its next generation.
+        if self._free_handles.size():
+            info.handle = self._free_handles.back()
+            self._free_handles.pop_back()
+            self._table[info.handle & 0xFFFFFFFF] = info
+        else:
+            info.handle = len(self._table)
+            self._table.append(info)
+        self._live += 1
+
+    # ---- values that arrive from the host
+    cdef TensorInfo put(self, object array, tuple shape, object dtype, Device device)
+    cdef int _set_value(self, TensorInfo info, object array, Storage shared) except -1
+    cdef int _adopt(self, TensorInfo info, object array, Storage shared) except -1
+    cdef void _free_value(self, TensorInfo info)
+
+    # ---- dispatch
+    cdef list dispatch(self, OpDef op, list inputs)
+    cdef int _raise_unusable_input(self, op, TensorInfo info) except -1
+    cdef int _submit(self, Command cmd) except -1
+    cdef TensorInfo host_ufunc(self, OpDef op, TensorInfo a, TensorInfo b)
+    cdef int _run_inline(self, Command cmd, bint raise_original) except -1
+    cdef int _raise_error_of(self, Command cmd, bint raise_original) except -1
+
+    # ---- the buffer that folds Del into the last reader
+    cdef void _push(self, Command cmd)
+    cdef void _flush_buffer(self, long long keep)
+    cdef void release(self, TensorInfo info)
+    cdef void _delete(self, TensorInfo info)
+    cdef void _finish_delete(self, TensorInfo info)
+
+    # ---- waiting for values
+    cdef int wait_produced(self, TensorInfo info, str why=*) except -1
+    cpdef object get_value(self, TensorInfo info)
+    cpdef object get_readonly_view(self, TensorInfo info)
+    cpdef int sync(self) except -1
+    cpdef int raise_pending_errors(self) except -1
+
+
+# --------------------------------------------------------------------------- the manager's parts
+
+# implemented in imperative/_memory_options.pxi
+@cython.final
+cdef class MemoryOptions:
+    # a copy of the Channel's options, refreshed by on_options whenever one is set. [C]: every
+    # field is written by `read`, from on_options
+    cdef readonly bint on            # any of the four switches below
+    cdef readonly bint drop          # enable_drop: Tensor._drop()
+    cdef readonly bint swap          # enable_swap: swapping out, by hand or as an eviction
+    cdef readonly bint record_path   # record_computing_path
+    cdef readonly bint dtr           # enable_dtr_auto_drop: eviction under the threshold
+    cdef readonly bint sqrt_sampling # enable_dtr_sqrt_sampling
+    cdef readonly long long threshold      # dtr_eviction_threshold (bytes)
+    cdef readonly long long min_evictee    # dtr_evictee_minimum_size (bytes)
+    cdef readonly long long budget         # the threshold DTR evicts under; 0: no eviction
+
+    cdef void read(self, long long* opts)
+
+
+# implemented in imperative/_policies.pxi (its subclasses, one a file, are declared there)
+cdef class EvictionPolicy:
+    cpdef double score(self, TensorInfo info, long long gap)
+    cpdef double score_at_least(self, TensorInfo info, long long gap)
+    cpdef on_evict(self, TensorInfo info)
+    cpdef on_restore(self, TensorInfo info)
+
+
+# implemented in imperative/_swap.pxi
+@cython.final
+cdef class SwapRate:
+    # one direction's cost: a fixed cost per file plus bytes at a running bandwidth
+    cdef readonly double overhead       # [C/W] seconds per file (calibrate_now)
+    cdef double nbytes, seconds         # [C/W] (add: a swap's time)
+
+    cdef void add(self, double nbytes, double seconds)
+    cdef double per_s(self)
+    cdef double seconds_for(self, double nbytes)
+
+
+@cython.final
+cdef class SwapSpace:
+    # where swap files go (private folders) and the measured bandwidth to them
+    cdef readonly object chosen        # [C] the user's swap folder, or None
+    cdef dict folders                  # [C/W] parent folder (None: the temporary one) ->
+                                       #     private folder; added to under `lock`
+    cdef object lock                   # set once: making a private folder
+    cdef object calibration_lock       # set once
+    cdef readonly long long serial     # [C/W] the last file's number
+    cdef object pid                    # set once: whose folders (a forked child must not
+                                       #     remove them)
+    cdef readonly SwapRate write_rate, read_rate   # set once (their fields: [C/W])
+    cdef bint calibrated               # [C/W] under `calibration_lock`
+    cdef object calibration_error      # [C/W] why calibration failed, until the folder is
+                                       #     chosen again
+
+    cdef int calibrate(self) except -1
+    cdef int calibrate_now(self) except -1
+    cdef double seconds_to_swap(self, Py_ssize_t nbytes)
+
+
+# --------------------------------------------------------------------------- the memory manager
+# implemented in imperative/_memory.pxi. Kernels and swap files let other threads run midway:
+# see "Several threads" in docs/design.md for what pins protect.
+
+@cython.final
+cdef class MemoryManager:
+    cdef Channel ch                  # set once: the Channel whose values it manages
+    cdef readonly MemoryOptions opts # [C] the options' snapshot (on_options)
+    cdef public EvictionPolicy policy  # [C] imp.dtr.set_policy
+    # [C/W] Resident, recomputable, big enough: {address: weak reference}. Held weakly: a
+    # recomputed record that no tensor and no recipe refers to any more must die (and free
+    # its value), not be kept alive here together with the whole history its recipe
+    # reaches. A dict, not a WeakSet: every read and write is one C call under the GIL, so
+    # threads issuing ops at once never see it change in the middle of an iteration.
+    cdef public dict candidates
+    # [C/W] Leaves (no producer) whose tensors are gone but whose value an evicted tensor
+    # needs to come back: {address: weak reference}; freed as soon as none does (sweep_kept)
+    cdef public dict kept
+    cdef long long deaths_since_sweep  # [C/W]
+    cdef long long sweep_after       # [C/W] deaths between sweeps: grows with a sweep's work
+    cdef public long long clock      # [C/W] logical: one tick per op run
+    cdef long long queued_to         # [C] the sequence number of the last op queued
+    cdef long long running           # [W, or C] ... of the op running (or run last)
+    cdef deque[long long] queued_ops # [C/W] under a budget: the sequence numbers of the
+                                     #     queued ops from the one running on (next_op)
+    cdef public SwapSpace swap       # [C/W] swap files: private folders, measured bandwidth
+    cdef object _rng                 # [C/W] for sqrt(N) sampling, seeded: reproducible
+    cdef public double eviction_seconds  # [C/W]
+    cdef public long long overshoots     # [C/W]
+    cdef public long long cuts       # [C/W] records whose recipe was let go (release_leaf, chains)
+    cdef public long long peak_floor # [C/W] the most memory that could not be evicted when the
+                                     #     budget was reached (pinned, leaves, unrecomputable)
+    cdef long long pool_sized_for    # [C/W] the budget the worker's block cache was sized for
+    cdef public long long highest_floor  # [C/W] the highest floor seen above the budget, since
+                                         #     the budget was set (make_room)
+
+    # ---- the hooks the Channel calls
+    cdef void on_options(self, long long* opts)
+    cdef void on_dispatch(self, OpDef op, list inputs, list outputs)
+    cdef void on_queued(self, Command cmd)
+    cdef void on_freed(self, TensorInfo info)
+    cdef bint on_dead(self, TensorInfo info) except -1
+    cdef int run_managed(self, Command cmd) except -1
+    cdef int ensure_resident(self, TensorInfo info) except -1
+    cdef bint may_overwrite(self, TensorInfo info) except -1
+
+    # ---- running an op (run_managed, and a recomputation)
+    cdef void ran(self, list inputs)
+
+    cdef inline void pin(self, list inputs):
+        """An op is about to read `inputs`: none may be evicted until it ran."""
+        cdef TensorInfo info
+        for info in inputs:
+            info.pins += 1
+
+    # ---- recording producers
+    cdef void record(self, OpDef op, list inputs, list outputs)
+    cdef void measured(self, Command cmd, long long nanoseconds)
+    cdef void on_produced(self, TensorInfo info)
+    cdef int make_persistent(self, TensorInfo info) except -1
+    cdef void consider_swapping(self, TensorInfo leaf)
+    cdef void forget(self, TensorInfo info)
+    cdef void cut(self, TensorInfo info)
+
+    # ---- leaves that recipes read
+    cdef bint release_leaf(self, TensorInfo leaf) except -1
+    cdef bint let_go_of_leaf(self, TensorInfo leaf) except -1
+    cdef Py_ssize_t evictable_frontier_bytes(self, list frontier)
+    cdef void note_death(self)
+    cdef void sweep_kept(self)
+
+    # ---- dropping, swapping, restoring
+    cdef int drop(self, TensorInfo info, str reason) except -1
+    cdef int drop_dead(self, TensorInfo info, str reason) except -1
+    cdef void lengthen_chains(self, TensorInfo dead)
+    cdef int swap_is_cheaper(self, TensorInfo victim) except -1
+
+    # ---- the budget
+    cdef void size_pool(self, long long threshold)
+    cdef int make_room(self, Py_ssize_t needed, Device device) except -1
+    cdef void overshoot(self, Device device, Py_ssize_t needed, long long threshold)
+    cdef list live_candidates(self)
+    cdef Py_ssize_t evictable_bytes(self, Device device)
+    cdef bint read_next(self, TensorInfo info)
+    cdef long long next_op(self)
+    cdef void pass_queued_ops(self)
+    cdef TensorInfo choose(self, Device device)
+    cdef long long gap(self, TensorInfo info)
+    cdef int evict(self, TensorInfo victim) except -1
+
+    cdef inline bint evictable(self, TensorInfo info, Device device):
+        return (info.status == PRODUCED and not info.pins and info.device is device
+                and info.storage is not None and info.storage.refs == 1
+                and not self.read_next(info))

@@ -1,16 +1,9 @@
 # Included by _core.pyx: devices (`cpu0` ... `cpu63`), one object per name, each with the
-# memory counters the channel keeps for it.
+# memory counters the channel keeps for it. Both classes are declared in imperative/_core.pxd
+# (their fields, and DeviceStats.add, inline, with its body).
 
 cdef class DeviceStats:
     """Memory counters of one device, kept by the channel."""
-    cdef public long long allocated, peak_allocated, swapped
-    cdef public long long evictions, recomputes, swap_outs, swap_ins, inplace_reuses
-    cdef public double recompute_seconds
-
-    cdef inline void add(self, long long nbytes):
-        self.allocated += nbytes
-        if self.allocated > self.peak_allocated:
-            self.peak_allocated = self.allocated
 
     def as_dict(self):
         return {
@@ -26,10 +19,6 @@ MAX_CPU_DEVICES = 64
 
 cdef class Device:
     """A compute device (`cpu0`, `cpu1`, ...). One object per name, so identity compares."""
-    cdef readonly str name
-    cdef readonly str kind
-    cdef readonly int index
-    cdef readonly DeviceStats stats
 
     def __init__(self, *args):
         raise TypeError("use imperative.device.get(name) or a device name string")

@@ -19,7 +19,6 @@
 
 import weakref as _weakref
 from libc.math cimport sqrt
-from libcpp.deque cimport deque
 
 # A resident tensor whose recomputation would first have to recompute a path of more dead
 # records than this stops being recomputable (its recipe is cut, and with it the dead
@@ -52,43 +51,14 @@ def set_decision_hook(hook):
 
 # ------------------------------------------------------------------ the manager
 #
-# Fields: [C] caller threads, [W] the worker, [C/W] either, always under the GIL, as in the
-# Channel. Kernels and swap files let other threads run midway: see "Several threads" in
-# docs/design.md for what pins protect.
+# Its fields and cdef method signatures are declared in imperative/_core.pxd, each field with
+# its owning thread ([C] caller threads, [W] the worker, [C/W] either, always under the GIL),
+# and so are its two inline methods, pin and evictable, with their bodies. Kernels and swap
+# files let other threads run midway: see "Several threads" in docs/design.md for what pins
+# protect.
 
 
-@cython.final
 cdef class MemoryManager:
-    cdef Channel ch                  # set once: the Channel whose values it manages
-    cdef readonly MemoryOptions opts # [C] the options' snapshot (on_options)
-    cdef public EvictionPolicy policy  # [C] imp.dtr.set_policy
-    # [C/W] Resident, recomputable, big enough: {address: weak reference}. Held weakly: a
-    # recomputed record that no tensor and no recipe refers to any more must die (and free
-    # its value), not be kept alive here together with the whole history its recipe
-    # reaches. A dict, not a WeakSet: every read and write is one C call under the GIL, so
-    # threads issuing ops at once never see it change in the middle of an iteration.
-    cdef public dict candidates
-    # [C/W] Leaves (no producer) whose tensors are gone but whose value an evicted tensor
-    # needs to come back: {address: weak reference}; freed as soon as none does (sweep_kept)
-    cdef public dict kept
-    cdef long long deaths_since_sweep  # [C/W]
-    cdef long long sweep_after       # [C/W] deaths between sweeps: grows with a sweep's work
-    cdef public long long clock      # [C/W] logical: one tick per op run
-    cdef long long queued_to         # [C] the sequence number of the last op queued
-    cdef long long running           # [W, or C] ... of the op running (or run last)
-    cdef deque[long long] queued_ops # [C/W] under a budget: the sequence numbers of the
-                                     #     queued ops from the one running on (next_op)
-    cdef public SwapSpace swap       # [C/W] swap files: private folders, measured bandwidth
-    cdef object _rng                 # [C/W] for sqrt(N) sampling, seeded: reproducible
-    cdef public double eviction_seconds  # [C/W]
-    cdef public long long overshoots     # [C/W]
-    cdef public long long cuts       # [C/W] records whose recipe was let go (release_leaf, chains)
-    cdef public long long peak_floor # [C/W] the most memory that could not be evicted when the
-                                     #     budget was reached (pinned, leaves, unrecomputable)
-    cdef long long pool_sized_for    # [C/W] the budget the worker's block cache was sized for
-    cdef public long long highest_floor  # [C/W] the highest floor seen above the budget, since
-                                         #     the budget was set (make_room)
-
     def __cinit__(self, Channel ch):
         self.ch = ch
         self.opts = MemoryOptions()
@@ -200,13 +170,7 @@ cdef class MemoryManager:
             return (<OpDef>p.op).recomputable
         return not _read_by_a_recipe(info) or self.let_go_of_leaf(info)
 
-    # ---- running an op (run_managed, and a recomputation)
-
-    cdef inline void pin(self, list inputs):
-        """An op is about to read `inputs`: none may be evicted until it ran."""
-        cdef TensorInfo info
-        for info in inputs:
-            info.pins += 1
+    # ---- running an op (run_managed, and a recomputation; pin, inline, is in _core.pxd)
 
     cdef void ran(self, list inputs):
         """An op read `inputs` (or failed): the clock ticks, they are unpinned and as fresh
@@ -496,11 +460,6 @@ cdef class MemoryManager:
             if self.evictable(info, device):
                 total += info.size
         return total
-
-    cdef inline bint evictable(self, TensorInfo info, Device device):
-        return (info.status == PRODUCED and not info.pins and info.device is device
-                and info.storage is not None and info.storage.refs == 1
-                and not self.read_next(info))
 
     cdef bint read_next(self, TensorInfo info):
         """The queued op after the running one reads `info`: it belongs to the floor. Evicted

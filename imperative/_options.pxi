@@ -1,24 +1,10 @@
 # Included by _core.pyx: the interpreter's options (imp.set_option), their defaults,
 # ranges and environment variables (IMPERATIVE_<NAME>). The Channel keeps the values in
-# `_opts`, indexed by the OPT_* constants.
+# `_opts`, indexed by the OPT_* constants (declared in imperative/_core.pxd, since the
+# Channel's declaration there sizes `_opts` by them).
 #
-# Adding an option: one OPT_* constant and one row of _OPTIONS, at the same place in both
-# (checked at import), and its line in docs/contract.md.
-
-cdef enum:  # option indices into Channel._opts: the rows of _OPTIONS, in this order
-    OPT_ASYNC_LEVEL
-    OPT_BUFFER_LENGTH
-    OPT_HOST_COMPUTE
-    OPT_CATCH
-    OPT_ENABLE_DROP
-    OPT_ENABLE_SWAP
-    OPT_DTR_AUTO
-    OPT_SQRT_SAMPLING
-    OPT_DTR_THRESHOLD
-    OPT_MIN_EVICTEE
-    OPT_RECORD_PATH
-    OPT_QUEUE_SIZE
-    N_OPTIONS
+# Adding an option: one OPT_* constant in _core.pxd and one row of _OPTIONS below, at the
+# same place in both (checked at import), and its line in docs/contract.md.
 
 
 # The option table: (index, name, default, lowest, highest or None for unbounded, what it

@@ -1,6 +1,7 @@
 # Included by _core.pyx: the eviction policies and their table. A policy is one class in one
 # file, registered at its end; adding one is that file and its include line below
-# (docs/design.md, "Eviction policies").
+# (docs/design.md, "Eviction policies"). The base class's cpdef methods are declared in
+# imperative/_core.pxd (the memory manager names it); its subclasses only here.
 
 
 cdef class EvictionPolicy:

@@ -12,6 +12,9 @@
 #
 # Swap runs under the GIL on the caller's thread or the worker; making the private folder
 # and calibrating take locks, as the file system calls between check and act release it.
+#
+# SwapRate's and SwapSpace's fields and cdef methods are declared in imperative/_core.pxd
+# (the memory manager holds a SwapSpace), each field with its owning thread.
 
 import signal as _signal
 import stat as _stat
@@ -160,13 +163,10 @@ cdef void _release_swap_file(TensorInfo info):
 # ------------------------------------------------------------------ bandwidth
 
 
-@cython.final
 cdef class SwapRate:
     """One direction's cost: a fixed cost per file (opening, closing: measured once, with
     a small file) plus bytes at a running bandwidth (decayed sums of bytes and of the
     seconds beyond the fixed cost, so that each swap counts by its size)."""
-    cdef readonly double overhead       # seconds per file
-    cdef double nbytes, seconds
 
     cdef void add(self, double nbytes, double seconds):
         if nbytes < _RATE_MIN_BYTES:
@@ -184,19 +184,9 @@ cdef class SwapRate:
 # ------------------------------------------------------------------ the private folders
 
 
-@cython.final
 cdef class SwapSpace:
     """Where swap files go: a private folder made in the chosen swap folder (or a fresh
     temporary folder when none is chosen), and the measured bandwidth to it."""
-    cdef readonly object chosen        # the user's swap folder, or None
-    cdef dict folders                  # parent folder (None: the temporary one) -> private folder
-    cdef object lock                   # making a private folder
-    cdef object calibration_lock
-    cdef readonly long long serial     # the last file's number
-    cdef object pid                    # whose folders (a forked child must not remove them)
-    cdef readonly SwapRate write_rate, read_rate
-    cdef bint calibrated
-    cdef object calibration_error      # why calibration failed, until the folder is chosen again
 
     def __cinit__(self):
         self.folders = {}
