@@ -417,7 +417,7 @@ cdef class Channel:
         it (MemoryManager.on_dead)."""
         # (records made while recording keep these rules after it is turned off: what was
         # dropped then can still be recomputed)
-        if ((self._memory_on or info.producer is not None or info.users is not None)
+        if ((self._memory_on or info.producer is not None or not info.users.empty())
                 and info.status in (PRODUCED, DROPPED, SWAPPED)
                 and not self.mm.on_dead(info)):
             return

@@ -73,6 +73,7 @@ cdef enum:
 
 
 cimport cython
+from cpython.ref cimport PyObject
 from libcpp.deque cimport deque
 from libcpp.vector cimport vector
 
@@ -136,8 +137,8 @@ cdef class TensorInfo:
     cdef public object value           # [W] numpy array while PRODUCED ([C] for host-computed ops)
     cdef public Storage storage        # [W] allocation holding `value`
     cdef public object producer        # [C] Producer that recomputes it (while recording paths)
-    cdef public list users             # [C] weak references to the Producers reading it
-    cdef public Py_ssize_t users_prune_at  # [C] prune dead references when `users` reaches this
+    cdef vector[PyObject*] users       # [C/W] the Producers reading it, borrowed: each leaves
+                                       #     as it dies (_recipes.pxi)
     cdef public int dead_chain         # [C/W] dead evicted records its recomputation would
                                        #     have to recompute first (approximate)
     cdef public Py_ssize_t numel       # number of elements (from shape)
@@ -450,11 +451,11 @@ cdef class MemoryManager:
     cdef int make_room(self, Py_ssize_t needed, Device device) except -1
     cdef void overshoot(self, Device device, Py_ssize_t needed, long long threshold)
     cdef list live_candidates(self)
-    cdef Py_ssize_t evictable_bytes(self, Device device)
+    cdef Py_ssize_t evictable_bytes(self, Device device, list pool)
     cdef bint read_next(self, TensorInfo info)
     cdef long long next_op(self)
     cdef void pass_queued_ops(self)
-    cdef TensorInfo choose(self, Device device)
+    cdef TensorInfo choose(self, Device device, list pool)
     cdef long long gap(self, TensorInfo info)
     cdef int evict(self, TensorInfo victim) except -1
 

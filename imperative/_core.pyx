@@ -30,7 +30,6 @@ from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject
-from cpython.weakref cimport PyWeakref_GetObject
 from libc.math cimport INFINITY
 from cpython.exc cimport PyErr_CheckSignals
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec

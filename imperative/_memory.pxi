@@ -186,18 +186,8 @@ cdef class MemoryManager:
     # ---- recording producers
 
     cdef void record(self, OpDef op, list inputs, list outputs):
-        cdef TensorInfo info
-        cdef Producer p = Producer.__new__(Producer)
-        p.op = op
-        p.inputs = list(inputs)
-        p.outputs = [_weakref.ref(o) for o in outputs]
-        p.cost = _estimate_cost(op, inputs, outputs) / max(len(outputs), 1)
-        pref = _weakref.ref(p)
-        for info in inputs:
-            _add_user(info, pref)
-        for info in outputs:
-            info.producer = p
-            info.cost = p.cost
+        _new_producer(op, inputs, outputs,
+                      _estimate_cost(op, inputs, outputs) / max(len(outputs), 1))
 
     cdef void measured(self, Command cmd, long long nanoseconds):
         """`cmd`'s op took this long: its outputs' recompute cost from now on
@@ -221,7 +211,7 @@ cdef class MemoryManager:
         if info.producer is None or info.persistent:
             # Cutting the producer ends the history chain: without this, evicting a
             # parameter would mean recomputing every earlier training step.
-            info.producer = None
+            _let_go_of_producer(info)
             self.consider_swapping(info)
             return
         info.dead_chain = 0
@@ -242,7 +232,7 @@ cdef class MemoryManager:
         if info.status == DROPPED or info.status == SWAPPED:
             self.ch.wait_produced(info)
         if info.status == PRODUCED:
-            info.producer = None
+            _let_go_of_producer(info)
             self.consider_swapping(info)
         return 0
 
@@ -265,7 +255,7 @@ cdef class MemoryManager:
         """`info` stops being recomputable: it keeps its value (resident, or still to be
         made by a queued op) and lets go of its recipe, and so of the history behind it."""
         self.forget(info)
-        info.producer = None
+        _let_go_of_producer(info)
         self.cuts += 1
 
     # ---- leaves that recipes read
@@ -418,17 +408,21 @@ cdef class MemoryManager:
             self.overshoot(device, needed, threshold)
             return 0
         t0 = _now_ns()
-        floor = device.stats.allocated - self.evictable_bytes(device)
+        # (one snapshot for the evictions below: a victim leaves it by its status)
+        cdef list pool = self.live_candidates()
+        floor = device.stats.allocated - self.evictable_bytes(device, pool)
         if floor > self.peak_floor:
             self.peak_floor = floor
         if floor + needed > threshold and floor > self.highest_floor:
             self.highest_floor = floor
         while (device.stats.allocated + needed > threshold
                and device.stats.allocated > self.highest_floor):
-            victim = self.choose(device)
+            victim = self.choose(device, pool)
             if victim is None:
                 break
             self.evict(victim)
+            if victim.status == PRODUCED:    # it stayed (another thread reads it, or it
+                pool.remove(victim)          # could not be swapped out): not again here
         if device.stats.allocated + needed > threshold:
             self.overshoot(device, needed, threshold)
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
@@ -453,10 +447,10 @@ cdef class MemoryManager:
                 out.append(info)
         return out
 
-    cdef Py_ssize_t evictable_bytes(self, Device device):
+    cdef Py_ssize_t evictable_bytes(self, Device device, list pool):
         cdef TensorInfo info
         cdef Py_ssize_t total = 0
-        for info in self.live_candidates():
+        for info in pool:
             if self.evictable(info, device):
                 total += info.size
         return total
@@ -484,15 +478,14 @@ cdef class MemoryManager:
         while not self.queued_ops.empty() and self.queued_ops.front() <= self.running:
             self.queued_ops.pop_front()
 
-    cdef TensorInfo choose(self, Device device):
+    cdef TensorInfo choose(self, Device device, list pool):
         """The evictable candidate with the lowest score. A value no op has read yet is
         taken only when nothing else is left: it was made to be used next (a gradient
         flowing back, an output just recomputed), and evicting it makes its op wait on
-        a recomputation whose inputs may be gone by then."""
+        a recomputation whose inputs may be gone by then. `pool`: the live candidates."""
         cdef TensorInfo info, best = None, best_unread = None
         cdef double s, best_score = 0, best_unread_score = 0
         cdef long long gap
-        cdef list pool = self.live_candidates()
         cdef Py_ssize_t k
         if self.opts.sqrt_sampling and len(pool) > 16:
             k = <Py_ssize_t>sqrt(<double>len(pool)) + 1

@@ -66,21 +66,20 @@ cdef class DTREqPolicy(EvictionPolicy):
         if p is not None and _any_evicted(p.inputs):
             seen = []
             cost += _ancestors_cost(info, seen)
-        cdef PyObject* user
-        cdef PyObject* out
-        if info.users is not None:
-            for ref in info.users:
-                user = PyWeakref_GetObject(ref)
-                if user == <PyObject*>None:
+        cdef Producer user
+        cdef TensorInfo out
+        cdef size_t k = 0
+        cdef Py_ssize_t j
+        while k < info.users.size():    # (re-read: a collection may free a reader midway)
+            user = <Producer>info.users[k]
+            k += 1
+            for j in range(user.n_outputs()):
+                out = user.output(j)
+                if out is None or out is info or out.status != DROPPED:
                     continue
-                for oref in (<Producer>user).outputs:
-                    out = PyWeakref_GetObject(oref)
-                    if (out == <PyObject*>None or out == <PyObject*>info
-                            or (<TensorInfo>out).status != DROPPED):
-                        continue
-                    if seen is None:
-                        seen = []
-                    cost += _unseen_class_cost(<TensorInfo>out, seen, True)
+                if seen is None:
+                    seen = []
+                cost += _unseen_class_cost(out, seen, True)
         return cost / (<double>max(info.size, 1) * <double>gap)
 
     cpdef double score_at_least(self, TensorInfo info, long long gap):

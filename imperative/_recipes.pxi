@@ -1,26 +1,91 @@
 # Included by _core.pyx: the memory manager's recipes. A Producer says how to recompute some
 # records; each record lists the Producers that read it (`users`), and the walks below follow
 # those links: which recorded ops read a record, which records a dying leaf still matters to.
+#
+# The links that must not keep a record alive (a Producer's outputs, a record's readers) are
+# borrowed C pointers that each side clears as it dies, not weak references: recording made
+# four or five objects per op for the garbage collector (the Producer, two lists, a weak
+# reference per output and one to the Producer), which doubled its collections on models
+# of many small ops (a GRU: 20 -> 39 a step) and ran them in the middle of evictions.
 
 
 # Estimated costs, in seconds, so that decisions do not depend on timing noise.
 cdef double _MEMORY_BYTES_PER_S = 5e9       # bytes an elementwise kernel moves per second
 cdef double _FLOPS_PER_S = 1e11             # one-thread sgemm here (PERF_NOTES: 134 GFLOP/s)
-cdef Py_ssize_t _MIN_USERS_PRUNE = 16        # a users list is first pruned at this length
 
 
 @cython.final
+@cython.no_gc_clear      # __dealloc__ must still see `inputs` to leave their `users`
 cdef class Producer:
     """How to recompute some tensors: an op, its input records (kept alive) and its output
-    records (weakly: an output nobody holds need not be recomputed)."""
+    records (borrowed: an output nobody holds need not be recomputed, and clears its slot
+    as it dies, _unlink_output)."""
     cdef readonly object op
     cdef readonly list inputs
-    cdef readonly list outputs
+    cdef vector[PyObject*] outs      # NULL where the output record died
     cdef readonly double cost
-    cdef object __weakref__
+
+    def __dealloc__(self):
+        cdef TensorInfo info
+        if self.inputs is not None:
+            for info in self.inputs:
+                _remove_user(info, self)
+
+    cdef inline Py_ssize_t n_outputs(self):
+        return <Py_ssize_t>self.outs.size()
+
+    cdef inline TensorInfo output(self, Py_ssize_t k):
+        """Output `k`, or None once its record died."""
+        return None if self.outs[k] == NULL else <TensorInfo>self.outs[k]
 
     def alive_outputs(self):
-        return [r() for r in self.outputs]
+        return [self.output(k) for k in range(self.n_outputs())]
+
+
+cdef Producer _new_producer(OpDef op, list inputs, list outputs, double cost):
+    """A recipe for `outputs`: each input lists it among its readers, each output points to
+    it (letting go of any producer it had)."""
+    cdef TensorInfo info
+    cdef Producer p = Producer.__new__(Producer)
+    p.op = op
+    p.inputs = list(inputs)
+    p.cost = cost
+    for info in inputs:
+        info.users.push_back(<PyObject*>p)
+    for info in outputs:
+        p.outs.push_back(<PyObject*>info)
+        _let_go_of_producer(info)
+        info.producer = p
+        info.cost = cost
+    return p
+
+
+cdef void _remove_user(TensorInfo info, Producer p):
+    """`p` no longer reads `info` (it died): the first entry for it leaves `users`, in
+    order (an op reading a value twice is listed twice, and leaves twice)."""
+    cdef size_t k
+    for k in range(info.users.size()):
+        if info.users[k] == <PyObject*>p:
+            info.users.erase(info.users.begin() + k)
+            return
+
+
+cdef void _unlink_output(TensorInfo info):
+    """`info`'s producer forgets it (as the record dies or stops being recomputable)."""
+    cdef Producer p = info.producer
+    cdef size_t k
+    if p is None:
+        return
+    for k in range(p.outs.size()):
+        if p.outs[k] == <PyObject*>info:
+            p.outs[k] = NULL
+
+
+cdef inline void _let_go_of_producer(TensorInfo info):
+    """`info` stops being recomputable: its producer forgets it, and it the producer."""
+    if info.producer is not None:
+        _unlink_output(info)
+        info.producer = None
 
 
 cdef double _estimate_cost(OpDef op, list inputs, list outputs):
@@ -47,20 +112,6 @@ cdef inline bint _alive(TensorInfo info):
     """A tensor or a queued op still holds it. (Pins alone do not count: a dead record
     pinned while a recomputation passes through it is only on the way.)"""
     return info.tensor_refs > 0 or info.pending_uses > 0
-
-
-cdef void _add_user(TensorInfo info, object producer_ref):
-    """Note that a recorded producer reads `info`. Dead references are pruned whenever the
-    list has doubled since the last pruning: a long-lived tensor (a parameter) read by
-    every op would otherwise collect one per op, forever."""
-    cdef list users = info.users
-    if users is None:
-        users = info.users = []
-        info.users_prune_at = _MIN_USERS_PRUNE
-    users.append(producer_ref)
-    if len(users) >= info.users_prune_at:
-        users[:] = [r for r in users if r() is not None]
-        info.users_prune_at = max(_MIN_USERS_PRUNE, 2 * len(users))
 
 
 cdef TensorInfo _first_missing_input(Producer p, TensorInfo t):
@@ -103,14 +154,17 @@ cdef bint _only_on_the_way(Storage storage, list inputs):
 cdef list _consumer_outputs(TensorInfo info):
     """The other outputs of the recorded ops that read `info`."""
     cdef list out = []
-    if info.users is not None:
-        for ref in info.users:
-            user = ref()
-            if user is not None:
-                for o in (<Producer>user).outputs:
-                    rec = o()
-                    if rec is not None and rec is not info:
-                        out.append(rec)
+    cdef Producer user
+    cdef TensorInfo rec
+    cdef size_t k = 0
+    cdef Py_ssize_t j
+    while k < info.users.size():    # (re-read: a collection may free a reader midway)
+        user = <Producer>info.users[k]
+        for j in range(user.n_outputs()):
+            rec = user.output(j)
+            if rec is not None and rec is not info:
+                out.append(rec)
+        k += 1
     return out
 
 
@@ -142,9 +196,8 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier) except -1:
 cdef bint _read_by_a_recipe(TensorInfo info, Producer besides=None):
     """Some recorded producer that is still alive, other than `besides`, reads this
     tensor."""
-    if info.users is not None:
-        for ref in info.users:
-            reader = ref()
-            if reader is not None and reader is not besides:
-                return True
+    cdef PyObject* reader
+    for reader in info.users:
+        if reader != <PyObject*>besides:
+            return True
     return False

@@ -52,6 +52,7 @@ cdef class TensorInfo:
         # A record kept alive only by producers that read it (a leaf whose tensors are
         # gone) still held its value: release the accounting (and any swap file) now.
         cdef Storage st = self.storage
+        _unlink_output(self)                # (its producer points to it, borrowed)
         if st is not None:
             st.refs -= 1
             if st.refs == 0:

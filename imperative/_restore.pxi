@@ -202,11 +202,12 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted, list stac
     siblings would otherwise stay resident with nobody to drop them again, each a view
     holding the base's memory."""
     cdef long long t0 = _now_ns(), t_run
+    cdef Py_ssize_t k
     cdef TensorInfo i, out
     cdef OpDef op = p.op
     cdef list outs = []
-    for r in p.outputs:
-        out = r()
+    for k in range(p.n_outputs()):
+        out = p.output(k)
         outs.append(out if out is not None and out.status == DROPPED
                     and (out is wanted or _alive(out) or out.pins) else None)
     self.pin(p.inputs)
@@ -219,7 +220,7 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted, list stac
         t_run = _now_ns()
         values = [_unpacked_value(i) for i in p.inputs]
         result = op.kernel(*values) if reuse is None else op.kernel(*values, out=reuse.value)
-        p.cost = _fastest_run(op, p.inputs, (_now_ns() - t_run) * 1e-9) / max(len(p.outputs), 1)
+        p.cost = _fastest_run(op, p.inputs, (_now_ns() - t_run) * 1e-9) / max(p.n_outputs(), 1)
     finally:
         self.ran(p.inputs)
     for k in range(len(outs)):         # (only those still dropped)
@@ -251,7 +252,7 @@ cdef TensorInfo _consumable_input(MemoryManager self, Producer p, TensorInfo out
     a large dead intermediate and the elementwise op after it (a GRU's sequence-wide
     input projection and its bias) then needs room for one of them, not both."""
     cdef TensorInfo i
-    if not (<OpDef>p.op).inplace_capable or len(p.outputs) != 1:
+    if not (<OpDef>p.op).inplace_capable or p.n_outputs() != 1:
         return None
     for i in p.inputs:
         if (i.status == PRODUCED and i.producer is not None and i.pins == 1 and not _alive(i)
