@@ -1,0 +1,267 @@
+"""Ten models outside imperative.models' zoo, on the public API only, for the memory
+manager's tests (tests/test_memory_unseen_models.py): its rules are tuned on no model here.
+An LSTM whose four gates are views of one product, a VGG stack, a bottleneck ResNet, an
+MLP-Mixer, attention over a long sequence, a deep narrow GELU MLP, a conv autoencoder with
+two losses, one block applied several times, an embedding bag, a 1-D conv net. Sizes are
+small (a step takes tens of milliseconds); `trainer(name, **overrides)` scales them."""
+import numpy as np
+
+import imperative as imp
+from imperative import F, nn, optim
+from imperative.autodiff import GradManager
+from imperative.models import (EncoderBlock, Lambda, cluster_task, conv_bn_relu,
+                               global_average, max_pool2, training_step, upsample_nearest)
+
+
+# 1. LSTM unrolled, per-step input matmul
+class LSTM(nn.Module):
+    def __init__(self, features, hidden):
+        super().__init__()
+        self.hidden = hidden
+        self.wx = nn.Linear(features, 4 * hidden)
+        self.wh = nn.Linear(hidden, 4 * hidden, bias=False)
+        self.head = nn.Linear(hidden, 10)
+
+    def forward(self, x):
+        b, steps, _ = x.shape
+        h = F.zeros((b, self.hidden))
+        c = F.zeros((b, self.hidden))
+        for xt in F.split(x, steps, axis=1):
+            g = self.wx(F.squeeze(xt, 1)) + self.wh(h)
+            i, f, gg, o = F.split(g, 4, axis=1)
+            c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(gg)
+            h = F.sigmoid(o) * F.tanh(c)
+        return self.head(h)
+
+
+# 2. VGG-like plain conv stack with max pools
+def vgg(ch, classes=10):
+    layers, cin = [], 3
+    for mult in (1, 2, 4):
+        cout = ch * mult
+        layers += [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(),
+                   nn.Conv2d(cout, cout, 3, padding=1), nn.ReLU(), Lambda(max_pool2)]
+        cin = cout
+    return nn.Sequential(*layers, Lambda(global_average), nn.Linear(cin, classes))
+
+
+# 3. bottleneck ResNet
+class Bottleneck(nn.Module):
+    def __init__(self, c, mid):
+        super().__init__()
+        self.a = conv_bn_relu(c, mid, 1)
+        self.b = conv_bn_relu(mid, mid, 3)
+        self.c = nn.Conv2d(mid, c, 1, bias=False)
+        self.bn = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return F.relu(x + self.bn(self.c(self.b(self.a(x)))))
+
+
+class BottleneckNet(nn.Module):
+    def __init__(self, c, mid, blocks):
+        super().__init__()
+        self.stem = conv_bn_relu(3, c)
+        self.blocks = nn.Sequential(*[Bottleneck(c, mid) for _ in range(blocks)])
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        return self.head(global_average(self.blocks(self.stem(x))))
+
+
+# 4. MLP-Mixer over (batch, tokens, channels)
+class MixerBlock(nn.Module):
+    def __init__(self, tokens, ch):
+        super().__init__()
+        self.n1 = nn.LayerNorm(ch)
+        self.t1 = nn.Linear(tokens, 4 * tokens)
+        self.t2 = nn.Linear(4 * tokens, tokens)
+        self.n2 = nn.LayerNorm(ch)
+        self.c1 = nn.Linear(ch, 4 * ch)
+        self.c2 = nn.Linear(4 * ch, ch)
+
+    def forward(self, x):
+        y = F.transpose(self.n1(x), (0, 2, 1))             # (b, ch, tokens)
+        y = self.t2(F.gelu(self.t1(y)))
+        x = x + F.transpose(y, (0, 2, 1))
+        return x + self.c2(F.gelu(self.c1(self.n2(x))))
+
+
+class Mixer(nn.Module):
+    def __init__(self, tokens, ch, blocks):
+        super().__init__()
+        self.blocks = nn.Sequential(*[MixerBlock(tokens, ch) for _ in range(blocks)])
+        self.norm = nn.LayerNorm(ch)
+        self.head = nn.Linear(ch, 10)
+
+    def forward(self, x):
+        return self.head(F.mean(self.norm(self.blocks(x)), axis=1))
+
+
+# 5. transformer with long sequence: attention matrices dominate
+class LongTransformer(nn.Module):
+    def __init__(self, dim, heads, blocks):
+        super().__init__()
+        self.blocks = nn.Sequential(*[EncoderBlock(dim, heads) for _ in range(blocks)])
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        return self.head(F.mean(self.norm(self.blocks(x)), axis=1))
+
+
+# 6. deep narrow MLP with many tiny ops, GELU and residuals
+class DeepNarrow(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)])
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        for l in self.layers:
+            x = x + F.gelu(l(x)) * 0.1
+        return self.head(x)
+
+
+# 7. conv autoencoder, loss = CE on bottleneck classifier + MSE reconstruction
+class AutoEncoder(nn.Module):
+    def __init__(self, ch):
+        super().__init__()
+        self.e1 = conv_bn_relu(3, ch)
+        self.e2 = conv_bn_relu(ch, 2 * ch)
+        self.e3 = nn.Conv2d(2 * ch, 8, 3, padding=1)        # bottleneck at 1/4 res, 8 ch
+        self.d1 = conv_bn_relu(8, 2 * ch)
+        self.d2 = conv_bn_relu(2 * ch, ch)
+        self.d3 = nn.Conv2d(ch, 3, 3, padding=1)
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):
+        z = self.e3(max_pool2(self.e2(max_pool2(self.e1(x)))))
+        r = self.d3(self.d2(upsample_nearest(self.d1(upsample_nearest(z)))))
+        return self.head(global_average(z)), r
+
+
+# 8. weight sharing: one block applied `times` times
+class Shared(nn.Module):
+    def __init__(self, width, times):
+        super().__init__()
+        self.times = times
+        self.norm = nn.LayerNorm(width)
+        self.l1 = nn.Linear(width, 2 * width)
+        self.l2 = nn.Linear(2 * width, width)
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        for _ in range(self.times):
+            x = x + self.l2(F.gelu(self.l1(self.norm(x))))
+        return self.head(x)
+
+
+# 9. big embedding parameter (gather) + small activations
+class EmbedBag(nn.Module):
+    def __init__(self, vocab, dim, hidden):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.l1 = nn.Linear(dim, hidden)
+        self.head = nn.Linear(hidden, 10)
+
+    def forward(self, ids):
+        e = F.mean(self.emb(ids), axis=1)
+        return self.head(F.relu(self.l1(e)))
+
+
+# 10. 1-D conv net over long sequences (conv2d with H = 1)
+class Conv1DBlock(nn.Module):
+    def __init__(self, c, k):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, (1, k), padding=(0, k // 2), bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, (1, k), padding=(0, k // 2), bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return F.relu(x + self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+
+
+class Conv1DNet(nn.Module):
+    def __init__(self, cin, c, k, blocks):
+        super().__init__()
+        self.stem = nn.Conv2d(cin, c, (1, k), padding=(0, k // 2))
+        self.blocks = nn.Sequential(*[Conv1DBlock(c, k) for _ in range(blocks)])
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for i, b in enumerate(self.blocks):
+            x = b(x)
+            if i % 2 == 1:
+                x = F.max_pool2d(x, (1, 2))
+        return self.head(global_average(x))
+
+
+CONFIGS = {
+    "lstm": dict(features=16, hidden=32, steps=16, batch=32),
+    "vgg": dict(ch=8, batch=4, size=32),
+    "bottleneck": dict(c=32, mid=8, blocks=3, batch=4, size=16),
+    "mixer": dict(tokens=16, ch=32, blocks=2, batch=8),
+    "longattn": dict(dim=32, heads=2, blocks=1, seq=128, batch=2),
+    "deepnarrow": dict(width=32, depth=24, batch=256),
+    "autoenc": dict(ch=8, batch=4, size=32),
+    "shared": dict(width=64, times=4, batch=128),
+    "embed": dict(vocab=5000, dim=32, hidden=64, seq=16, batch=64),
+    "conv1d": dict(cin=4, c=16, k=9, blocks=4, length=512, batch=4),
+}
+
+
+def _embedding_task(c):
+    """Token ids whose range depends on the class, so that the bag can learn it."""
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, c["batch"])
+    span = c["vocab"] // 10
+    ids = labels[:, None] * span + rng.integers(0, span, (c["batch"], c["seq"]))
+    return imp.Tensor(ids.astype(np.int32)), imp.Tensor(labels.astype(np.int32))
+
+
+BUILDERS = {
+    "lstm": lambda c: (LSTM(c["features"], c["hidden"]), (c["steps"], c["features"])),
+    "vgg": lambda c: (vgg(c["ch"]), (3, c["size"], c["size"])),
+    "bottleneck": lambda c: (BottleneckNet(c["c"], c["mid"], c["blocks"]),
+                             (3, c["size"], c["size"])),
+    "mixer": lambda c: (Mixer(c["tokens"], c["ch"], c["blocks"]), (c["tokens"], c["ch"])),
+    "longattn": lambda c: (LongTransformer(c["dim"], c["heads"], c["blocks"]),
+                           (c["seq"], c["dim"])),
+    "deepnarrow": lambda c: (DeepNarrow(c["width"], c["depth"]), (c["width"],)),
+    "autoenc": lambda c: (AutoEncoder(c["ch"]), (3, c["size"], c["size"])),
+    "shared": lambda c: (Shared(c["width"], c["times"]), (c["width"],)),
+    "embed": lambda c: (EmbedBag(c["vocab"], c["dim"], c["hidden"]), None),
+    "conv1d": lambda c: (Conv1DNet(c["cin"], c["c"], c["k"], c["blocks"]),
+                         (c["cin"], 1, c["length"])),
+}
+
+
+def trainer(name, **overrides):
+    """A training step of model `name` on fixed data (the same at every call): returns
+    the loss. Seeded, so that two trainers of one name give the same losses."""
+    c = dict(CONFIGS[name], **overrides)
+    imp.random.seed(0)
+    model, shape = BUILDERS[name](c)
+    x, labels = _embedding_task(c) if shape is None else cluster_task(c["batch"], shape)
+    if name == "mixer":
+        opt = optim.Adam(model.parameters(), 1e-3)
+    else:
+        lr = 0.005 if name in ("deepnarrow", "shared") else 0.02
+        opt = optim.SGD(model.parameters(), lr, momentum=0.9)
+    if name != "autoenc":
+        step = training_step(model, opt)
+        return lambda: step(x, labels)
+    gm = GradManager().attach(model.parameters())
+
+    def two_losses():
+        with gm:
+            logits, reconstruction = model(x)
+            loss = F.cross_entropy(logits, labels) + F.mse_loss(reconstruction, x)
+            gm.backward(loss)
+        opt.step()
+        opt.clear_grad()
+        return loss
+    return two_losses
