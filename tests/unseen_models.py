@@ -15,6 +15,9 @@ from imperative.models import (EncoderBlock, Lambda, cluster_task, conv_bn_relu,
 
 # 1. LSTM unrolled, per-step input matmul
 class LSTM(nn.Module):
+    """An LSTM cell unrolled over the sequence; each step's four gates are views (a split)
+    of one pre-activation, the sum of two products."""
+
     def __init__(self, features, hidden):
         super().__init__()
         self.hidden = hidden
@@ -87,27 +90,27 @@ class MixerBlock(nn.Module):
         return x + self.c2(F.gelu(self.c1(self.n2(x))))
 
 
-class Mixer(nn.Module):
-    def __init__(self, tokens, ch, blocks):
+class TokenStack(nn.Module):
+    """Blocks over (batch, tokens, dim), a final LayerNorm, the mean over the tokens and a
+    linear head."""
+
+    def __init__(self, blocks, dim):
         super().__init__()
-        self.blocks = nn.Sequential(*[MixerBlock(tokens, ch) for _ in range(blocks)])
-        self.norm = nn.LayerNorm(ch)
-        self.head = nn.Linear(ch, 10)
-
-    def forward(self, x):
-        return self.head(F.mean(self.norm(self.blocks(x)), axis=1))
-
-
-# 5. transformer with long sequence: attention matrices dominate
-class LongTransformer(nn.Module):
-    def __init__(self, dim, heads, blocks):
-        super().__init__()
-        self.blocks = nn.Sequential(*[EncoderBlock(dim, heads) for _ in range(blocks)])
+        self.blocks = nn.Sequential(*blocks)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, 10)
 
     def forward(self, x):
         return self.head(F.mean(self.norm(self.blocks(x)), axis=1))
+
+
+def mixer(tokens, ch, blocks):
+    return TokenStack([MixerBlock(tokens, ch) for _ in range(blocks)], ch)
+
+
+# 5. transformer with long sequence: attention matrices dominate
+def long_transformer(dim, heads, blocks):
+    return TokenStack([EncoderBlock(dim, heads) for _ in range(blocks)], dim)
 
 
 # 6. deep narrow MLP with many tiny ops, GELU and residuals
@@ -227,8 +230,8 @@ BUILDERS = {
     "vgg": lambda c: (vgg(c["ch"]), (3, c["size"], c["size"])),
     "bottleneck": lambda c: (BottleneckNet(c["c"], c["mid"], c["blocks"]),
                              (3, c["size"], c["size"])),
-    "mixer": lambda c: (Mixer(c["tokens"], c["ch"], c["blocks"]), (c["tokens"], c["ch"])),
-    "longattn": lambda c: (LongTransformer(c["dim"], c["heads"], c["blocks"]),
+    "mixer": lambda c: (mixer(c["tokens"], c["ch"], c["blocks"]), (c["tokens"], c["ch"])),
+    "longattn": lambda c: (long_transformer(c["dim"], c["heads"], c["blocks"]),
                            (c["seq"], c["dim"])),
     "deepnarrow": lambda c: (DeepNarrow(c["width"], c["depth"]), (c["width"],)),
     "autoenc": lambda c: (AutoEncoder(c["ch"]), (3, c["size"], c["size"])),
