@@ -83,9 +83,8 @@ cdef void _unlink_output(TensorInfo info):
 
 cdef inline void _let_go_of_producer(TensorInfo info):
     """`info` stops being recomputable: its producer forgets it, and it the producer."""
-    if info.producer is not None:
-        _unlink_output(info)
-        info.producer = None
+    _unlink_output(info)
+    info.producer = None
 
 
 cdef double _estimate_cost(OpDef op, list inputs, list outputs):
