@@ -150,7 +150,8 @@ def memory_manager_stats():
             "budget_overshoots": _channel.mm.overshoots, "clock": _channel.mm.clock,
             "recipe_cuts": _channel.mm.cuts, "kept_leaves": len(_channel.mm.kept),
             "candidates": len(_channel.mm.candidates),
-            "queued_ops": _channel.mm.queued_ops.size()}
+            "queued_ops": _channel.mm.queued_ops.size(),
+            "highest_floor": _channel.mm.highest_floor}
 
 
 def _after_fork_in_child():
@@ -228,8 +229,7 @@ def memory_stats(device=None):
 def reset_peak_memory_stats():
     for d in set(_devices.values()):
         (<Device>d).stats.peak_allocated = (<Device>d).stats.allocated
-    _channel.mm.peak_floor = 0
-    _channel.mm.highest_floor = 0
+    _channel.mm.new_window()
 
 
 def _channel_stats():

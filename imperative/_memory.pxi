@@ -80,6 +80,7 @@ cdef class MemoryManager:
         self.opts.read(opts)
         if self.opts.budget != budget:
             self.highest_floor = 0
+            self.budget_from = self.ch._seq
         if self.opts.swap:
             # (from the main thread, where signal handlers can be installed: the first
             # swap may happen on the worker)
@@ -395,14 +396,23 @@ cdef class MemoryManager:
         values no recipe can rebuild).
 
         Once even evicting everything would not fit, memory up to the highest floor seen
-        (since the threshold was set or the peak statistics were reset) is left alone: the
-        peak has reached it already, and evicting below it, before every op, evicted what
-        the next ops read, so that each recomputed its inputs' whole history (a small U-Net
-        20% under its floor: 10,000 recomputations in 2 steps, 60x the step time). Leaving
-        it alone only at the moments that do not fit brought the storms back: what the
-        moments in between evict, the next such moment recomputes."""
+        since the threshold was set is left alone: the peak has reached it already, and
+        evicting below it, before every op, evicted what the next ops read, so that each
+        recomputed its inputs' whole history (a small U-Net 20% under its floor: 10,000
+        recomputations in 2 steps, 60x the step time). Leaving it alone only at the
+        moments that do not fit brought the storms back: what the moments in between
+        evict, the next such moment recomputes. Forgetting it when the peak statistics
+        are reset (a training loop may reset them every step) brought them back too, where
+        the floor climbs through the backward pass as gradients are held: each op evicted
+        all there was above the floor it had just raised (the zoo's GRU at 0.5 P: 30,000
+        recomputations a step, 30x the step time); carried over only from the last window
+        of the statistics, they came back every other step, since a step without a storm
+        pins less than one with a storm and so measures a lower floor. A floor seen while
+        commands issued before the threshold was set still run is not the threshold's.
+        The cost: one deep recomputation's pins may hold all later steps above their own
+        floor (a U-Net at 0.3 P: 4 MiB)."""
         cdef long long threshold = self.opts.budget
-        cdef long long t0, floor
+        cdef long long t0
         cdef TensorInfo victim
         self.size_pool(threshold)
         if threshold == 0:
@@ -415,11 +425,7 @@ cdef class MemoryManager:
         t0 = _now_ns()
         # (one snapshot for the evictions below: a victim leaves it by its status)
         cdef list pool = self.live_candidates()
-        floor = device.stats.allocated - self.evictable_bytes(device, pool)
-        if floor > self.peak_floor:
-            self.peak_floor = floor
-        if floor + needed > threshold and floor > self.highest_floor:
-            self.highest_floor = floor
+        self.floor_now(device, pool, needed)
         while (device.stats.allocated + needed > threshold
                and device.stats.allocated > self.highest_floor):
             victim = self.choose(device, pool)
@@ -432,6 +438,22 @@ cdef class MemoryManager:
             self.overshoot(device, needed, threshold)
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
         return 0
+
+    cdef void floor_now(self, Device device, list pool, Py_ssize_t needed):
+        """Measure what cannot be evicted on `device` now (`pool`: the live candidates),
+        for the peak_floor statistic and, where it and `needed` pass the budget, for the
+        highest floor make_room leaves alone."""
+        cdef long long floor = device.stats.allocated - self.evictable_bytes(device, pool)
+        if floor > self.peak_floor:
+            self.peak_floor = floor
+        if (floor + needed > self.opts.budget and floor > self.highest_floor
+                and (self.running > self.budget_from or self.ch._processed == self.ch._seq)):
+            self.highest_floor = floor
+
+    cdef void new_window(self):
+        """[C] The peak statistics were reset: the floor statistic starts from the highest
+        floor seen, which make_room still leaves alone."""
+        self.peak_floor = self.highest_floor
 
     cdef void overshoot(self, Device device, Py_ssize_t needed, long long threshold):
         self.overshoots += 1

@@ -46,10 +46,10 @@ def _dtr_steps(step, budget_fraction, steps=2, evictee_minimum_size=64 * 1024):
             budget)
 
 
-def _recomputations(make_step, budget_fraction, evictee_minimum_size, which):
-    """Two steps under `budget_fraction` of a step's peak, after two without: whether their
-    losses are those of the same steps run without DTR, and the shapes of the records
-    recomputed meanwhile that `which(record)` picks."""
+def _watched_steps(make_step, budget_fraction, evictee_minimum_size, hook):
+    """Two steps under `budget_fraction` of a step's peak, after two without, with
+    `hook(action, record, clock)` as the decision hook meanwhile: whether their losses are
+    those of the same steps run without DTR."""
     reference = make_step()
     want = [float(reference()) for _ in range(4)][2:]
     step = make_step()
@@ -59,16 +59,24 @@ def _recomputations(make_step, budget_fraction, evictee_minimum_size, which):
     float(step())
     imp.sync()
     budget = int(budget_fraction * imp.memory_stats()["peak_allocated"])
-    picked = []
     with _dtr_budget(budget, evictee_minimum_size):
-        _core.set_decision_hook(lambda action, info, clock: picked.append(info.shape)
-                                if action == "recompute" and which(info) else None)
+        _core.set_decision_hook(hook)
         try:
             losses = [float(step()) for _ in range(2)]
             imp.sync()
         finally:
             _core.set_decision_hook(None)
-    return losses == want, picked
+    return losses == want
+
+
+def _recomputations(make_step, budget_fraction, evictee_minimum_size, which):
+    """_watched_steps: whether the losses are the same, and the shapes of the records
+    recomputed that `which(record)` picks."""
+    picked = []
+    same = _watched_steps(make_step, budget_fraction, evictee_minimum_size,
+                          lambda action, info, clock: picked.append(info.shape)
+                          if action == "recompute" and which(info) else None)
+    return same, picked
 
 
 def _ops_per_step(step):
@@ -217,12 +225,23 @@ def test_the_gates_a_view_of_one_pre_activation_bring_it_back_once(async_level):
     back, and it was dropped while that gate's view still shared its storage (dropping it
     freed nothing), so each of the other gates recomputed it, and the two products it is
     the sum of, again: 166-188 recomputations of the pre-activations in two steps of 16
-    time steps at 0.5 P; now 62-74."""
-    same, came_back = _recomputations(
-        _lstm_trainer, 0.5, 16 * 1024,
-        lambda info: info.shape == (64, 256) and type(info.op).__name__ == "Elemwise")
-    assert same
-    assert 0 < len(came_back) <= 110                # (2 steps x 16 time steps x 2 sums)
+    time steps at 0.5 P, 62-165 now. How many come back depends on the costs measured
+    (machine and test order), so the test counts the rule's own mistake instead: a
+    pre-activation dropped while a view still holds its storage. That happens once per
+    time step, when the forward pass lets it go (its views keep the bytes, and it is
+    taken back from them for free), and never on the way of a recomputation."""
+    shared_drops, sums_back = [], []
+
+    def watch(action, info, clock):
+        if info.shape == (64, 256) and type(info.op).__name__ == "Elemwise":
+            if action == "drop_dead" and info.storage is not None and info.storage.refs > 1:
+                shared_drops.append(clock)
+            elif action == "recompute":
+                sums_back.append(clock)
+
+    assert _watched_steps(_lstm_trainer, 0.5, 16 * 1024, watch)
+    assert sums_back                                   # the point: they do come back
+    assert len(shared_drops) <= 2 * 16                 # 2 steps x 16 time steps
 
 
 @pytest.mark.parametrize("fraction", [0.4, 0.3])
@@ -245,3 +264,37 @@ def test_a_recurrence_brought_back_through_its_history_ends_without_a_storm(frac
     assert losses == want
     assert 0 < recomputes <= 4 * ops * len(losses)       # (0.7-2.7 an op seen)
     assert peak <= max(budget, floor) + 64 * 1024        # + the largest op's outputs
+
+
+def test_a_floor_that_climbs_through_the_backward_pass_is_remembered_across_steps(
+        async_level):
+    """A GRU holds the gradients of its sequence's slices until the split's backward
+    joins them, so its floor climbs through the backward pass, past the budget at 0.5 P.
+    The memory up to the highest floor seen was left alone only until the peak
+    statistics were reset, which a training loop may do every step: every step then
+    evicted, op after op, all there was above the floor the op had just raised (20
+    recomputations per op issued; 30x the step time on the zoo's GRU). Remembered since
+    the budget was set, only the first step under the budget pays for finding it."""
+    step = trainer("gru", features=8, hidden=64, steps=32, batch=128)
+    float(step())
+    with imp.option("record_computing_path", 1):
+        ops = _ops_per_step(step)
+    imp.reset_peak_memory_stats()
+    float(step())
+    imp.sync()
+    unconstrained = imp.memory_stats()["peak_allocated"]
+    budget = unconstrained // 2
+    recomputes = []
+    with _dtr_budget(budget, 16 * 1024):
+        for _ in range(3):
+            imp.reset_peak_memory_stats()
+            start = imp.memory_stats()["recomputes"]
+            float(step())
+            imp.sync()
+            stats = imp.memory_stats()
+            recomputes.append(stats["recomputes"] - start)
+            assert stats["peak_floor"] > budget                   # the point: infeasible
+            # within the floor (the highest seen, where the statistics start) + the
+            # largest op's outputs (the sequence's input projection, 3 MiB)
+            assert stats["peak_allocated"] <= stats["peak_floor"] + 128 * 32 * 3 * 64 * 4
+    assert max(recomputes[1:]) <= ops                     # (0.1-0.2 an op seen; 20 before)
