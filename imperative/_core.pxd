@@ -417,7 +417,7 @@ cdef class MemoryManager:
     cdef bint may_overwrite(self, TensorInfo info) except -1
 
     # ---- running an op (run_managed, and a recomputation)
-    cdef void ran(self, list inputs, bint tick)
+    cdef void ran(self, list inputs)
 
     cdef inline void pin(self, list inputs):
         """An op is about to read `inputs`: none may be evicted until it ran."""

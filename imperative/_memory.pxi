@@ -152,7 +152,8 @@ cdef class MemoryManager:
             _run_unmanaged(self.ch, cmd)
             self.measured(cmd, _now_ns() - t0)
         finally:
-            self.ran(cmd.inputs, True)
+            self.clock += 1            # (a program's op: recomputations do not tick, see ran)
+            self.ran(cmd.inputs)
         return 0
 
     cdef int ensure_resident(self, TensorInfo info) except -1:
@@ -173,16 +174,14 @@ cdef class MemoryManager:
 
     # ---- running an op (run_managed, and a recomputation; pin, inline, is in _core.pxd)
 
-    cdef void ran(self, list inputs, bint tick):
+    cdef void ran(self, list inputs):
         """An op read `inputs` (or failed): they are unpinned and as fresh as the op (a
-        recomputation is an access like any other). The clock ticks for the program's ops
-        (`tick`), not for recomputations: staleness is program time. Ticking for them
+        recomputation is an access like any other). Only the program's ops tick the clock
+        (run_managed), not recomputations: staleness is program time. Ticking for them
         aged everything a deep recomputation did not touch, the values the next ops read
         included, by hundreds of ticks at once, so that those were evicted next and
         recomputed in turn: a small LSTM under 0.4 P ran 300,000 recomputations a step."""
         cdef TensorInfo info
-        if tick:
-            self.clock += 1
         for info in inputs:
             _pass_reads(info, self.running)
             info.pins -= 1

@@ -91,10 +91,10 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                     waited = asked.setdefault(t, [])
                     if not locking and _contains(waited, missing):
                         locking = True
-                        for w in asked:
+                        for w in asked:          # (t among them)
                             _pin_resident_inputs(self, (<TensorInfo>w).producer,
                                                  held.setdefault(w, []))
-                    if locking:
+                    elif locking:
                         _pin_resident_inputs(self, p, held.setdefault(t, []))
                     waited.append(missing)
                     stack.append(missing)
@@ -231,7 +231,7 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted, list stac
         result = op.kernel(*values) if reuse is None else op.kernel(*values, out=reuse.value)
         p.cost = _fastest_run(op, p.inputs, (_now_ns() - t_run) * 1e-9) / max(p.n_outputs(), 1)
     finally:
-        self.ran(p.inputs, False)
+        self.ran(p.inputs)
     for k in range(len(outs)):         # (only those still dropped)
         out = outs[k]
         if out is not None and out.status != DROPPED:

@@ -28,14 +28,19 @@ def _dtr_budget(threshold, evictee_minimum_size):
         imp.set_option("dtr_evictee_minimum_size", old[1])
 
 
-def _dtr_steps(step, budget_fraction, steps=2, evictee_minimum_size=64 * 1024):
-    """Peak of one unconstrained step, then `steps` steps under `budget_fraction` of it:
-    (losses, recomputations, peak, floor, budget)."""
+def _step_peak(step):
+    """The peak tensor memory of one more step (unconstrained, unless a budget is set)."""
     imp.sync()
     imp.reset_peak_memory_stats()
     float(step())
     imp.sync()
-    budget = int(budget_fraction * imp.memory_stats()["peak_allocated"])
+    return imp.memory_stats()["peak_allocated"]
+
+
+def _dtr_steps(step, budget_fraction, steps=2, evictee_minimum_size=64 * 1024):
+    """Peak of one unconstrained step, then `steps` steps under `budget_fraction` of it:
+    (losses, recomputations, peak, floor, budget)."""
+    budget = int(budget_fraction * _step_peak(step))
     with _dtr_budget(budget, evictee_minimum_size):
         imp.reset_peak_memory_stats()
         start = imp.memory_stats()["recomputes"]
@@ -54,11 +59,7 @@ def _watched_steps(make_step, budget_fraction, evictee_minimum_size, hook):
     want = [float(reference()) for _ in range(4)][2:]
     step = make_step()
     float(step())
-    imp.sync()
-    imp.reset_peak_memory_stats()
-    float(step())
-    imp.sync()
-    budget = int(budget_fraction * imp.memory_stats()["peak_allocated"])
+    budget = int(budget_fraction * _step_peak(step))
     with _dtr_budget(budget, evictee_minimum_size):
         _core.set_decision_hook(hook)
         try:
@@ -279,11 +280,7 @@ def test_a_floor_that_climbs_through_the_backward_pass_is_remembered_across_step
     float(step())
     with imp.option("record_computing_path", 1):
         ops = _ops_per_step(step)
-    imp.reset_peak_memory_stats()
-    float(step())
-    imp.sync()
-    unconstrained = imp.memory_stats()["peak_allocated"]
-    budget = unconstrained // 2
+    budget = int(0.5 * _step_peak(step))
     recomputes = []
     with _dtr_budget(budget, 16 * 1024):
         for _ in range(3):
