@@ -28,7 +28,8 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*$")
 def parse_size(value, what="size"):
     """Bytes from an int or a string such as "512MB" or "1.5GB" (units of 1024)."""
     if isinstance(value, bool):
-        raise ValueError(f"{what} must be a number of bytes or a string like '512MB', got {value!r}")
+        raise ValueError(f"{what} must be a number of bytes or a string like '512MB', "
+                         f"got {value!r}")
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"{what} must not be negative, got {value}")
@@ -48,7 +49,8 @@ def enable(eviction_threshold=None, evictee_minimum_size=None):
     if eviction_threshold is not None:
         changes["dtr_eviction_threshold"] = parse_size(eviction_threshold, "eviction_threshold")
     if evictee_minimum_size is not None:
-        changes["dtr_evictee_minimum_size"] = parse_size(evictee_minimum_size, "evictee_minimum_size")
+        changes["dtr_evictee_minimum_size"] = parse_size(evictee_minimum_size,
+                                                         "evictee_minimum_size")
     changes["record_computing_path"] = 1
     changes["enable_dtr_auto_drop"] = 1
     for name, value in changes.items():

@@ -16,8 +16,9 @@ unconstrained run in another (the demo's `Run`s), their steps alternating: uncon
 step i, then budgeted step i, one warm-up pair and --steps timed ones, so that the machine
 getting busier or quieter slows both alike; --pairs such pairs of processes (2) run one
 after the other, and the step-time ratio is the median of all their per-step ratios. Per
-point it reports that ratio, the peak against the budget, the floor (`peak_floor`: the most bytes that could not be evicted
-when an op ran under the budget; "n/a" where the core does not report it), whether the
+point it reports that ratio, the peak against the budget, the floor (`peak_floor`: the most
+bytes that could not be evicted when an op ran under the budget; "n/a" where the core does
+not report it), whether the
 budget was feasible (floor <= budget), evictions, recomputes, swap-outs and over-budget
 ops per step, the eviction bookkeeping as a share of the step, and whether the losses are
 bit-identical to the unconstrained run's beside it. A point whose budgeted step runs past
@@ -130,7 +131,9 @@ def paired_record(budgeted_runs, reference_runs):
 def bytes_of(described):
     """Bytes of the values a profile's "out" argument describes: "float32(2, 3), int32(4)"."""
     import numpy as np
-    return sum(np.dtype(dtype).itemsize * int(np.prod([int(d) for d in shape.split(",") if d.strip()]))
+    def count(shape):
+        return int(np.prod([int(d) for d in shape.split(",") if d.strip()]))
+    return sum(np.dtype(dtype).itemsize * count(shape)
                for dtype, shape in re.findall(r"(\w+)\(([\d, ]*)\)", described))
 
 
@@ -186,11 +189,13 @@ def torch_checkpoint(steps):
     opt = torch.optim.SGD(model.parameters(), c["lr"], momentum=0.9)
     segments = max(1, round(c["depth"] ** 0.5))
     out = {}
-    for name, seg in (("torch", None), (f"torch checkpoint_sequential ({segments} segments)", segments)):
+    runs = (("torch", None), (f"torch checkpoint_sequential ({segments} segments)", segments))
+    for name, seg in runs:
         times = []
         for _ in range(steps + 1):
             t0 = time.perf_counter()
-            logits = model(x) if seg is None else checkpoint_sequential(model, seg, x, use_reentrant=False)
+            logits = (model(x) if seg is None
+                      else checkpoint_sequential(model, seg, x, use_reentrant=False))
             loss = torch.nn.functional.cross_entropy(logits, y)
             opt.zero_grad()
             loss.backward()
@@ -242,16 +247,17 @@ def point_row(label, fraction, p):
 
 def print_model_table(name, record):
     base = record["base"]
-    print(f"\n{record['about']}: P = {base['peak'] / 2**20:.1f} MiB, step {base['step_s'] * 1e3:.0f} ms "
-          f"alone{'' if base['deterministic'] else ' (LOSSES DIFFER between unconstrained runs)'}, "
+    differ = "" if base["deterministic"] else " (LOSSES DIFFER between unconstrained runs)"
+    print(f"\n{record['about']}: P = {base['peak'] / 2**20:.1f} MiB, "
+          f"step {base['step_s'] * 1e3:.0f} ms alone{differ}, "
           f"largest op outputs {base['op_outputs'] / 2**20:.2f} MiB; the step ratio is against "
           f"the unconstrained run stepping beside each point")
     print(f"{'policy':<13}{'budget':>6}{'step x':>7}{'peak MiB':>9}{'/budget':>8}{'floor':>8}"
           f"{'feas':>5}{'evict':>8}{'recomp':>8}{'swap':>6}{'over':>6}{'book %':>7}  same losses")
     for p in record["points"]:
         print(point_row(p["policy"], f"{p['fraction']:.1f} P", p))
-    print("  per step; '!' after peak/budget: the peak passed the budget + one op's outputs (where the "
-          "floor passed the budget: the floor + one op's outputs)")
+    print("  per step; '!' after peak/budget: the peak passed the budget + one op's outputs "
+          "(where the floor passed the budget: the floor + one op's outputs)")
 
 
 def unconstrained(name, args):
@@ -299,15 +305,18 @@ def summarize(results):
         done = [p for _, p in entries if "ratio" in p]
         rows[fraction] = {
             "median": statistics.median(r for r, _ in ratios) if ratios else None,
-            "worst": max(ratios) if ratios else None, "points": len(entries), "feasible": len(feasible),
-            "peak_ok": sum(p["peak_ok"] for p in done), "identical": sum(p["identical"] for p in done),
+            "worst": max(ratios) if ratios else None,
+            "points": len(entries), "feasible": len(feasible),
+            "peak_ok": sum(p["peak_ok"] for p in done),
+            "identical": sum(p["identical"] for p in done),
             "bookkeeping": max((p["bookkeeping"] for p in done), default=0.0),
             "hybrid": worst_hybrid(results, fraction)}
     return rows
 
 
 def worst_hybrid(results, fraction):
-    """The largest dtr_eq+swap / dtr_eq step-time ratio at `fraction` over the zoo, and its model."""
+    """The largest dtr_eq+swap / dtr_eq step-time ratio at `fraction` over the zoo, and its
+    model."""
     worst = None
     for name, r in results.items():
         ratio = {p["policy"]: p.get("ratio") for p in r["points"] if p["fraction"] == fraction}
@@ -322,9 +331,11 @@ def shown_ratio(ratio):
 
 
 def print_summary(rows):
-    print("\nh_DTR^eq over the zoo (median and worst over the feasible points: floor <= budget, or "
-          "floor unknown; a timed-out point counts as a storm; peak ok and same losses over all points)")
-    print(f"{'budget':>7}{'median x':>10}{'target':>8}  {'worst model':<24}{'peak ok':>9}{'same':>7}"
+    print("\nh_DTR^eq over the zoo (median and worst over the feasible points: floor <= budget, "
+          "or floor unknown; a timed-out point counts as a storm; peak ok and same losses over "
+          "all points)")
+    print(f"{'budget':>7}{'median x':>10}{'target':>8}  {'worst model':<24}"
+          f"{'peak ok':>9}{'same':>7}"
           f"{'book % max':>11}  hybrid / drop (worst)")
     for fraction, row in rows.items():
         median = "-" if row["median"] is None else shown_ratio(row["median"])
@@ -336,7 +347,8 @@ def print_summary(rows):
               f"{row['bookkeeping'] * 100:>11.2f}  {hybrid}")
     print(f"targets: median <= {RATIO_MEDIAN[0.5]}x at 0.5 P and <= {RATIO_MEDIAN[0.3]}x at 0.3 P, "
           f"worst model <= {RATIO_WORST}x; peak <= budget (or floor) + one op's outputs; "
-          f"bookkeeping <= {BOOKKEEPING:.0%}; losses bit-identical; hybrid <= {HYBRID_SLOWDOWN}x drop")
+          f"bookkeeping <= {BOOKKEEPING:.0%}; losses bit-identical; "
+          f"hybrid <= {HYBRID_SLOWDOWN}x drop")
 
 
 def targets_met(rows):
@@ -344,13 +356,15 @@ def targets_met(rows):
     met = {}
     for fraction, limit in RATIO_MEDIAN.items():
         row = rows.get(fraction)
-        met[f"median@{fraction}P<={limit}x"] = None if not row or row["median"] is None else row["median"] <= limit
+        met[f"median@{fraction}P<={limit}x"] = (None if not row or row["median"] is None
+                                                 else row["median"] <= limit)
         met[f"worst@{fraction}P<={RATIO_WORST}x"] = (None if not row or row["worst"] is None
                                                     else row["worst"][0] <= RATIO_WORST)
     met["peak"] = all(r["peak_ok"] == r["points"] for r in rows.values())
     met["identical"] = all(r["identical"] == r["points"] for r in rows.values())
     met["bookkeeping"] = all(r["bookkeeping"] <= BOOKKEEPING for r in rows.values())
-    met["hybrid"] = all(r["hybrid"] is None or r["hybrid"][0] <= HYBRID_SLOWDOWN for r in rows.values())
+    met["hybrid"] = all(r["hybrid"] is None or r["hybrid"][0] <= HYBRID_SLOWDOWN
+                        for r in rows.values())
     return met
 
 
@@ -368,7 +382,8 @@ def compare_torch(results, steps):
 
 
 def storms_named(value):
-    """`value` with every infinite ratio (a timed-out point) written "storm": JSON has no infinity."""
+    """`value` with every infinite ratio (a timed-out point) written "storm": JSON has no
+    infinity."""
     if isinstance(value, dict):
         return {k: storms_named(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -402,7 +417,8 @@ def main():
     rows = summarize(results)
     print_summary(rows)
     torch_rows = compare_torch(results, args.steps) if "mlp" in results else None
-    ratios = {name: {f"{p['policy']}@{p['fraction']}": (round(p["ratio"], 3) if "ratio" in p else None)
+    ratios = {name: {f"{p['policy']}@{p['fraction']}":
+                     (round(p["ratio"], 3) if "ratio" in p else None)
                      for p in r["points"]} for name, r in results.items()}
     met = targets_met(rows)
     print(json.dumps({"step_ratios": ratios, "targets_met": met}))
