@@ -219,8 +219,9 @@ cdef extern from "_pool.h":
     int imp_pool_install() except -1
     void imp_pool_trim() nogil
     void imp_pool_set_limit(size_t nbytes) nogil
-    void imp_pool_stats(size_t *cached, size_t *limit, unsigned long long *hits,
-                        unsigned long long *misses) nogil
+    void imp_pool_set_reserve(size_t nbytes) nogil
+    void imp_pool_stats(size_t *cached, size_t *limit, size_t *handed_out, size_t *reserve,
+                        unsigned long long *hits, unsigned long long *misses) nogil
 
 
 def install_pool():
@@ -239,13 +240,21 @@ def pool_set_limit(size_t nbytes):
     imp_pool_set_limit(nbytes)
 
 
+def pool_set_reserve(size_t nbytes):
+    """Under a memory budget of `nbytes` (0: none), keep the large blocks handed out plus
+    those cached within it, or within the most handed out at once where that is more."""
+    imp_pool_set_reserve(nbytes)
+
+
 def pool_stats():
-    """{"cached", "limit", "hits", "misses"}: bytes cached now, the limit, and how many
-    large allocations the cache served or passed to malloc."""
-    cdef size_t cached, limit
+    """{"cached", "limit", "in_use", "reserve", "hits", "misses"}: bytes cached now, the
+    cache's limit, bytes of large blocks handed out, the budget they and the cache keep to
+    (0: none), and how many large allocations the cache served or passed to malloc."""
+    cdef size_t cached, limit, in_use, reserve
     cdef unsigned long long hits, misses
-    imp_pool_stats(&cached, &limit, &hits, &misses)
-    return {"cached": cached, "limit": limit, "hits": hits, "misses": misses}
+    imp_pool_stats(&cached, &limit, &in_use, &reserve, &hits, &misses)
+    return {"cached": cached, "limit": limit, "in_use": in_use, "reserve": reserve,
+            "hits": hits, "misses": misses}
 
 
 

@@ -5,12 +5,13 @@
  * reallocates the same large buffers every step, so each step paid to fault ~10 MB of pages
  * back in (2,500 faults, 6-13 ms of system time in a 100 ms MLP step). Blocks of
  * POOL_MIN_BLOCK bytes or more are kept here instead, by exact size (a step asks for the same
- * sizes again), up to a byte limit; smaller ones go to malloc as before.
+ * sizes again), up to a byte limit; smaller ones go to malloc as before. Under a memory
+ * budget the cache also keeps to the budget (cache_room).
  *
  * It is installed with numpy's NEP 49 handler API in the worker thread's context only, so
  * the user's own arrays are untouched. A block may be freed on any thread: a mutex guards
- * the lists. Each block carries a 64-byte header holding its size (numpy's realloc does not
- * pass the old size), which keeps the data 64-byte aligned.
+ * the lists. Each block carries a 64-byte header holding its size and its links (numpy's
+ * realloc does not pass the old size), which keeps the data 64-byte aligned.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,38 +27,107 @@
 #define POOL_MIN_BLOCK (256 << 10)
 #define BUCKETS 64
 
+/* The header of a block (it fits in HEADER bytes). */
 typedef struct block {
-    size_t size;        /* bytes the caller asked for */
-    struct block *next; /* while cached */
+    size_t size;                 /* bytes the caller asked for */
+    struct block *prev, *next;   /* in its bucket, while cached */
+    struct block *older, *newer; /* in the order the cache took the blocks, while cached */
 } block;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static block *buckets[BUCKETS];
+static block *oldest, *newest;
 static size_t cached_bytes, cache_limit = 64 << 20;
 static unsigned long long hits, misses;
+static size_t in_use;           /* bytes of large blocks handed out and not yet freed */
+static size_t in_use_highest;   /* the most in_use has been since the reserve was set */
+static size_t reserve_limit;    /* 0, or the memory budget (see cache_room) */
+
+/* How much may stay cached now (the lock is held). Under a memory budget, the blocks handed
+ * out plus those cached stay within the budget, or within the most the blocks handed out
+ * have reached where that is more (a budget under the floor): the process's memory then
+ * follows the budget, and a freed block is cached whenever the memory it takes would be
+ * taken again anyway. A miss that passes the bound frees the oldest cached blocks, whose
+ * memory malloc then hands out at once instead of faulting fresh pages in. */
+static size_t cache_room(void)
+{
+    if (!reserve_limit) return cache_limit;
+    size_t bound = reserve_limit > in_use_highest ? reserve_limit : in_use_highest;
+    size_t left = bound > in_use ? bound - in_use : 0;
+    return left < cache_limit ? left : cache_limit;
+}
+
+static void hand_out(size_t size)
+{
+    in_use += size;
+    if (in_use > in_use_highest) in_use_highest = in_use;
+}
 
 static size_t bucket_of(size_t size) { return (size >> 12) % BUCKETS; }
+
+/* Take a cached block out of its bucket and out of the age order (the lock is held). */
+static void uncache(block *b)
+{
+    size_t i = bucket_of(b->size);
+    if (b->prev) b->prev->next = b->next; else buckets[i] = b->next;
+    if (b->next) b->next->prev = b->prev;
+    if (b->older) b->older->newer = b->newer; else oldest = b->newer;
+    if (b->newer) b->newer->older = b->older; else newest = b->older;
+    cached_bytes -= b->size;
+}
+
+/* Uncache the oldest blocks until at most `keep` bytes stay cached; they are returned as a
+ * list through `next`, to be freed once the lock is released (the lock is held). */
+static block *evict_oldest(size_t keep)
+{
+    block *freed = NULL;
+    while (cached_bytes > keep && oldest) {
+        block *b = oldest;
+        uncache(b);
+        b->next = freed;
+        freed = b;
+    }
+    return freed;
+}
+
+static void free_list(block *b)
+{
+    while (b) {
+        block *next = b->next;
+        free(b);
+        b = next;
+    }
+}
 
 static void *pool_malloc(void *ctx, size_t size)
 {
     (void)ctx;
     if (size >= POOL_MIN_BLOCK) {
         pthread_mutex_lock(&pool_lock);
-        for (block **link = &buckets[bucket_of(size)]; *link; link = &(*link)->next)
-            if ((*link)->size == size) {
-                block *b = *link;
-                *link = b->next;
-                cached_bytes -= size;
+        for (block *b = buckets[bucket_of(size)]; b; b = b->next)
+            if (b->size == size) {
+                uncache(b);
+                hand_out(size);
                 hits++;
                 pthread_mutex_unlock(&pool_lock);
                 return (char *)b + HEADER;
             }
         misses++;
+        hand_out(size);
+        block *freed = evict_oldest(cache_room());
         pthread_mutex_unlock(&pool_lock);
+        free_list(freed);
     }
     size_t total = (size + HEADER + 63) / 64 * 64;
     block *b = aligned_alloc(64, total);
-    if (!b) return NULL;
+    if (!b) {
+        if (size >= POOL_MIN_BLOCK) {
+            pthread_mutex_lock(&pool_lock);
+            in_use -= size;
+            pthread_mutex_unlock(&pool_lock);
+        }
+        return NULL;
+    }
     b->size = size;
     return (char *)b + HEADER;
 }
@@ -70,10 +140,19 @@ static void pool_free(void *ctx, void *ptr, size_t size_hint)
     block *b = (block *)((char *)ptr - HEADER);
     if (b->size >= POOL_MIN_BLOCK) {
         pthread_mutex_lock(&pool_lock);
-        if (cached_bytes + b->size <= cache_limit) {
+        in_use -= b->size;
+        /* (when the cache is full the new block goes, not the old ones: handing the old
+         * ones to malloc instead faulted more pages in and left the process 20% larger) */
+        if (cached_bytes + b->size <= cache_room()) {
             size_t i = bucket_of(b->size);
+            b->prev = NULL;
             b->next = buckets[i];
+            if (b->next) b->next->prev = b;
             buckets[i] = b;
+            b->newer = NULL;
+            b->older = newest;
+            if (newest) newest->newer = b; else oldest = b;
+            newest = b;
             cached_bytes += b->size;
             pthread_mutex_unlock(&pool_lock);
             return;
@@ -126,30 +205,38 @@ int imp_pool_install(void)
 void imp_pool_trim(void)
 {
     pthread_mutex_lock(&pool_lock);
-    for (int i = 0; i < BUCKETS; i++)
-        while (buckets[i]) {
-            block *b = buckets[i];
-            buckets[i] = b->next;
-            free(b);
-        }
-    cached_bytes = 0;
+    block *freed = evict_oldest(0);
     pthread_mutex_unlock(&pool_lock);
+    free_list(freed);
 }
 
 void imp_pool_set_limit(size_t bytes)
 {
     pthread_mutex_lock(&pool_lock);
     cache_limit = bytes;
-    int over = cached_bytes > bytes;
+    block *freed = evict_oldest(bytes);
     pthread_mutex_unlock(&pool_lock);
-    if (over) imp_pool_trim();
+    free_list(freed);
 }
 
-void imp_pool_stats(size_t *cached, size_t *limit, unsigned long long *hit, unsigned long long *miss)
+void imp_pool_set_reserve(size_t bytes)
+{
+    pthread_mutex_lock(&pool_lock);
+    reserve_limit = bytes;
+    in_use_highest = in_use;
+    block *freed = evict_oldest(cache_room());
+    pthread_mutex_unlock(&pool_lock);
+    free_list(freed);
+}
+
+void imp_pool_stats(size_t *cached, size_t *limit, size_t *handed_out, size_t *reserve,
+                    unsigned long long *hit, unsigned long long *miss)
 {
     pthread_mutex_lock(&pool_lock);
     *cached = cached_bytes;
     *limit = cache_limit;
+    *handed_out = in_use;
+    *reserve = reserve_limit;
     *hit = hits;
     *miss = misses;
     pthread_mutex_unlock(&pool_lock);

@@ -9,7 +9,10 @@ int imp_pool_install(void);
 void imp_pool_trim(void);
 /* Keep at most `bytes` cached (trimming now if more is cached). */
 void imp_pool_set_limit(size_t bytes);
-void imp_pool_stats(size_t *cached, size_t *limit, unsigned long long *hits,
-                    unsigned long long *misses);
+/* Under a memory budget of `bytes` (0: none), keep the large blocks handed out plus those
+ * cached within the budget, or within the most handed out at once where that is more. */
+void imp_pool_set_reserve(size_t bytes);
+void imp_pool_stats(size_t *cached, size_t *limit, size_t *handed_out, size_t *reserve,
+                    unsigned long long *hits, unsigned long long *misses);
 
 #endif

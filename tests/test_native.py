@@ -386,20 +386,55 @@ def test_worker_arrays_come_from_the_block_cache():
     assert after["cached"] <= after["limit"]
 
 
-def test_block_cache_limit_follows_the_dtr_budget():
+def test_block_cache_keeps_to_the_dtr_budget():
     import imperative as imp
-    assert _kernels.pool_stats()["limit"] == 64 << 20
+    assert _kernels.pool_stats()["reserve"] == 0              # no budget: a 64 MiB cache
     old_threshold = imp.get_option("dtr_eviction_threshold")
     imp.dtr.enable(eviction_threshold=8 << 20)
     try:
         a = imp.Tensor(np.ones((64, 64), np.float32))
-        (a + 1).numpy()                                   # an op under the memory manager
+        (a + 1).numpy()                                       # an op under the memory manager
         imp.sync()
-        assert _kernels.pool_stats()["limit"] == 4 << 20  # half the budget
+        assert _kernels.pool_stats()["reserve"] == 8 << 20
+        with imp.option("async_level", 2):
+            x = imp.Tensor(np.ones((512, 512), np.float32))   # 1 MiB values
+            for _ in range(6):
+                ys = [x * float(i) for i in range(5)]
+                assert float(ys[4].sum()) == 4.0 * 512 * 512
+                del ys
+            imp.sync()
+            stats = _kernels.pool_stats()
+            assert stats["in_use"] + stats["cached"] <= 8 << 20
     finally:
         imp.dtr.disable()
         imp.set_option("dtr_eviction_threshold", old_threshold)
-    assert _kernels.pool_stats()["limit"] == 64 << 20
+    assert _kernels.pool_stats()["reserve"] == 0
+
+
+def test_block_cache_under_a_budget_frees_its_oldest_blocks_for_a_miss():
+    import threading
+    results = {}
+
+    def body():
+        _kernels.install_pool()                               # this thread's context only
+        _kernels.pool_trim()
+        _kernels.pool_set_reserve(_kernels.pool_stats()["in_use"] + (3 << 20))
+        for kib in (2048, 1024):                              # each made and freed: cached
+            np.empty(kib << 10, np.uint8)
+        np.empty(1536 << 10, np.uint8)     # a miss past the budget: the 2 MiB block goes
+        before = _kernels.pool_stats()
+        np.empty(1 << 20, np.uint8)                           # cached: a hit
+        np.empty(1536 << 10, np.uint8)                        # cached: a hit
+        np.empty(2 << 20, np.uint8)                           # freed for the miss: a miss
+        after = _kernels.pool_stats()
+        results["hits"] = after["hits"] - before["hits"]
+        results["misses"] = after["misses"] - before["misses"]
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    _kernels.pool_set_reserve(0)
+    assert results == {"hits": 2, "misses": 1}
 
 
 def test_block_cache_allocator_malloc_calloc_realloc_free_in_a_thread():
