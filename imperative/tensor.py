@@ -11,6 +11,7 @@ import numpy as np
 from . import _core
 from . import dtype as D
 from . import ops as O
+from . import tensor_index
 from .ops.base import cached_op
 from .ops.shape import check_int_tuple, check_shape_arg
 from .scope import auto_name
@@ -381,20 +382,20 @@ def _reduce_op(mode, axis, keepdims):
 
 def _setitem(tensor, index, value):
     """`tensor[index] = value`; returns the op it issued and its index operands."""
-    items, operands = O.indexing.prepare(tensor, index, Tensor)
+    items, operands = tensor_index.prepare(tensor, index, Tensor)
     if isinstance(value, TensorBase):
         value = value.astype(tensor.dtype)
     else:
         value = Tensor(value, dtype=tensor.dtype, device=tensor.device)
-    op = O.indexing.write_op(items, operands)
+    op = tensor_index.write_op(items, operands)
     tensor._set_info_from(_core.apply(op, tensor, value, *operands)[0])
     return op, operands
 
 
 def _getitem_op(tensor, index):
-    """(the op of `tensor[index]`, its index operands) (ops/indexing.py parses the index)."""
-    items, operands = O.indexing.prepare(tensor, index, Tensor)
-    return O.indexing.read_op(items, operands), operands
+    """(the op of `tensor[index]`, its index operands) (tensor_index.py parses the index)."""
+    items, operands = tensor_index.prepare(tensor, index, Tensor)
+    return tensor_index.read_op(items, operands), operands
 
 
 def _setup():

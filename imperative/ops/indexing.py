@@ -1,5 +1,5 @@
-"""Indexing ops, and the parsing of a user's index behind Tensor.__getitem__/__setitem__
-(imperative/tensor.py), numpy-exact.
+"""Indexing ops, numpy-exact, and numpy's rules on index items and shapes that the Tensor's
+index front end (imperative/tensor_index.py) checks a user's index with.
 
 An index is split at dispatch into a hashable structure, the op's `items`, and the index
 arrays, which become the op's extra inputs: `x[1:, idx, None]` runs
@@ -24,30 +24,29 @@ import operator
 
 import numpy as np
 
-from .. import _core
 from .. import dtype as D
-from .base import Op, cached_op, check_arity, reject_quantized
+from .base import Op, check_arity, reject_quantized
 from .nn_common import check_int_dtype, check_ndim
-from .shape import Subtensor, check_index_range
+from .shape import Subtensor
 
 __all__ = ["IndexingMultiAxisVec", "MaskedIndexingMultiAxisVec", "SetSubtensor",
            "IndexingSetMultiAxisVec", "Embedding"]
 
 TENSOR = "tensor"   # the item standing for the next index input
-_NOT_AN_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) "
+NOT_AN_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) "
                  "and integer or boolean arrays are valid indices")
 
 
 # --------------------------------------------------------------------------- items
 
 
-def _is_tensor(item):
+def is_tensor_item(item):
     return isinstance(item, str) and item == TENSOR
 
 
-def _is_basic(item):
+def is_basic_item(item):
     """Ints, slices, None and `...` index without copying (numpy's basic indexing)."""
-    return not _is_tensor(item) and not (isinstance(item, tuple) and item[0] == "bool")
+    return not is_tensor_item(item) and not (isinstance(item, tuple) and item[0] == "bool")
 
 
 def _slice_item(s):
@@ -58,7 +57,7 @@ def _slice_item(s):
     return ("slice", start, stop, step)
 
 
-def _item(obj):
+def index_item(obj):
     """One index element that is not an array → its hashable item."""
     if obj is None or obj is Ellipsis:
         return obj
@@ -73,7 +72,7 @@ def _item(obj):
     try:
         return operator.index(obj)
     except TypeError:
-        raise IndexError(_NOT_AN_INDEX) from None
+        raise IndexError(NOT_AN_INDEX) from None
 
 
 def _to_numpy(item):
@@ -84,7 +83,7 @@ def _to_numpy(item):
 
 
 def _format_item(item):
-    if _is_tensor(item):
+    if is_tensor_item(item):
         return "<tensor>"
     if item is Ellipsis:
         return "..."
@@ -100,10 +99,10 @@ def _format_item(item):
 # arrays (the front end checks constant index arrays with them before they become inputs).
 
 
-def _pair(items, operands):
+def pair_items(items, operands):
     """Each item with the operand it stands for (None for the others)."""
     operands = iter(operands)
-    return [(item, next(operands) if _is_tensor(item) else None) for item in items]
+    return [(item, next(operands) if is_tensor_item(item) else None) for item in items]
 
 
 def _is_mask(operand):
@@ -119,7 +118,7 @@ def _consumed(item, operand):
     return 1
 
 
-def _first_axes(pairs, ndim):
+def first_axes(pairs, ndim):
     """The first input axis each item indexes, and how many axes `...` stands for (0 when
     there is none: the axes left over are then indexed by the implicit trailing `:`)."""
     ellipses = sum(item is Ellipsis for item, _ in pairs)
@@ -137,19 +136,19 @@ def _first_axes(pairs, ndim):
     return axes, width
 
 
-def _check_int(i, size, axis):
+def check_int(i, size, axis):
     if not -size <= i < size:
         raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
 
 
-def _check_mask(mask_shape, shape, axis):
+def check_mask(mask_shape, shape, axis):
     for k, (m, n) in enumerate(zip(mask_shape, shape[axis:])):
         if m != n:
             raise IndexError(f"boolean index did not match indexed array along axis {axis + k}; "
                              f"size of axis is {n} but size of corresponding boolean axis is {m}")
 
 
-def _check_index_dtype(dtype):
+def check_index_dtype(dtype):
     if dtype.kind not in "iub":
         raise IndexError("arrays used as indices must be of integer (or boolean) type, "
                          f"got {D.dtype_name(dtype)}")
@@ -160,11 +159,11 @@ def _advanced_shape(item, operand, shape, axis):
     if operand is None:                       # an int among advanced indices, or a 0-d bool
         if isinstance(item, tuple):
             return (int(item[1]),)
-        _check_int(item, shape[axis], axis)
+        check_int(item, shape[axis], axis)
         return ()
-    _check_index_dtype(operand.dtype)
+    check_index_dtype(operand.dtype)
     if _is_mask(operand):
-        _check_mask(operand.shape, shape, axis)
+        check_mask(operand.shape, shape, axis)
         return (None,)
     return tuple(operand.shape)
 
@@ -174,7 +173,7 @@ def _basic_dims(item, shape, axis):
         return (1,)
     if isinstance(item, tuple):               # a slice
         return (len(range(*slice(*item[1:]).indices(shape[axis]))),)
-    _check_int(item, shape[axis], axis)
+    check_int(item, shape[axis], axis)
     return ()
 
 
@@ -203,14 +202,14 @@ def indexed_shape(items, operands, shape):
     Advanced indices (arrays, masks, 0-d bools, and ints once any array is present) broadcast
     together; their dimensions replace the first of them when they are adjacent, and go to
     the front when a slice, None or `...` separates them."""
-    pairs = _pair(items, operands)
-    axes, width = _first_axes(pairs, len(shape))
-    any_advanced = any(not _is_basic(item) for item, _ in pairs)
+    pairs = pair_items(items, operands)
+    axes, width = first_axes(pairs, len(shape))
+    any_advanced = any(not is_basic_item(item) for item, _ in pairs)
     dims, advanced, place, last, adjacent = [], [], None, None, True
     for i, ((item, operand), axis) in enumerate(zip(pairs, axes)):
         if item is Ellipsis:
             dims.extend(shape[axis:axis + width])
-        elif not _is_basic(item) or (any_advanced and isinstance(item, int)):
+        elif not is_basic_item(item) or (any_advanced and isinstance(item, int)):
             advanced.append(_advanced_shape(item, operand, shape, axis))
             if place is None:
                 place = len(dims)
@@ -263,22 +262,22 @@ class _IndexOp(Op):
     _FIXED_INPUTS = 1          # x (getitem); x and the value (setitem)
 
     def __init__(self, items):
-        items = tuple(i if _is_tensor(i) else _item(i)
+        items = tuple(i if is_tensor_item(i) else index_item(i)
                       for i in (items if isinstance(items, (tuple, list)) else (items,)))
-        if not self._ALLOWS_ADVANCED and not all(map(_is_basic, items)):
+        if not self._ALLOWS_ADVANCED and not all(map(is_basic_item, items)):
             raise ValueError(f"{type(self).__name__} takes ints, slices, None and '...' only; "
                              "use the MultiAxisVec ops for array and boolean indices")
         # numpy's index with a hole at each TENSOR item, made once: index() runs per kernel
-        self._set(items=items, _numpy_items=tuple(None if _is_tensor(i) else _to_numpy(i)
+        self._set(items=items, _numpy_items=tuple(None if is_tensor_item(i) else _to_numpy(i)
                                                   for i in items),
-                  _tensor_slots=tuple(k for k, i in enumerate(items) if _is_tensor(i)))
+                  _tensor_slots=tuple(k for k, i in enumerate(items) if is_tensor_item(i)))
 
     def __repr__(self):
         return f"{type(self).__name__}([{', '.join(map(_format_item, self.items))}])"
 
     def _target_shape(self, inputs):
         """Check the inputs and return (x, the shape of x[index] or None)."""
-        n_tensors = sum(map(_is_tensor, self.items))
+        n_tensors = sum(map(is_tensor_item, self.items))
         check_arity(self, inputs, self._FIXED_INPUTS + n_tensors)
         x = inputs[0]
         return x, indexed_shape(self.items, inputs[self._FIXED_INPUTS:], x.shape)
@@ -366,7 +365,7 @@ class IndexingIncrMultiAxisVec(IndexingSetMultiAxisVec):
 
 @functools.lru_cache(maxsize=1024)
 @functools.lru_cache(maxsize=1024)
-def _subtensor(items):
+def subtensor_op(items):
     """Basic indexing is a view: shape.Subtensor, interned by our hashable items (one op
     object per index, so that the core's inference cache serves the next `x[1:3]`)."""
     return Subtensor(tuple(_to_numpy(item) for item in items))
@@ -394,100 +393,3 @@ class Embedding(Op):
             bad = indices[(indices < 0) | (indices >= rows)].flat[0]
             raise IndexError(f"embedding: index {bad} is out of range for {rows} embeddings")
         return weight[indices]
-
-
-# ------------------------------------------- a user's index (for Tensor.__getitem__/__setitem__)
-
-
-def _as_index_array(obj):
-    """A list, tuple or array index element → a numpy array (numpy's conversion)."""
-    try:
-        arr = np.asarray(obj)
-    except ValueError:                       # ragged nesting
-        raise IndexError(_NOT_AN_INDEX) from None
-    if arr.size == 0 and not isinstance(obj, np.ndarray):
-        arr = arr.astype(np.intp)            # numpy reads `[]` as an empty integer index
-    if arr.dtype.kind == "O":                # Python ints past 64 bits
-        for item in arr.flat:
-            if isinstance(item, int) and not isinstance(item, bool):
-                check_index_range(item)
-    if arr.dtype.kind not in "iub":
-        raise IndexError(_NOT_AN_INDEX if arr.ndim == 0 or arr.dtype.kind in "OUSV" else
-                         "arrays used as indices must be of integer (or boolean) type")
-    return arr
-
-
-def _parse(index):
-    """A user index → (items, operands); operands are Tensors or numpy arrays."""
-    items, operands = [], []
-    for obj in index if isinstance(index, tuple) else (index,):
-        if isinstance(obj, _core.TensorBase):
-            _check_index_dtype(obj.dtype)
-            items.append(TENSOR)
-            operands.append(obj)
-        elif obj is None or obj is Ellipsis or isinstance(obj, (slice, bool, np.generic)) \
-                or hasattr(obj, "__index__") and not isinstance(obj, np.ndarray):
-            items.append(_item(obj))
-        else:                                # sequences and arrays, as numpy reads them
-            arr = _as_index_array(obj)
-            if arr.ndim == 0:                # numpy takes 0-d arrays as scalars
-                items.append(_item(arr[()]))
-            else:
-                items.append(TENSOR)
-                operands.append(arr)
-    return items, operands
-
-
-def _constants_to_tensors(items, operands, shape, tensor_cls):
-    """Numpy index arrays are known now: check them like Python ints (IndexError at the
-    call) and turn them into index inputs (`tensor_cls` objects). A numpy mask becomes its
-    nonzero() arrays, which numpy defines it to be, so its result shape is known at
-    dispatch."""
-    axes, _ = _first_axes(_pair(items, operands), len(shape))
-    out_items, out_operands, operands = [], [], iter(operands)
-    for item, axis in zip(items, axes):
-        operand = next(operands) if _is_tensor(item) else None
-        if not isinstance(operand, np.ndarray):
-            out_items.append(item)
-            if operand is not None:
-                out_operands.append(operand)
-            continue
-        if operand.dtype.kind == "b":
-            _check_mask(operand.shape, shape, axis)
-            parts = operand.nonzero()
-        else:
-            if operand.size:
-                for bound in (operand.min(), operand.max()):
-                    _check_int(int(bound), shape[axis], axis)
-            parts = (operand,)
-        out_items.extend([TENSOR] * len(parts))
-        out_operands.extend(tensor_cls(p) for p in parts)
-    return out_items, out_operands
-
-
-def prepare(tensor, index, tensor_cls):
-    """A user's index into `tensor` as (items, operands): the op's hashable items and its index
-    inputs, numpy index arrays made `tensor_cls` objects (the Tensor class) at the call."""
-    items, operands = _parse(index)
-    # Reading .shape waits for a value-dependent producer (x = y[mask]): infer needs shapes.
-    shape = tensor.shape
-    for operand in operands:
-        operand.shape  # noqa: B018
-    if any(isinstance(o, np.ndarray) for o in operands):
-        items, operands = _constants_to_tensors(items, operands, shape, tensor_cls)
-    return tuple(items), operands
-
-
-def read_op(items, operands):
-    """The op of `tensor[index]`, as numpy: basic indices give a view sharing storage
-    (Subtensor); arrays and masks give a copy (IndexingMultiAxisVec, or its masked variant)."""
-    if not operands and all(map(_is_basic, items)):
-        return _subtensor(items)
-    masked = any(o.dtype.kind == "b" for o in operands)
-    return cached_op(MaskedIndexingMultiAxisVec if masked else IndexingMultiAxisVec, items)
-
-
-def write_op(items, operands):
-    """The op of `tensor[index] = value`: inputs (tensor, value, *operands)."""
-    basic = not operands and all(map(_is_basic, items))
-    return cached_op(SetSubtensor if basic else IndexingSetMultiAxisVec, items)
