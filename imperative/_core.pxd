@@ -404,6 +404,8 @@ cdef class MemoryManager:
     cdef long long pool_sized_for    # [C/W] the budget the worker's block cache was sized for
     cdef public long long highest_floor  # [C/W] the highest floor seen above the budget, since
                                          #     the budget was set (make_room)
+    cdef public long long high_water     # [C/W] the most an op has run with over the budget,
+                                         #     since the budget was set (make_room)
     cdef long long budget_from       # [C/W] the last command issued before the budget was set
 
     # ---- the hooks the Channel calls
@@ -451,6 +453,7 @@ cdef class MemoryManager:
     cdef void size_pool(self, long long threshold)
     cdef int make_room(self, Py_ssize_t needed, Device device) except -1
     cdef void floor_now(self, Device device, list pool, Py_ssize_t needed)
+    cdef bint budget_in_force(self)
     cdef void new_window(self)
     cdef void overshoot(self, Device device, Py_ssize_t needed, long long threshold)
     cdef list live_candidates(self)

@@ -285,6 +285,9 @@ cdef inline int _store_result(Channel self, OpDef op, TensorInfo out, object r, 
         # sums and products round.
         layout = _layout_of(r)
         if 2 * layout.nbytes <= shared.nbytes:
+            # (room for the copy: the recomputation made room for the view's own bytes,
+            # and a strided view's copy spans its gaps too)
+            self.mm.make_room(layout.nbytes, out.device)
             return self._adopt(out, _value_from_span(_span_of(r, layout).copy(), layout), None)
     return self._set_value(out, r, shared)
 

@@ -79,6 +79,7 @@ cdef class MemoryManager:
         self.opts.read(opts)
         if self.opts.budget != budget:
             self.highest_floor = 0
+            self.high_water = 0
             self.budget_from = self.ch._seq
         if self.opts.swap:
             # (from the main thread, where signal handlers can be installed: the first
@@ -409,15 +410,24 @@ cdef class MemoryManager:
         of the statistics, they came back every other step, since a step without a storm
         pins less than one with a storm and so measures a lower floor. A floor seen while
         commands issued before the threshold was set still run is not the threshold's.
+
+        While the floor climbs, the highest floor seen is the one the op has just raised,
+        and the first step under a new threshold still evicted all there was above it,
+        op after op (a small GRU at 0.5 P: 7,000-16,000 recomputations in that step).
+        So the high water too, the most an op has run with over the threshold since it
+        was set, is left alone: evicting below it lowers no peak. That keeps the rule as
+        long as make_room hears of every allocation an op makes (a recomputation whose
+        kernel takes no `out=`, a recomputed view's copy: see _restore.pxi, _execute.pxi).
         The cost: one deep recomputation's pins may hold all later steps above their own
-        floor (a U-Net at 0.3 P: 4 MiB)."""
+        floor (the highest floor, and the high water above it by at most one op's
+        outputs)."""
         cdef long long threshold = self.opts.budget
         cdef long long t0
         cdef TensorInfo victim
         self.size_pool(threshold)
         if threshold == 0:
             return 0
-        if device.stats.allocated + needed <= threshold:
+        if device.stats.allocated + needed <= max(threshold, self.high_water):
             return 0
         if device.stats.allocated <= self.highest_floor:
             self.overshoot(device, needed, threshold)
@@ -426,7 +436,7 @@ cdef class MemoryManager:
         # (one snapshot for the evictions below: a victim leaves it by its status)
         cdef list pool = self.live_candidates()
         self.floor_now(device, pool, needed)
-        while (device.stats.allocated + needed > threshold
+        while (device.stats.allocated + needed > max(threshold, self.high_water)
                and device.stats.allocated > self.highest_floor):
             victim = self.choose(device, pool)
             if victim is None:
@@ -447,8 +457,13 @@ cdef class MemoryManager:
         if floor > self.peak_floor:
             self.peak_floor = floor
         if (floor + needed > self.opts.budget and floor > self.highest_floor
-                and (self.running > self.budget_from or self.ch._processed == self.ch._seq)):
+                and self.budget_in_force()):
             self.highest_floor = floor
+
+    cdef bint budget_in_force(self):
+        """The op running was issued after the threshold was set (or none is left): what it
+        runs with is the threshold's doing, not that of the commands issued before it."""
+        return self.running > self.budget_from or self.ch._processed == self.ch._seq
 
     cdef void new_window(self):
         """[C] The peak statistics were reset: the floor statistic starts from the highest
@@ -457,6 +472,8 @@ cdef class MemoryManager:
 
     cdef void overshoot(self, Device device, Py_ssize_t needed, long long threshold):
         self.overshoots += 1
+        if self.budget_in_force():
+            self.high_water = max(self.high_water, device.stats.allocated + needed)
         if _overshoot_hook is not None:
             _overshoot_hook(device.stats.allocated, needed, threshold)
 

@@ -232,6 +232,13 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted, list stac
         p.cost = _fastest_run(op, p.inputs, (_now_ns() - t_run) * 1e-9) / max(p.n_outputs(), 1)
     finally:
         self.ran(p.inputs)
+    if reuse is not None and result is not reuse.value:
+        # The kernel made a new array instead of writing over the dead input (an op that
+        # takes `out=` for some modes or dtypes only, such as Elemwise's own sigmoid): the
+        # input goes before the result is stored, so that the two take the room made for
+        # one above. Stored first, they passed the budget by the input's size.
+        self.drop_dead(reuse, "recomputed, not overwritten")
+        reuse = None
     for k in range(len(outs)):         # (only those still dropped)
         out = outs[k]
         if out is not None and out.status != DROPPED:

@@ -388,6 +388,55 @@ def test_a_host_value_made_over_the_budget_first_makes_room():
         assert float(c.numpy()) == 0.0
 
 
+def _keeps_the_peak_rule(program, setting):
+    with imp.option("async_level", 0):
+        reference = mp.run_program(program)
+        managed = mp.run_program(program, setting, mp.budget_for(setting, reference))
+    assert mp.mismatches(reference.reads, managed.reads) == []
+    assert mp.peak_rule_excess(program, managed) == 0
+
+
+def test_a_recomputation_that_could_not_write_over_its_dead_input_keeps_the_peak_rule():
+    """Fuzz seed 835, shrunk: a recomputed sigmoid made room for its output less the
+    dead input it was to write over, but Elemwise's own sigmoid takes no `out=`: its new
+    array and the input were stored together, one output past the room made. The input
+    now goes before the result is stored."""
+    program = mp.Program(
+        leaves=(mp.Leaf((6, 1), "strided", 1308565711),
+                mp.Leaf((38, 12, 17), "transposed", 536657481)),
+        steps=(mp.Step("op", (0,), "softmax", (0,), 2),
+               mp.Step("op", (1,), "abs", (), 3),
+               mp.Step("op", (3,), "sigmoid", (), 14),
+               mp.Step("del", (3,)),
+               mp.Step("drop", (14,))),
+        largest_output=38 * 12 * 17 * 4)
+    _keeps_the_peak_rule(program, mp.Setting(enable_swap=0, dtr=True, budget_fraction=0.33785,
+                                             policy="size", evictee_minimum_size=0))
+
+
+def test_a_recomputed_strided_view_makes_room_for_its_copy():
+    """Fuzz seed 1620, shrunk: a view recomputed from a base brought back only for it takes
+    a copy spanning the view's strides (gaps included), more than the view's own bytes the
+    recomputation had made room for."""
+    program = mp.Program(
+        leaves=(mp.Leaf((8,), "transposed", 1518173640),),
+        steps=(mp.Step("op", (0,), "negative", (), 2),
+               mp.Step("op", (0,), "softmax", (0,), 7),
+               mp.Step("op", (2,), "reshape", ((8, -1),), 8),
+               mp.Step("op", (0,), "getitem", (((4, None, 2),),), 9),
+               mp.Step("op", (7, 9), "concat", (0,), 10),
+               mp.Step("op", (8,), "sqrt", (), 12),
+               mp.Step("op", (12,), "negative", (), 15),
+               mp.Step("op", (15,), "getitem", (((4, None, 3),),), 16),
+               mp.Step("op", (16,), "max", (1, False), 20),
+               mp.Step("del", (15,)),
+               mp.Step("op", (9,), "reshape", ((2, -1),), 28),
+               mp.Step("op", (28,), "mean", (0, False), 34)),
+        largest_output=40)
+    _keeps_the_peak_rule(program, mp.Setting(enable_swap=0, dtr=True, budget_fraction=0.2495,
+                                             policy="dtr_eq", evictee_minimum_size=0))
+
+
 def test_tiny_ops_do_not_run_beside_the_worker_under_a_budget():
     """Fuzz seed 1565, shrunk (async level 2): a tiny op run on the caller's thread had
     made room before the worker's concatenation made its output; its own output then went
