@@ -302,11 +302,15 @@ cdef class Channel:
         """The fast path of elementwise operators: equal shapes (or one 0-d operand, a Python
         scalar's constant) and dtypes, resident inputs and a small size (any size at async
         level 0) run now on the caller's thread. Returns None when it does not apply or the
-        kernel raised; the general path then runs the op (again) and reports any error."""
+        kernel raised; the general path then runs the op (again) and reports any error. A
+        one-argument op that is no ufunc runs its `host_fn` (its kernel) the same way."""
         cdef Py_ssize_t limit
         cdef long long t0 = _now_ns() if _profiling else 0
         if (self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on
                 or _serving):
+            return None
+        fn = op.ufunc if op.ufunc is not None else op.host_fn
+        if fn is None or (b is not None and op.ufunc is None):
             return None
         cdef TensorInfo big = a if b is None else _ufunc_result_operand(a, b)
         out_dtype = None if big is None else _ufunc_out_dtype(op, a, b)
@@ -317,7 +321,7 @@ cdef class Channel:
             if big.numel * (2 if b is None else 3) > limit:
                 return None
         try:
-            r = op.ufunc(a.value) if b is None else op.ufunc(a.value, b.value)
+            r = fn(a.value) if b is None else fn(a.value, b.value)
         except Exception:
             return None
         if type(r) is not _ndarray or r.dtype is not out_dtype:

@@ -202,6 +202,9 @@ cdef class OpDef:
                                        #     op's work on a product it reads, or None
     cdef public object ufunc           # numpy ufunc for the elementwise fast path, or None
     cdef public bint ufunc_floats_only # the ufunc is exact on float inputs only (exp, tanh)
+    cdef public object host_fn         # a one-argument elementwise op that is no ufunc (relu,
+                                       #     sigmoid, gelu): its kernel on one array, for the
+                                       #     host fast path (float inputs), or None
     cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
     cdef dict _infer_cache             # input descriptions -> infer's result
     cdef dict _fastest                 # [W] input descriptions -> the fastest run seen, seconds

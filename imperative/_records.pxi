@@ -132,6 +132,7 @@ cdef class OpDef:
         self.epilogue_capable = getattr(cls, "EPILOGUE_CAPABLE", False)
         self.epilogue_kind = getattr(cls, "EPILOGUE_KIND", None)
         self.ufunc = None
+        self.host_fn = None
         self._same_dtype_out = {}
         self._infer_cache = {}
         self._fastest = {}

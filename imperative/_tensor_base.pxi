@@ -197,7 +197,7 @@ cdef object _unary(object x, OpDef op):
     cdef TensorInfo fast
     if _tracing:
         _trace_inputs((x,))
-    if op.ufunc is not None:
+    if op.ufunc is not None or op.host_fn is not None:
         fast = _channel.host_ufunc(op, (<TensorBase>x)._info, None)
         if fast is not None:
             return _wrap(fast)

@@ -302,6 +302,10 @@ class Elemwise(Op):
             # float-only math: numpy's own loop is exact on float inputs (float16 stays
             # float16, as this kernel computes it), so the core takes it for those only
             self._set(ufunc=fn, ufunc_floats_only=True)
+        elif nin == 1:
+            # our own one-argument functions (relu, sigmoid, gelu, ...): the host fast path
+            # runs the kernel itself, the same bits (float-only math on float inputs only)
+            self._set(host_fn=self.kernel, ufunc_floats_only=kind == "float")
         if mode == "RELU":        # a product before it may do its work (backend/epilogue.py)
             self._set(epilogue_kind=RELU)
         self._set(_native=_NATIVE.get(mode))
