@@ -204,7 +204,7 @@ cdef class OpDef:
     cdef public bint ufunc_floats_only # the ufunc is exact on float inputs only (exp, tanh)
     cdef public object host_fn         # a one-argument elementwise op that is no ufunc (relu,
                                        #     sigmoid, gelu): its kernel on one array, for the
-                                       #     host fast path (float inputs), or None
+                                       #     host fast path, or None (ufunc_floats_only holds)
     cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
     cdef dict _infer_cache             # input descriptions -> infer's result
     cdef dict _fastest                 # [W] input descriptions -> the fastest run seen, seconds
