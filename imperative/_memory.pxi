@@ -422,12 +422,13 @@ cdef class MemoryManager:
         floor (the highest floor, and the high water above it by at most one op's
         outputs)."""
         cdef long long threshold = self.opts.budget
+        cdef long long limit = max(threshold, self.high_water)   # (what need not be evicted)
         cdef long long t0
         cdef TensorInfo victim
         self.size_pool(threshold)
         if threshold == 0:
             return 0
-        if device.stats.allocated + needed <= max(threshold, self.high_water):
+        if device.stats.allocated + needed <= limit:
             return 0
         if device.stats.allocated <= self.highest_floor:
             self.overshoot(device, needed, threshold)
@@ -436,7 +437,7 @@ cdef class MemoryManager:
         # (one snapshot for the evictions below: a victim leaves it by its status)
         cdef list pool = self.live_candidates()
         self.floor_now(device, pool, needed)
-        while (device.stats.allocated + needed > max(threshold, self.high_water)
+        while (device.stats.allocated + needed > limit
                and device.stats.allocated > self.highest_floor):
             victim = self.choose(device, pool)
             if victim is None:
