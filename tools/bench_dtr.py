@@ -61,6 +61,10 @@ def parse_policy(policy):
     name, _, extra = policy.partition("+")
     if extra not in ("", "swap"):
         raise ValueError(f"policy {policy!r}: only '+swap' may follow the policy's name")
+    from imperative import dtr
+    if name not in dtr.policies():
+        raise ValueError(f"policy {policy!r}: expected one of {dtr.policies()}, optionally "
+                         f"with '+swap'")
     return name, extra == "swap"
 
 
