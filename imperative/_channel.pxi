@@ -177,6 +177,7 @@ cdef class Channel:
         cdef TensorInfo first, info
         cdef Py_ssize_t i, n = len(inputs)
         cdef bint fast = False
+        cdef Inferred inferred = None
         cdef long long t0 = _now_ns() if _profiling else 0
         self.check_usable()
         if _serving:                 # a checked replay serves the op from its plan (its
@@ -224,9 +225,9 @@ cdef class Channel:
             else:
                 fast = False
         if not fast:
-            descs = _infer_cached(op, inputs)
+            inferred = _infer_cached(op, inputs)
             outputs = []
-            for desc in descs:
+            for desc in inferred.descs:
                 outputs.append(self.new_info(
                     None if desc[0] is None else tuple(desc[0]), desc[1],
                     as_device(desc[2]) if len(desc) > 2 else device))
@@ -237,7 +238,7 @@ cdef class Channel:
             info.op = op
             info.scope = _current_scope
             info.out_index = i
-        if _run_tiny(self, op, inputs, outputs, fast):     # ran: no Command (_tiny.pxi)
+        if _run_tiny(self, op, inputs, outputs, fast, inferred):     # ran: no Command (_tiny.pxi)
             if _grad_hook is not None:
                 _grad_hook(op, inputs, outputs)
             if _tracing: _trace_op(op, inputs, outputs)

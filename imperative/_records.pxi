@@ -146,6 +146,14 @@ cdef class OpDef:
         """numpy arrays in, an array or a tuple of arrays out."""
         raise NotImplementedError(f"{type(self).__name__}.kernel")
 
+    def direct_kernel(self, inputs):
+        """For inputs of these descriptions (TensorInfo: .shape, .dtype), a C-level callable
+        and a tuple of trailing arguments, `(fn, tail)`, such that `fn(*arrays, *tail)`
+        returns what `kernel(*arrays)` would, bit for bit; or None (the default: the
+        kernel runs). Asked once per op and descriptions; the tiny-op path then calls `fn`
+        with no Python frame in between (issue 16)."""
+        return None
+
 
 cdef inline Py_ssize_t _num_elements(tuple shape):
     cdef Py_ssize_t n = 1
@@ -208,22 +216,63 @@ cdef double _fastest_run(OpDef op, list inputs, double seconds):
     return seconds
 
 
-cdef object _infer_cached(OpDef op, list inputs):
+@cython.final
+cdef class Inferred:
+    """What dispatch memoises per op and input descriptions: infer's output descriptions
+    and, asked of the op once, its direct kernel for such inputs (OpDef.direct_kernel)."""
+    cdef object descs
+    cdef object direct_fn               # None: the op's own kernel runs
+    cdef tuple direct_tail
+    cdef bint asked
+
+
+cdef Inferred _inferred(object descs, bint ask):
+    cdef Inferred found = Inferred.__new__(Inferred)
+    found.descs = descs
+    found.asked = not ask
+    return found
+
+
+cdef Inferred _infer_cached(OpDef op, list inputs):
     """op.infer, memoised on the inputs' descriptions (infer never looks at values)."""
     cdef TensorInfo info
     if op.value_dependent:
-        return op.infer(tuple(inputs))
+        return _inferred(op.infer(tuple(inputs)), False)
     for info in inputs:
         if info.quantized:      # numpy ignores metadata in == and hash
-            return op.infer(tuple(inputs))
+            return _inferred(op.infer(tuple(inputs)), False)
     key = _descriptions(inputs)
-    descs = op._infer_cache.get(key)
-    if descs is None:
-        descs = op.infer(tuple(inputs))
+    found = op._infer_cache.get(key)
+    if found is None:
+        found = _inferred(op.infer(tuple(inputs)), True)
         if len(op._infer_cache) >= 256:
             op._infer_cache.clear()
-        op._infer_cache[key] = descs
-    return descs
+        op._infer_cache[key] = found
+    return <Inferred>found
+
+
+cdef object _direct_result(OpDef op, Inferred inferred, list inputs):
+    """Run the op's direct kernel for inputs of these descriptions, asking the op for it
+    the first time; returns the kernel's result, or _NO_DIRECT_KERNEL where the op has
+    none (it then runs its kernel)."""
+    cdef TensorInfo info
+    if not inferred.asked:
+        inferred.asked = True
+        found = op.direct_kernel(tuple(inputs))
+        if found is not None:
+            inferred.direct_fn, inferred.direct_tail = found
+    fn = inferred.direct_fn
+    if fn is None:
+        return _NO_DIRECT_KERNEL
+    if len(inputs) == 1:
+        return fn((<TensorInfo>inputs[0]).value, *inferred.direct_tail)
+    values = []
+    for info in inputs:
+        values.append(info.value)
+    return fn(*values, *inferred.direct_tail)
+
+
+cdef object _NO_DIRECT_KERNEL = object()
 
 
 cdef inline bint _contains(list infos, object info):

@@ -33,11 +33,14 @@ cdef inline bint _is_tiny(list inputs, list outputs, bint skip_first):
     return n <= _host_max_elements
 
 
-cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast) except -1:
+cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast,
+                    Inferred inferred) except -1:
     """Run `op` now, without a Command, when host compute takes it (inputs resident, small,
     or async level 0), no memory manager or profile watches (a trace is told of the op by
     dispatch all the same), and it may run twice (not an RNG op: a kernel that raises here
-    runs again on the general path). True when it ran."""
+    runs again on the general path). `inferred` (None on the elementwise fast path) holds
+    the op's direct kernel, if it has one, which runs instead of its kernel. True when it
+    ran."""
     cdef TensorInfo info
     if self._memory_on or _profiling or not op.recomputable:
         return False
@@ -50,11 +53,12 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
     try:
         if fast:
             self._set_value(outputs[0], _ufunc_result(op, inputs, outputs[0]), None)
-        elif len(inputs) == 1:
-            _store_results(self, op, inputs, outputs, op.kernel((<TensorInfo>inputs[0]).value))
         else:
-            _store_results(self, op, inputs, outputs,
-                           op.kernel(*[(<TensorInfo>info).value for info in inputs]))
+            result = _direct_result(op, inferred, inputs)
+            if result is _NO_DIRECT_KERNEL:
+                result = (op.kernel((<TensorInfo>inputs[0]).value) if len(inputs) == 1
+                          else op.kernel(*[(<TensorInfo>info).value for info in inputs]))
+            _store_results(self, op, inputs, outputs, result)
     except Exception:
         for info in outputs:        # (results are checked before any is stored)
             if info.status == PRODUCED:

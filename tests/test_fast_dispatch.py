@@ -9,6 +9,8 @@ import operator
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import imperative as imp
 from imperative import functional as F
@@ -172,12 +174,15 @@ REDUCE_AXES = [None, 0, -1, (0, -1)]
 
 
 def _reductions(monkeypatch, plan, mode, x, axis, keepdims):
+    """Without the plan: the kernel's general branch, run by the worker (the tiny path
+    would call the direct kernel, the plan's reduction, that an earlier call memoised)."""
     from imperative.ops import reduce as R
-    if not plan:
-        monkeypatch.setattr(R.Reduce, "_plan", lambda self, x: False)
     t = imp.Tensor(x)
     fn = {"SUM": F.sum, "MEAN": F.mean, "MAX": F.max, "MIN": F.min, "PRODUCT": F.prod}[mode]
-    out = fn(t, axis=axis, keepdims=keepdims).numpy().copy()
+    with contextlib.nullcontext() if plan else general_path():
+        if not plan:
+            monkeypatch.setattr(R.Reduce, "_plan", lambda self, shape, dtype: False)
+        out = fn(t, axis=axis, keepdims=keepdims).numpy().copy()
     monkeypatch.undo()
     return out
 
@@ -305,4 +310,69 @@ def test_softmax_family_dtypes_and_edges():
     ref = -(z - np.log(np.exp(z).sum(-1, keepdims=True)))[np.arange(4), labels].mean()
     np.testing.assert_allclose(fast, ref, rtol=1e-6)
     fast, slow = both(lambda a: F.layer_norm(a, (16,)), logits)
+    assert_same(fast, slow)
+
+
+# ---- direct kernels: what the tiny path calls instead of an op's kernel, bit for bit
+
+DIRECT_DTYPES = [np.float32, np.float16, np.int32, np.int8, np.uint8, np.bool_]
+
+
+def _direct_op(draw, x, other):
+    """An op with a direct kernel for x (and `other`, an operand of the same shape), and
+    its input arrays."""
+    from imperative.ops import convert, matmul, reduce, select, shape
+    kind = draw(st.sampled_from(["reduce", "reshape", "transpose", "getitem", "astype",
+                                 "matmul", "where"]))
+    if kind == "reduce":
+        axis = draw(st.sampled_from([None, 0, -1, (0, -1)]))
+        mode = draw(st.sampled_from(["SUM", "MEAN", "MAX", "MIN", "PRODUCT"]))
+        return reduce.Reduce(mode, axis, draw(st.booleans())), (x,)
+    if kind == "reshape":
+        return shape.Reshape((-1,) if draw(st.booleans()) else (x.size, 1)), (x,)
+    if kind == "transpose":
+        return shape.Dimshuffle(tuple(reversed(range(x.ndim)))), (x,)
+    if kind == "getitem":
+        index = draw(st.sampled_from([0, -1, slice(None, None, 2), (Ellipsis, 0)]))
+        return shape.Subtensor(index), (x,)
+    if kind == "astype":
+        return convert.TypeCvt(draw(st.sampled_from(DIRECT_DTYPES))), (x,)
+    if kind == "matmul":
+        return matmul.MatrixMul(), (x, other.T if other.ndim == 2 else other)
+    return select.Where(), (x > 0, x, other)
+
+
+@st.composite
+def direct_cases(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    dtype = draw(st.sampled_from(DIRECT_DTYPES))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x, other = ((rng.standard_normal(shape) * 4).astype(dtype) for _ in range(2))
+    if draw(st.booleans()) and x.ndim >= 2:
+        x = np.asfortranarray(x)         # (layouts: the direct call must keep what kernel does)
+    op, arrays = _direct_op(draw, x, other)
+    return op, arrays
+
+
+@settings(max_examples=300, deadline=None)
+@given(direct_cases())
+def test_direct_kernels_give_the_kernels_result_bit_for_bit(case):
+    from types import SimpleNamespace
+    op, arrays = case
+    infos = tuple(SimpleNamespace(shape=a.shape, dtype=a.dtype) for a in arrays)
+    try:
+        op.infer(infos)
+    except (ValueError, TypeError, IndexError):
+        return                         # (dispatch asks only after infer accepted the inputs)
+    direct = op.direct_kernel(infos)
+    expected = np.asarray(op.kernel(*arrays))
+    if direct is None:
+        return
+    fn, tail = direct
+    got = np.asarray(fn(*arrays, *tail))
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.strides == expected.strides
+    assert got.tobytes() == expected.tobytes()
+    # and through dispatch: the tiny path (direct kernel) against the worker's (kernel)
+    fast, slow = both(lambda *ts: imp.apply(op, *ts)[0], *arrays)
     assert_same(fast, slow)

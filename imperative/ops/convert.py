@@ -33,6 +33,11 @@ class TypeCvt(Op):
             return D.quantize(x, self.dtype)
         return np.asarray(x).astype(self.dtype)
 
+    def direct_kernel(self, inputs):
+        if D.is_quantize(inputs[0].dtype) or D.is_quantize(self.dtype):
+            return None
+        return np.ndarray.astype, (self.dtype,)
+
 
 class Copy(Op):
     """`Copy(device)`: a copy of the input on `device`."""

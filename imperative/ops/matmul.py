@@ -55,6 +55,15 @@ class MatrixMul(Op):
         dt = downcast(dtype_promotion([a.dtype, b.dtype]))
         return ((_matmul_shape(sa, sb, repr(self)), dt),)
 
+    def direct_kernel(self, inputs):
+        # kernel()'s numpy branch: same dtypes, no transposes, and no product native takes
+        a, b = inputs
+        if (self.transpose_a or self.transpose_b or a.dtype is not b.dtype
+                or len(a.shape) == 2 and len(b.shape) == 2
+                and a.shape[0] * a.shape[1] * b.shape[1] >= native._MIN_MACS):
+            return None
+        return np.matmul, ()
+
     def estimate_flops(self, in_shapes, out_shapes):
         """For the memory manager's recompute-cost estimate: 2 x outputs x inner size."""
         a = in_shapes[0]

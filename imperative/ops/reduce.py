@@ -112,30 +112,40 @@ class Reduce(Op):
                              f"{self.axis}: the reduction has no identity")
         return ((_reduced_shape(x.shape, axes, self.keepdims), self._out_dtype(x.dtype)),)
 
-    def _plan(self, x):
+    def _plan(self, shape, dtype):
         """(ufunc, axis, accumulator dtype, output dtype, mean's count) for the one-call
-        reductions of inputs of x's shape and dtype, or False: the plan the kernel runs
+        reductions of inputs of this shape and dtype, or False: the plan the kernel runs
         without re-deriving axes and dtypes each call (issue 16)."""
-        axis = (self.axis if isinstance(self.axis, int) and x.ndim
-                else normalize_axes(self.axis, x.ndim, self.mode))
-        axes = normalize_axes(axis, x.ndim, "sum")
-        long_outer = x.dtype.kind == "f" and any(
-            x.shape[a] >= _PAIRWISE_FROM for a in axes if a != x.ndim - 1)
-        out = self._out_dtype(x.dtype)
+        ndim = len(shape)
+        axis = (self.axis if isinstance(self.axis, int) and ndim
+                else normalize_axes(self.axis, ndim, self.mode))
+        axes = normalize_axes(axis, ndim, "sum")
+        long_outer = dtype.kind == "f" and any(
+            shape[a] >= _PAIRWISE_FROM for a in axes if a != ndim - 1)
+        out = self._out_dtype(dtype)
         kind = _MODES[self.mode][2]
         if self.mode in ("SUM", "PRODUCT") and not (long_outer and self.mode == "SUM"):
             return (np.add if self.mode == "SUM" else np.multiply), axis, out, out, None
         if self.mode in ("MAX", "MIN"):
             return (np.maximum if self.mode == "MAX" else np.minimum), axis, None, out, None
-        if kind == "mean" and x.dtype.kind == "f" and not long_outer:
-            count = int(np.prod([x.shape[a] for a in axes]))
+        if kind == "mean" and dtype.kind == "f" and not long_outer:
+            count = int(np.prod([shape[a] for a in axes]))
             return (np.add, axis, None, out, count) if count else False
         return False
+
+    def direct_kernel(self, inputs):
+        # the planned one-call reductions whose result needs no division nor cast
+        (x,) = inputs
+        plan = self._plan(x.shape, x.dtype) if x.dtype.metadata is None else False
+        if not plan or plan[4] is not None or (plan[2] is None and x.dtype != plan[3]):
+            return None
+        ufunc, axis, acc, _, _ = plan
+        return ufunc.reduce, (axis, acc, None, self.keepdims)
 
     def kernel(self, x):
         plan = self._plans.get((x.shape, x.dtype))
         if plan is None and x.dtype.metadata is None:
-            plan = self._plan(x)
+            plan = self._plan(x.shape, x.dtype)
             if len(self._plans) < 64:
                 self._plans[(x.shape, x.dtype)] = plan
         if plan:

@@ -97,6 +97,9 @@ class Reshape(Op):
     def kernel(self, x):
         return x.reshape(self.resolved(x.shape))
 
+    def direct_kernel(self, inputs):
+        return np.ndarray.reshape, (self.resolved(inputs[0].shape),)
+
 
 class Broadcast(Op):
     """`Broadcast(shape)`: numpy broadcasting to `shape` (a read-only view)."""
@@ -139,6 +142,9 @@ class Dimshuffle(Op):
 
     def kernel(self, x):
         return x.transpose(self.pattern)     # (the method: np.transpose's wrapper costs more)
+
+    def direct_kernel(self, inputs):
+        return np.ndarray.transpose, (self.pattern,)
 
 
 class _AxesOp(Op):
@@ -264,6 +270,10 @@ class Subtensor(Op):
 
     def kernel(self, x):
         return np.asarray(x[self.index()])
+
+    def direct_kernel(self, inputs):
+        # (the core makes a numpy scalar, from an all-integer index, an array as asarray does)
+        return operator.getitem, (self.index(),)
 
 
 class Concat(Op):
