@@ -205,10 +205,7 @@ class Tensor(TensorBase):
 
     transpose = _core.tensor_transpose
 
-    @property
-    def T(self) -> Tensor:
-        """The tensor with its axes reversed."""
-        return _core.tensor_T(self)
+    T = property(_core.tensor_T)    # (no Python frame between `x.T` and the core's method)
 
     def broadcast_to(self, *shape: ShapeLike) -> Tensor:
         """The value repeated to `shape` by numpy's broadcasting rules."""

@@ -52,6 +52,10 @@ VALUES = {
     "bool": np.array([True, False, True, False, True]),
     "0-d": np.array(1.5, np.float32),
 }
+UNARY_VALUES = {      # (signed zeros, infinities, NaN; a strided, Fortran-ordered view)
+    "specials": np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, -1e-45], np.float32),
+    "strided": np.asfortranarray(np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6))[:, ::2],
+}
 OPS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.lt, operator.eq]
 SCALARS = [2.0, 3, True, -1.5]
 
@@ -110,9 +114,10 @@ def test_shapes_that_broadcast_otherwise_take_the_general_path():
 
 @pytest.mark.parametrize("fn", ["exp", "log", "tanh", "sigmoid", "sqrt", "sin", "abs", "neg",
                                 "gelu", "silu", "softplus", "relu", "hardswish", "hardsigmoid"])
-@pytest.mark.parametrize("name", ["float32", "float16", "int8", "int32", "0-d"])
+@pytest.mark.parametrize("name", ["float32", "float16", "int8", "int32", "0-d", "specials",
+                                  "strided"])
 def test_unary_functions(fn, name):
-    x = VALUES[name]
+    x = UNARY_VALUES.get(name, VALUES.get(name))
     f = getattr(F, fn)
     with np.errstate(all="ignore"):
         fast, slow = both(f, x)
