@@ -275,6 +275,21 @@ cdef object _direct_result(OpDef op, Inferred inferred, list inputs):
 cdef object _NO_DIRECT_KERNEL = object()
 
 
+@cython.final
+cdef class ArraysAsOne:
+    """A direct kernel (OpDef.direct_kernel) for a numpy function that takes its arrays as
+    one sequence: `ArraysAsOne(np.concatenate, axis)(a, b)` is `np.concatenate((a, b), axis)`."""
+    cdef object fn
+    cdef tuple tail
+
+    def __init__(self, fn, *tail):
+        self.fn = fn
+        self.tail = tail
+
+    def __call__(self, *arrays):
+        return self.fn(arrays, *self.tail)
+
+
 cdef inline bint _contains(list infos, object info):
     for x in infos:
         if x is info:

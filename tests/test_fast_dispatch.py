@@ -328,7 +328,7 @@ def _direct_op(draw, x, other):
     its input arrays."""
     from imperative.ops import convert, matmul, reduce, select, shape
     kind = draw(st.sampled_from(["reduce", "reshape", "transpose", "getitem", "astype",
-                                 "matmul", "where"]))
+                                 "matmul", "where", "concat"]))
     if kind == "reduce":
         axis = draw(st.sampled_from([None, 0, -1, (0, -1)]))
         mode = draw(st.sampled_from(["SUM", "MEAN", "MAX", "MIN", "PRODUCT"]))
@@ -344,6 +344,8 @@ def _direct_op(draw, x, other):
         return convert.TypeCvt(draw(st.sampled_from(DIRECT_DTYPES))), (x,)
     if kind == "matmul":
         return matmul.MatrixMul(), (x, other.T if other.ndim == 2 else other)
+    if kind == "concat":
+        return shape.Concat(draw(st.integers(-x.ndim, x.ndim - 1))), (x, other, x)
     return select.Where(), (x > 0, x, other)
 
 
