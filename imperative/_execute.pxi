@@ -142,6 +142,7 @@ cdef int _run_ufunc(Channel self, Command cmd) except -1:
         else:
             op.ufunc(a, (<TensorInfo>inputs[1]).value, out=target)
         _take_over(self, reuse, out, target)
+        _gone_to_reader(self, reuse)
         return 0
     self._set_value(out, _ufunc_result(op, inputs, out), None)
     return 0
@@ -163,6 +164,17 @@ cdef void _take_over(Channel self, TensorInfo dying, TensorInfo out, object valu
     self._set_value(out, value, dying.storage)
     self._free_value(dying)
     (<Device>out.device).stats.inplace_reuses += 1
+
+
+cdef inline void _gone_to_reader(Channel self, TensorInfo dying):
+    """A dying input's value became its last reader's output (_take_over). Under the
+    memory manager one that can be recomputed is dropped at once, as its deletion right
+    after would: until then it looked resident while it held no value, and a walk over a
+    long dead chain could cut it there, leaving its reader's recipe a leaf without a value
+    (a small DenseNet at 0.3 P, async level 2, failed in backward recomputing the ReLU
+    gradient from the convolution's gradient it had been written over)."""
+    if self._memory_on and dying.producer is not None:
+        self.mm.drop_dead(dying, "written over by its reader")
 
 
 cdef TensorInfo _inplace_candidate(Channel self, Command cmd, TensorInfo out):
@@ -212,6 +224,7 @@ cdef int _run_kernel(Channel self, Command cmd) except -1:
             result = op.kernel(*arrays, out=reuse.value)
         if result is reuse.value:
             _take_over(self, reuse, cmd.outputs[0], result)
+            _gone_to_reader(self, reuse)
             return 0
     elif cmd.epilogue is not None:
         epilogue = _epilogue_of(self, cmd)
