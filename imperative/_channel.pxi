@@ -151,7 +151,9 @@ cdef class Channel:
         must keep the strides it left with, so that later ops round the same)."""
         cdef Storage storage = shared
         if storage is None:
-            storage = _new_storage(_root_array(array).nbytes, info.device)
+            root = _root_array(array)
+            storage = _new_storage(cnp.PyArray_NBYTES(<cnp.ndarray>root) if type(root) is _ndarray
+                                   else root.nbytes, info.device)
         storage.refs += 1
         info.storage = storage
         info.value = array

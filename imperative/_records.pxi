@@ -16,6 +16,17 @@ cdef inline object _c_ordered(object array):
     return _np_ascontiguousarray(array)
 
 
+cdef inline bint _has_shape(cnp.ndarray array, tuple shape):
+    """`array.shape == shape`, read from the array's own dimensions (no tuple made)."""
+    cdef int k, n = cnp.PyArray_NDIM(array)
+    if n != len(shape):
+        return False
+    for k in range(n):
+        if cnp.PyArray_DIM(array, k) != <cnp.npy_intp>shape[k]:
+            return False
+    return True
+
+
 cdef inline object _root_array(object array):
     """The array that owns the memory `array` views (itself when it owns its own)."""
     cdef PyObject* base
