@@ -452,6 +452,10 @@ def rows_apply(x, long axis):
     """True when the row kernels below take `x` along `axis`: a C-contiguous float32 ndarray
     of at least one dimension and one element, `axis` its last (C-level checks: a tiny
     softmax's whole kernel costs a few of Python's)."""
+    return _rows_take(x, axis)
+
+
+cdef bint _rows_take(object x, long axis):
     if type(x) is not np.ndarray:
         return False
     cdef cnp.ndarray a = <cnp.ndarray>x
@@ -495,6 +499,22 @@ def log_softmax_rows(x):
     """(x - max) - log(sum(exp(x - max))) along the last axis of a C-contiguous float32
     array (a new array)."""
     return _row_kernel("log_softmax_rows", imp_log_softmax_rows, x)
+
+
+def softmax_rows_or(x, fallback):
+    """softmax_rows(x) where the row kernels take x along its last axis, else fallback(x):
+    Softmax's direct kernel (OpDef.direct_kernel), one C call on the tiny-op path."""
+    if _rows_take(x, -1):
+        return _row_kernel("softmax_rows", imp_softmax_rows, x)
+    return fallback(x)
+
+
+def log_softmax_rows_or(x, fallback):
+    """log_softmax_rows(x) where the row kernels take x along its last axis, else
+    fallback(x): LogSoftmax's direct kernel."""
+    if _rows_take(x, -1):
+        return _row_kernel("log_softmax_rows", imp_log_softmax_rows, x)
+    return fallback(x)
 
 
 def cross_entropy_rows(x, labels):

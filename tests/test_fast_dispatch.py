@@ -326,9 +326,9 @@ DIRECT_DTYPES = [np.float32, np.float16, np.int32, np.int8, np.uint8, np.bool_]
 def _direct_op(draw, x, other):
     """An op with a direct kernel for x (and `other`, an operand of the same shape), and
     its input arrays."""
-    from imperative.ops import convert, matmul, reduce, select, shape
+    from imperative.ops import convert, matmul, reduce, select, shape, softmax
     kind = draw(st.sampled_from(["reduce", "reshape", "transpose", "getitem", "astype",
-                                 "matmul", "where", "concat"]))
+                                 "matmul", "where", "concat", "softmax"]))
     if kind == "reduce":
         axis = draw(st.sampled_from([None, 0, -1, (0, -1)]))
         mode = draw(st.sampled_from(["SUM", "MEAN", "MAX", "MIN", "PRODUCT"]))
@@ -344,6 +344,9 @@ def _direct_op(draw, x, other):
         return convert.TypeCvt(draw(st.sampled_from(DIRECT_DTYPES))), (x,)
     if kind == "matmul":
         return matmul.MatrixMul(), (x, other.T if other.ndim == 2 else other)
+    if kind == "softmax":
+        cls = draw(st.sampled_from([softmax.Softmax, softmax.LogSoftmax]))
+        return cls(draw(st.sampled_from([-1, 0, x.ndim - 1]))), (x,)
     if kind == "concat":
         return shape.Concat(draw(st.integers(-x.ndim, x.ndim - 1))), (x, other, x)
     return select.Where(), (x > 0, x, other)

@@ -178,6 +178,13 @@ def _rows_on(x, axis):
     return _SUPPORTED and _MODE != "never" and _kernels.rows_apply(x, axis)
 
 
+# The row kernels as direct kernels (OpDef.direct_kernel): one C call that falls back to
+# the op's own kernel where the row loops do not take the input; None where they are off.
+softmax_rows_or = _kernels.softmax_rows_or if _SUPPORTED and _MODE != "never" else None
+log_softmax_rows_or = (_kernels.log_softmax_rows_or if _SUPPORTED and _MODE != "never"
+                       else None)
+
+
 def softmax_rows(x, axis):
     """softmax of float32 x along `axis` in one native pass per row (three over L1-resident
     data), or None where the native loops do not take x (see _kernels.rows_apply)."""

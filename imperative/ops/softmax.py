@@ -35,6 +35,7 @@ class _AlongAxis(Op):
     _fields = ("axis",)
     _fn = None
     _native = None      # the native loop over rows (float32, along the last axis), or None
+    _native_or = None   # ... as a direct kernel with a fallback (backend.native), or None
 
     def __init__(self, axis=-1):
         self._set(axis=int(axis))
@@ -58,12 +59,22 @@ class _AlongAxis(Op):
         r = along_axis(type(self)._fn, np.atleast_1d(x), self.axis).reshape(x.shape)
         return r.astype(out_dtype, copy=False)
 
+    def direct_kernel(self, inputs):
+        # float32 rows along the last axis: the native loop, which kernel() calls first,
+        # without its Python frames; anything the loop does not take runs kernel()
+        (x,) = inputs
+        direct = type(self)._native_or
+        if direct is None or x.dtype != _FLOAT32 or self.axis not in (-1, len(x.shape) - 1):
+            return None
+        return direct, (self.kernel,)
+
 
 class Softmax(_AlongAxis):
     """`Softmax(axis=-1)`: exp(x - max) / sum, along `axis`."""
 
     _fn = staticmethod(_softmax_into)
     _native = staticmethod(native.softmax_rows)
+    _native_or = native.softmax_rows_or
 
 
 class LogSoftmax(_AlongAxis):
@@ -71,6 +82,7 @@ class LogSoftmax(_AlongAxis):
 
     _fn = staticmethod(_log_softmax_into)
     _native = staticmethod(native.log_softmax_rows)
+    _native_or = native.log_softmax_rows_or
 
 
 _REDUCTIONS = ("mean", "sum", "none")
