@@ -124,7 +124,7 @@ cdef class MemoryManager:
             elif info.uf_class is not None:     # evicted earlier, and now dead
                 _member_dies(info.uf_class)
             return False
-        if _read_by_a_recipe(info) and info.value is not None:   # (None: a reader took it)
+        if _read_by_a_recipe(info):
             self.forget(info)
             if not self.release_leaf(info):
                 return False
