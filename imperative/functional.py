@@ -176,8 +176,8 @@ def clip(x: TensorLike, lower: TensorLike | None = None,
     x = _as_tensor(x)
     if lower is None and upper is None:
         raise ValueError("clip: at least one of lower and upper must be given")
-    if builtins.any(b is not None and not isinstance(b, (bool, int, float))
-                    for b in (lower, upper)):
+    if not ((lower is None or isinstance(lower, (bool, int, float)))
+            and (upper is None or isinstance(upper, (bool, int, float)))):
         # tensor or array bounds: the same as numpy, maximum then minimum
         if lower is not None:
             x = maximum(x, lower)

@@ -328,7 +328,7 @@ def _direct_op(draw, x, other):
     its input arrays."""
     from imperative.ops import convert, matmul, reduce, select, shape, softmax
     kind = draw(st.sampled_from(["reduce", "reshape", "transpose", "getitem", "astype",
-                                 "matmul", "where", "concat", "softmax"]))
+                                 "matmul", "where", "concat", "softmax", "clip"]))
     if kind == "reduce":
         axis = draw(st.sampled_from([None, 0, -1, (0, -1)]))
         mode = draw(st.sampled_from(["SUM", "MEAN", "MAX", "MIN", "PRODUCT"]))
@@ -344,6 +344,9 @@ def _direct_op(draw, x, other):
         return convert.TypeCvt(draw(st.sampled_from(DIRECT_DTYPES))), (x,)
     if kind == "matmul":
         return matmul.MatrixMul(), (x, other.T if other.ndim == 2 else other)
+    if kind == "clip":
+        bounds = draw(st.sampled_from([(-0.5, 0.5), (None, 1), (0, None), (-1e9, 300)]))
+        return select.Clip(*bounds), (x,)
     if kind == "softmax":
         cls = draw(st.sampled_from([softmax.Softmax, softmax.LogSoftmax]))
         return cls(draw(st.sampled_from([-1, 0, x.ndim - 1]))), (x,)

@@ -98,6 +98,18 @@ class Clip(Op):
                 self._bounds[dtype] = found
         return found
 
+    def direct_kernel(self, inputs):
+        # the one ufunc call kernel() makes, its bounds already cast to the input's dtype
+        dtype = inputs[0].dtype
+        if dtype.metadata is not None:
+            return None
+        lower, upper = self._bounds_for(dtype)
+        if lower is None:
+            return np.minimum, (upper,)
+        if upper is None:
+            return np.maximum, (lower,)
+        return _clip, (lower, upper)
+
     def kernel(self, x, out=None):
         lower, upper = self._bounds_for(x.dtype)
         # the ufuncs np.clip calls (numpy's _methods._clip), without its Python layers
