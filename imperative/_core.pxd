@@ -203,10 +203,12 @@ cdef class OpDef:
     cdef public object ufunc           # numpy ufunc for the elementwise fast path, or None
     cdef public bint ufunc_floats_only # the ufunc is exact on float inputs only (exp, tanh)
     cdef public object host_fn         # a one-argument elementwise op that is no ufunc (relu,
-                                       #     sigmoid, gelu): its kernel on one array, for the
-                                       #     host fast path, or None (ufunc_floats_only holds)
+                                       #     sigmoid, gelu): its kernel's result on one array,
+                                       #     for the host fast path, or None (ufunc_floats_only
+                                       #     holds)
     cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
-    cdef dict _infer_cache             # input descriptions -> infer's result
+    cdef dict _infer_cache             # input descriptions -> Inferred (infer's result, the
+                                       #     direct kernel; _records.pxi)
     cdef dict _fastest                 # [W] input descriptions -> the fastest run seen, seconds
 
 

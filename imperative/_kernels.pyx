@@ -501,20 +501,22 @@ def log_softmax_rows(x):
     return _row_kernel("log_softmax_rows", imp_log_softmax_rows, x)
 
 
+cdef object _row_kernel_or(str fn,
+                           void (*kernel)(long, long, const float *, float *) noexcept nogil,
+                           object x, object fallback):
+    """The row kernel on x where it takes x along its last axis, else fallback(x)."""
+    return _row_kernel(fn, kernel, x) if _rows_take(x, -1) else fallback(x)
+
+
 def softmax_rows_or(x, fallback):
     """softmax_rows(x) where the row kernels take x along its last axis, else fallback(x):
     Softmax's direct kernel (OpDef.direct_kernel), one C call on the tiny-op path."""
-    if _rows_take(x, -1):
-        return _row_kernel("softmax_rows", imp_softmax_rows, x)
-    return fallback(x)
+    return _row_kernel_or("softmax_rows", imp_softmax_rows, x, fallback)
 
 
 def log_softmax_rows_or(x, fallback):
-    """log_softmax_rows(x) where the row kernels take x along its last axis, else
-    fallback(x): LogSoftmax's direct kernel."""
-    if _rows_take(x, -1):
-        return _row_kernel("log_softmax_rows", imp_log_softmax_rows, x)
-    return fallback(x)
+    """log_softmax_rows(x), else fallback(x), as softmax_rows_or: LogSoftmax's direct kernel."""
+    return _row_kernel_or("log_softmax_rows", imp_log_softmax_rows, x, fallback)
 
 
 def cross_entropy_rows(x, labels):

@@ -173,16 +173,18 @@ def layer_norm_rows(rows, weight, bias, eps):
     return _kernels.layer_norm_rows(rows, weight, bias, eps)
 
 
+_ROWS_ON = _SUPPORTED and _MODE != "never"      # the row loops may run (the mode is fixed)
+
+
 def _rows_on(x, axis):
     """The native loops take x (C-contiguous float32, see _kernels.rows_apply) along axis."""
-    return _SUPPORTED and _MODE != "never" and _kernels.rows_apply(x, axis)
+    return _ROWS_ON and _kernels.rows_apply(x, axis)
 
 
 # The row kernels as direct kernels (OpDef.direct_kernel): one C call that falls back to
 # the op's own kernel where the row loops do not take the input; None where they are off.
-softmax_rows_or = _kernels.softmax_rows_or if _SUPPORTED and _MODE != "never" else None
-log_softmax_rows_or = (_kernels.log_softmax_rows_or if _SUPPORTED and _MODE != "never"
-                       else None)
+softmax_rows_or = _kernels.softmax_rows_or if _ROWS_ON else None
+log_softmax_rows_or = _kernels.log_softmax_rows_or if _ROWS_ON else None
 
 
 def softmax_rows(x, axis):

@@ -295,7 +295,7 @@ class Elemwise(Op):
             raise ValueError(f"unknown Elemwise mode {mode!r}; valid modes: {', '.join(_MODES)}")
         mode = mode.upper()
         fn, nin, kind = _MODES[mode]
-        self._set(mode=mode, _fn=fn, _nin=nin, _kind=kind, _dtypes={})
+        self._set(mode=mode, _fn=fn, _nin=nin, _kind=kind, _dtypes={}, _native=_NATIVE.get(mode))
         if _has_exact_fast_path(fn, kind):
             self._set(ufunc=fn)   # the core's fast path: equal shapes and dtypes
         elif isinstance(fn, np.ufunc):
@@ -304,13 +304,10 @@ class Elemwise(Op):
             self._set(ufunc=fn, ufunc_floats_only=True)
         elif nin == 1:
             # our own one-argument functions (relu, sigmoid, gelu, ...): the host fast path
-            # runs the kernel itself, the same bits (float-only math on float inputs only)
-            self._set(ufunc_floats_only=kind == "float")
+            # runs _host_function, the kernel's bits (float-only math on float inputs only)
+            self._set(host_fn=_host_function(self), ufunc_floats_only=kind == "float")
         if mode == "RELU":        # a product before it may do its work (backend/epilogue.py)
             self._set(epilogue_kind=RELU)
-        self._set(_native=_NATIVE.get(mode))
-        if nin == 1 and not isinstance(fn, np.ufunc):
-            self._set(host_fn=_host_function(self))
 
     @property
     def name(self):

@@ -98,11 +98,10 @@ class Clip(Op):
                 self._bounds[dtype] = found
         return found
 
-    def direct_kernel(self, inputs):
-        # the one ufunc call kernel() makes, its bounds already cast to the input's dtype
-        dtype = inputs[0].dtype
-        if dtype.metadata is not None:
-            return None
+    def _call(self, dtype):
+        """(ufunc, bounds): the one call clipping a value of `dtype` makes, its bounds cast
+        to that dtype. The ufuncs np.clip calls (numpy's _methods._clip), without its
+        Python layers."""
         lower, upper = self._bounds_for(dtype)
         if lower is None:
             return np.minimum, (upper,)
@@ -110,11 +109,10 @@ class Clip(Op):
             return np.maximum, (lower,)
         return _clip, (lower, upper)
 
+    def direct_kernel(self, inputs):
+        dtype = inputs[0].dtype
+        return self._call(dtype) if dtype.metadata is None else None
+
     def kernel(self, x, out=None):
-        lower, upper = self._bounds_for(x.dtype)
-        # the ufuncs np.clip calls (numpy's _methods._clip), without its Python layers
-        if lower is None:
-            return np.minimum(x, upper, out=out)
-        if upper is None:
-            return np.maximum(x, lower, out=out)
-        return _clip(x, lower, upper, out=out)
+        ufunc, bounds = self._call(x.dtype)
+        return ufunc(x, *bounds, out=out)
