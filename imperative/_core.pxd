@@ -113,6 +113,8 @@ cdef class Storage:
     cdef readonly object device
     cdef public int refs          # [C/W] live TensorInfos whose value lies in it
     cdef public bint exported     # [C/W] a zero-copy numpy view was handed out: never write in place
+    cdef public object ghost_ref  # [C/W] weak reference to the largest dropped record whose
+                                  #     value still lies here (its _Ghost), or None
 
 
 cdef class ErrorRecord:
@@ -157,6 +159,8 @@ cdef class TensorInfo:
     cdef public ErrorRecord error      # [W] set when INVALID
     cdef public bint persistent        # [C] rebound value (parameter update, in-place op):
                                        #     never evicted; its producer is cut once it exists
+    cdef public bint ghost_kept        # [W] DTR: a dead base taken back from the views'
+                                       #     storage for evicted tensors (_keep_ghost_base)
     cdef public object uf_class        # [C/W] DTR: the union-find class of evicted
                                        #     neighbourhoods it joined (an EvictedClass)
     cdef public str swap_path          # [C/W] the file holding the value while SWAPPED

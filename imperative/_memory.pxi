@@ -331,6 +331,7 @@ cdef class MemoryManager:
     cdef int drop(self, TensorInfo info, str reason) except -1:
         cdef long long t0 = _now_ns() if _profiling else 0
         self.forget(info)
+        info.ghost_kept = False
         info.ghost = _ghost_of(info)
         self.ch._free_value(info)
         info.status = DROPPED
@@ -344,6 +345,7 @@ cdef class MemoryManager:
         h_DTR^eq must see that."""
         if _decision_hook is not None:
             _decision_hook("drop_dead", info, self.clock)
+        _keep_ghost_base(self, info)
         self.drop(info, reason)
         self.policy.on_evict(info)
         self.lengthen_chains(info)
@@ -563,6 +565,8 @@ cdef class MemoryManager:
         _pass_reads(info, self.running)
         if info.queued_reads_from < info.queued_reads.size():
             return max(info.queued_reads[info.queued_reads_from] - self.running, 1)
+        if info.ghost_kept:
+            return _gap_of_evicted_readers(self, info)
         return max(self.clock - info.last_use, self.queued_to - self.running, 1)
 
     cdef int evict(self, TensorInfo victim) except -1:

@@ -167,11 +167,12 @@ cdef list _consumer_outputs(TensorInfo info):
     return out
 
 
-cdef bint _needed_by_evicted(TensorInfo leaf, list frontier) except -1:
+cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None) except -1:
     """Walk forward from `leaf` over the recipes that read it, through dead records (which
     would be recomputed on the way), to the records something still holds. True when one
     of those is evicted (dropped or swapped out): it needs `leaf` to come back. Otherwise
-    `frontier` gets the held records, all resident or about to be."""
+    `frontier` gets the held records, all resident or about to be. With `evicted`, the walk
+    goes on past the first such record and collects them all there."""
     cdef list stack = [leaf]
     cdef set seen = {_key(leaf)}
     cdef TensorInfo r, out
@@ -183,13 +184,16 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier) except -1:
             seen.add(_key(out))
             if out.status == DROPPED or out.status == SWAPPED:
                 if _alive(out):
-                    return True
-                stack.append(out)
+                    if evicted is None:
+                        return True
+                    evicted.append(out)
+                else:
+                    stack.append(out)
             elif _alive(out):
                 frontier.append(out)
             elif out.producer is not None and out.status != DELETED and out.status != INVALID:
                 stack.append(out)
-    return False
+    return bool(evicted)
 
 
 cdef bint _read_by_a_recipe(TensorInfo info, Producer besides=None):
