@@ -160,7 +160,7 @@ cdef class TensorInfo:
     cdef public bint persistent        # [C] rebound value (parameter update, in-place op):
                                        #     never evicted; its producer is cut once it exists
     cdef public bint ghost_kept        # [W] DTR: a dead base taken back from the views'
-                                       #     storage for evicted tensors (_keep_ghost_base)
+                                       #     storage for evicted tensors (_keeping.pxi)
     cdef public object uf_class        # [C/W] DTR: the union-find class of evicted
                                        #     neighbourhoods it joined (an EvictedClass)
     cdef public str swap_path          # [C/W] the file holding the value while SWAPPED
@@ -416,6 +416,8 @@ cdef class MemoryManager:
     cdef public long long high_water     # [C/W] the most an op has run with over the budget,
                                          #     since the budget was set (make_room)
     cdef long long budget_from       # [C/W] the last command issued before the budget was set
+    cdef public double victim_density  # [C/W] the evicted values' recompute cost per byte,
+                                       #     a moving average (_keep_dense_dead); 0: none yet
 
     # ---- the hooks the Channel calls
     cdef void on_options(self, long long* opts)

@@ -57,6 +57,7 @@ include "_swap.pxi"           # swap files: layout, private folders, bandwidth
 include "_memory_options.pxi" # the options it decides by, one snapshot
 include "_memory.pxi"         # the memory manager: drop, swap, DTR, behind its hooks
 include "_restore.pxi"        # bringing evicted values back: swap in, revive, recompute
+include "_keeping.pxi"        # dead values kept resident under a budget
 include "_swapping.pxi"       # an evicted value to its swap file and back
 
 

@@ -42,8 +42,8 @@ cdef object _decision_hook = None     # debugging: called as hook(action, info, 
 
 def set_decision_hook(hook):
     """Debugging: `hook(action, record, clock)` on every eviction ("evict"), drop of a
-    dead value ("drop_dead"), recomputation ("recompute") and value taken back from the
-    views that kept it ("revive"); None to stop."""
+    dead value ("drop_dead") or its keeping ("keep"), recomputation ("recompute") and value
+    taken back from the views that kept it ("revive"); None to stop."""
     global _decision_hook
     _decision_hook = hook
 
@@ -78,8 +78,7 @@ cdef class MemoryManager:
         cdef long long budget = self.opts.budget
         self.opts.read(opts)
         if self.opts.budget != budget:
-            self.highest_floor = 0
-            self.high_water = 0
+            self.highest_floor = self.high_water = self.victim_density = 0
             self.budget_from = self.ch._seq
         if self.opts.swap:
             # (from the main thread, where signal handlers can be installed: the first
@@ -112,12 +111,13 @@ cdef class MemoryManager:
 
     cdef bint on_dead(self, TensorInfo info) except -1:
         """[C/W] No Tensor refers to `info` any more (its value resident, dropped or swapped
-        out). A tensor that can be recomputed is dropped (its record stays for whoever
-        needs it again); a leaf that a recorded producer reads keeps its value while an
-        evicted tensor needs it (release_leaf). True when the Channel should free it now."""
+        out). A tensor that can be recomputed is dropped, its record kept for whoever needs
+        it again (under a budget it may stay: _keeping.pxi); a leaf that a recorded producer
+        reads keeps its value while an evicted tensor needs it (release_leaf). True when the
+        Channel should free it now."""
         self.note_death()
         if info.producer is not None:
-            if info.status == PRODUCED and not info.pins:
+            if info.status == PRODUCED and not info.pins and not _keep_dense_dead(self, info):
                 self.drop_dead(info, "deleted")
             # (pinned: a recomputation on the worker is reading it while the caller runs
             # ahead; the restore drops it once read, with the other dead values it kept)
@@ -195,11 +195,11 @@ cdef class MemoryManager:
                       _estimate_cost(op, inputs, outputs) / max(len(outputs), 1))
 
     cdef void measured(self, Command cmd, long long nanoseconds):
-        """`cmd`'s op took this long: its outputs' recompute cost from now on
-        (the estimate made at dispatch only stands in until the op has run). Measured, as
-        the DTR prototype does, because estimates are off by up to 10x here (an im2col
-        convolution against a ReLU). Results never depend on it, only which tensor is
-        evicted. The fastest run seen on such inputs (_fastest_run)."""
+        """`cmd`'s op took this long: its outputs' recompute cost from now on (the estimate
+        made at dispatch stands in until the op has run). Measured, as the DTR prototype
+        does: estimates are off by up to 10x here (an im2col convolution against a ReLU).
+        Results never depend on it, only which tensor is evicted. The fastest run seen on
+        such inputs (_fastest_run)."""
         cdef TensorInfo info
         cdef list outputs = cmd.outputs
         cdef double cost = _fastest_run(cmd.op, cmd.inputs, nanoseconds * 1e-9) / max(len(outputs), 1)
@@ -383,10 +383,9 @@ cdef class MemoryManager:
 
     cdef void size_pool(self, long long threshold):
         """The worker's block cache holds freed memory the budget does not count: under a
-        budget (threshold > 0) what it hands out and what it caches keep to the budget (or
-        the peak where that is higher), so that the process's memory falls with the budget
-        (a fixed half of the budget instead: DenseNet's process at 0.5 P peaked at 134 MiB
-        instead of 112, at the same step time)."""
+        budget (threshold > 0) what it hands out and caches keep to the budget (or the peak
+        where higher), so that the process's memory falls with the budget (a fixed half of
+        the budget: DenseNet's process at 0.5 P peaked at 134 MiB, not 112, as fast)."""
         if threshold != self.pool_sized_for:
             self.pool_sized_for = threshold
             _kernels.pool_set_reserve(threshold)
@@ -453,9 +452,8 @@ cdef class MemoryManager:
         return 0
 
     cdef void floor_now(self, Device device, list pool, Py_ssize_t needed):
-        """Measure what cannot be evicted on `device` now (`pool`: the live candidates),
-        for the peak_floor statistic and, where it and `needed` pass the budget, for the
-        highest floor make_room leaves alone."""
+        """What cannot be evicted on `device` now (`pool`: the live candidates), for the
+        peak_floor statistic and, where it and `needed` pass the budget, for make_room."""
         cdef long long floor = device.stats.allocated - self.evictable_bytes(device, pool)
         if floor > self.peak_floor:
             self.peak_floor = floor
@@ -595,5 +593,8 @@ cdef class MemoryManager:
                 return 0
             self.drop(victim, "evicted")
         victim.device.stats.evictions += 1
+        self.victim_density = _moving_average(self.victim_density, victim.cost / max(victim.size, 1))
         self.policy.on_evict(victim)
+        if not swapped and not _alive(victim):     # (kept dead: now gone, as drop_dead's)
+            self.lengthen_chains(victim)
         return 0

@@ -51,41 +51,6 @@ cdef _Ghost _ghost_of(TensorInfo info):
     return g
 
 
-cdef int _keep_ghost_base(MemoryManager self, TensorInfo last) except -1:
-    """`last` is about to be dropped dead, the last record in its storage: a dropped base
-    whose value still lies there (views kept it) would go with it. Under a budget, where an
-    evicted tensor needs that base to come back, it is taken back and stays, evictable like
-    any value, so that the policy decides when it goes: a GRU's sequence-wide projection,
-    which every time step's gates are sliced from, went with the last slice of the forward
-    pass, and each backward step that restored a gate recomputed it (the zoo's GRU at 0.6 P:
-    58 times a step, 5.7x the step time; kept, 1.1-1.5x)."""
-    cdef Storage st = last.storage
-    cdef TensorInfo base
-    if self.opts.budget == 0 or st is None or st.refs != 1 or st.ghost_ref is None:
-        return 0
-    base = st.ghost_ref()
-    st.ghost_ref = None
-    if (base is None or base is last or base.status != DROPPED or base.producer is None
-            or base.size < self.opts.min_evictee or not _needed_by_evicted(base, [])):
-        return 0
-    if _revive(self, base):
-        base.read_since_produced = True
-        base.ghost_kept = True
-    return 0
-
-
-cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
-    """MemoryManager.gap of a base _keep_ghost_base kept: it is read when the first evicted
-    tensor that needs it is. (Staleness alone made it look unwanted right after each use,
-    and it went before the gates that needed it next.)"""
-    cdef list evicted = []
-    cdef long long best = max(self.clock - base.last_use, self.queued_to - self.running, 1)
-    _needed_by_evicted(base, [], evicted)
-    for info in evicted:
-        best = min(best, self.gap(<TensorInfo>info))
-    return best
-
-
 cdef int _restore(MemoryManager self, TensorInfo target) except -1:
     """Bring `target` back: swap it in, or recompute it, first bringing back (one at a
     time, iteratively) the inputs of its producer that are gone too. A tensor waiting

@@ -169,6 +169,19 @@ def test_a_dead_base_its_last_view_takes_away_stays_for_the_evicted_that_need_it
     assert recomputed.count((1, width)) == steps        # each gate came back from its slice
 
 
+def test_dense_dead_features_every_concatenation_reads_stay_under_a_binding_budget(
+        async_level):
+    """A DenseNet's features (small convolution outputs that every later concatenation
+    reads) die as the forward pass ends; the concatenations, held for the backward pass,
+    are evicted. Dropped at death, the features were recomputed each time a concatenation
+    came back (18 convolutions in two steps at 0.5 P). Dense for their size and read by
+    evicted or far-off tensors, they now stay as eviction candidates."""
+    same, convolutions = _recomputations(lambda: trainer("densenet", batch=4), 0.5, 64 * 1024,
+                                         lambda info: type(info.op).__name__ == "Convolution")
+    assert same
+    assert len(convolutions) <= 4
+
+
 class Gate(Op):
     """x + 0 once `opened` is set: holds the worker, so that the ops issued after it wait in
     its queue (bounded: a broken test must not hang)."""

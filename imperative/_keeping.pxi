@@ -1,0 +1,79 @@
+# Included by _core.pyx: the dead values the memory manager keeps resident under a budget
+# instead of dropping them as they die (MemoryManager.on_dead, drop_dead). A kept value is
+# an eviction candidate like any other: the policy decides when it goes. Module functions
+# that take the manager as `self`.
+
+# A dead value stays when recomputing it costs this many times more per byte than what the
+# policy has been evicting (MemoryManager.victim_density) ...
+cdef double _DENSER_THAN_VICTIMS = 4.0
+# ... and a value held and not read for at least this many ops reads it.
+cdef long long _READ_FAR = 16
+
+
+cdef double _moving_average(double average, double value):
+    """An average over about the last five values (the first one starts it)."""
+    return value if average <= 0 else 0.8 * average + 0.2 * value
+
+
+cdef bint _keep_dense_dead(MemoryManager self, TensorInfo info) except -1:
+    """Whether `info`, dying with a resident value and a recipe, stays instead of being
+    dropped (the DTR paper drops a dead tensor at once, keeping how to recompute it). Only
+    once the budget binds (something was evicted): then a value that is dear for its size
+    (_DENSER_THAN_VICTIMS) and that a tensor held for later reads (_READ_FAR) stays, since
+    evicting that tensor would bring it back. A DenseNet's features (12-channel convolution
+    outputs that every later concatenation reads, the concatenations held for the batch
+    norms' backward) were dropped as the forward pass ended, and each concatenation brought
+    back recomputed them all: the zoo's DenseNet at 0.5 P recomputed 54 values a step, 9.5
+    of them convolutions (rel. cost 0.22 of the step); kept, 28 and 0.06 (0.3 P: 150-190
+    and 0.65 -> 133 and 0.45). Looser, it kept gradients too: at twice the victims' density
+    or readers 4 ops away, a weight-shared MLP recomputed twice as often at 0.5 P, a VGG
+    2.7 times at 0.4 P, and a GRU's peak passed its budget by 10-15% at 0.7 P."""
+    cdef TensorInfo out
+    if (self.opts.budget == 0 or self.victim_density <= 0 or info.storage is None
+            or info.storage.refs != 1 or _key(info) not in self.candidates
+            or info.cost < _DENSER_THAN_VICTIMS * self.victim_density * info.size):
+        return False
+    for out in _consumer_outputs(info):
+        if _alive(out) and (out.status == DROPPED or out.status == SWAPPED or (
+                out.status == PRODUCED and _key(out) in self.candidates
+                and self.gap(out) >= _READ_FAR)):
+            info.read_since_produced = True      # (read: `choose` takes it like any other)
+            if _decision_hook is not None:
+                _decision_hook("keep", info, self.clock)
+            return True
+    return False
+
+
+cdef int _keep_ghost_base(MemoryManager self, TensorInfo last) except -1:
+    """`last` is about to be dropped dead, the last record in its storage: a dropped base
+    whose value still lies there (views kept it) would go with it. Under a budget, where an
+    evicted tensor needs that base to come back, it is taken back and stays, evictable like
+    any value, so that the policy decides when it goes: a GRU's sequence-wide projection,
+    which every time step's gates are sliced from, went with the last slice of the forward
+    pass, and each backward step that restored a gate recomputed it (the zoo's GRU at 0.6 P:
+    58 times a step, 5.7x the step time; kept, 1.1-1.5x)."""
+    cdef Storage st = last.storage
+    cdef TensorInfo base
+    if self.opts.budget == 0 or st is None or st.refs != 1 or st.ghost_ref is None:
+        return 0
+    base = st.ghost_ref()
+    st.ghost_ref = None
+    if (base is None or base is last or base.status != DROPPED or base.producer is None
+            or base.size < self.opts.min_evictee or not _needed_by_evicted(base, [])):
+        return 0
+    if _revive(self, base):
+        base.read_since_produced = True
+        base.ghost_kept = True
+    return 0
+
+
+cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
+    """MemoryManager.gap of a base _keep_ghost_base kept: it is read when the first evicted
+    tensor that needs it is. (Staleness alone made it look unwanted right after each use,
+    and it went before the gates that needed it next.)"""
+    cdef list evicted = []
+    cdef long long best = max(self.clock - base.last_use, self.queued_to - self.running, 1)
+    _needed_by_evicted(base, [], evicted)
+    for info in evicted:
+        best = min(best, self.gap(<TensorInfo>info))
+    return best
