@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import imperative as imp
 import memory_programs as mp
+from imperative import _core
 
 F = imp.F
 
@@ -89,6 +90,55 @@ def test_random_programs_with_drops_and_swaps_read_what_the_reference_reads(prog
 @given(program=programs(), setting=settings_with(dtr=True))
 def test_random_programs_under_dtr_at_random_budgets_match_and_keep_the_peak_rule(program, setting):
     check_against_reference(program, setting)
+
+
+def dense_block(layers, width, growth, seed):
+    """A DenseNet-like block as plain ops: each layer's small product (dense for its size)
+    is read by every later concatenation, and the concatenations are held, as autodiff
+    holds them for the backward pass; the products die when the block ends. Returns the
+    held values' reads, last first, and the largest op output in bytes."""
+    rng = np.random.default_rng(seed)
+    features = [imp.Tensor(rng.standard_normal((64, width), dtype=np.float32))]
+    weights = [imp.Tensor(rng.standard_normal((width + k * growth, growth), dtype=np.float32))
+               for k in range(layers)]
+    held = []
+    for w in weights:
+        held.append(F.concat(features, axis=1))
+        features.append(F.relu(held[-1] * 0.5) @ w)
+    del features
+    reads = [t.numpy() for t in reversed(held)]
+    return reads, reads[0].nbytes
+
+
+@QUICK
+@given(layers=st.integers(2, 6), width=st.integers(4, 64), growth=st.integers(1, 16),
+       fraction=st.floats(0.2, 0.9), minimum=st.sampled_from([0, 4096]))
+def test_dense_dead_values_kept_under_a_budget_change_no_value_and_keep_the_peak_rule(
+        layers, width, growth, fraction, minimum):
+    """The memory manager keeps dense dead values resident once the budget binds
+    (_keeping.pxi): every read is still the reference's bit for bit, within the peak rule."""
+    seed = layers * 10_000 + width * 100 + growth
+    imp.sync()
+    imp.reset_peak_memory_stats()
+    want, largest = dense_block(layers, width, growth, seed)
+    imp.sync()
+    budget = max(1, int(fraction * imp.memory_stats()["peak_allocated"]))
+    kept = []
+    with imp.option("dtr_eviction_threshold", 0), imp.option("dtr_evictee_minimum_size", 0):
+        imp.dtr.enable(eviction_threshold=budget, evictee_minimum_size=minimum)
+        _core.set_decision_hook(lambda action, info, clock: kept.append(info.shape)
+                                if action == "keep" else None)
+        try:
+            imp.reset_peak_memory_stats()
+            got, _ = dense_block(layers, width, growth, seed)
+            imp.sync()
+            stats = imp.memory_stats()
+        finally:
+            _core.set_decision_hook(None)
+            imp.dtr.disable()
+    note(f"kept {kept}")
+    assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
+    assert stats["peak_allocated"] <= max(budget, stats["peak_floor"]) + largest, stats
 
 
 # ---- several threads at once
