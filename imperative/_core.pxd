@@ -458,7 +458,6 @@ cdef class MemoryManager:
     cdef int drop(self, TensorInfo info, str reason) except -1
     cdef int drop_dead(self, TensorInfo info, str reason) except -1
     cdef void lengthen_chains(self, TensorInfo dead)
-    cdef int swap_is_cheaper(self, TensorInfo victim) except -1
 
     # ---- the budget
     cdef void size_pool(self, long long threshold)

@@ -370,11 +370,6 @@ cdef class MemoryManager:
                 elif out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None:
                     self.cut(out)
 
-    cdef int swap_is_cheaper(self, TensorInfo victim) except -1:
-        """Writing the victim out and reading it back would take less than recomputing it,
-        at the bandwidth measured on this machine (False when swapping cannot work here)."""
-        return self.swap.calibrate() and self.swap.seconds_to_swap(victim.size) < victim.cost
-
     def remove_swap_files(self):
         """At close (and so at exit): remove the swap files and the private folders."""
         self.swap.remove_all()
@@ -575,7 +570,7 @@ cdef class MemoryManager:
         cdef bint swapped = False
         if _decision_hook is not None:
             _decision_hook("evict", victim, self.clock)
-        if leaf or (self.opts.swap and self.swap_is_cheaper(victim)):
+        if leaf or (self.opts.swap and _swap_is_cheaper(self, victim)):
             try:
                 if not _swap_out(self, victim, "evicted (no recipe: swapped)" if leaf
                                  else "evicted (swap cheaper than recompute)"):
@@ -587,7 +582,7 @@ cdef class MemoryManager:
                     return 0
                 # else fall back to dropping it
         if not swapped:
-            # (the hook, or the disk measured by swap_is_cheaper, may have let another
+            # (the hook, or the disk measured by _swap_is_cheaper, may have let another
             # thread run and begin to read it)
             if not self.evictable(victim, victim.device):
                 return 0

@@ -3,6 +3,16 @@
 # functions that take the manager as `self`, as in _restore.pxi.
 
 
+cdef bint _swap_is_cheaper(MemoryManager self, TensorInfo victim) except -1:
+    """Writing the victim out and reading it back, at the bandwidth measured here, would
+    take less than recomputing it and the evicted ancestors that would come back first
+    (its own cost alone: the LayerNorm MLP at 0.5 P dropped bias sums whose product was
+    gone, and swapped only its parameters and momenta, 1.14x drop-only's step; now
+    1.01-1.02x, every zoo model within 1.03x at 0.5 P). False when swapping cannot work."""
+    cdef double recompute = victim.cost + _ancestors_cost(victim, [])
+    return self.swap.calibrate() and self.swap.seconds_to_swap(victim.size) < recompute
+
+
 cdef bint _swap_out(MemoryManager self, TensorInfo info, str reason) except -1:
     """Write the value, as laid out, to a file and free it; on any error nothing
     changes (OSError naming the file and the reason). False when another thread began

@@ -308,7 +308,9 @@ def test_a_recurrence_brought_back_through_its_history_ends_without_a_storm(frac
     losses, recomputes, peak, floor, budget = _dtr_steps(step, fraction,
                                                          evictee_minimum_size=16 * 1024)
     assert losses == want
-    assert 0 < recomputes <= 4 * ops * len(losses)       # (0.7-2.7 an op seen)
+    # (0.7-2.7 an op seen on session 16's code, up to 4.4 since the dead-value rules of
+    # session 17 in a cold process; the storm was thousands)
+    assert 0 < recomputes <= 6 * ops * len(losses)
     assert peak <= max(budget, floor) + 64 * 1024        # + the largest op's outputs
 
 
