@@ -2,6 +2,8 @@
 #ifndef IMP_ACTIVATIONS_H
 #define IMP_ACTIVATIONS_H
 
+/* y = max(x, 0) as numpy's maximum gives it (NaN kept, -0 becomes +0) */
+void imp_relu(long n, const float *x, float *y);
 /* y = 1 / (1 + exp(-x)), as exp(-|x|) / (1 + exp(-|x|)) below 0 (never overflows) */
 void imp_sigmoid(long n, const float *x, float *y);
 /* y = x * Phi(x), Phi the standard normal CDF from erfc(|x| / sqrt 2) / 2 = t exp(L(s) -

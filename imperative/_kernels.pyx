@@ -544,9 +544,10 @@ def cross_entropy_rows(x, labels):
     return loss, bad
 
 
-# ---- activations: sigmoid, gelu (_activations.c)
+# ---- activations: relu, sigmoid, gelu (_activations.c)
 
 cdef extern from "_activations.h":
+    void imp_relu(long n, const float *x, float *y) noexcept nogil
     void imp_sigmoid(long n, const float *x, float *y) noexcept nogil
     void imp_gelu(long n, const float *x, float *y, const float *c, int degree) noexcept nogil
 
@@ -555,6 +556,27 @@ cdef cnp.ndarray _like(str fn, object x):
     """A new C-contiguous float32 array of x's shape, x a C-contiguous float32 array."""
     cdef cnp.ndarray a = _float32_c_array(fn, "x", x)
     return cnp.PyArray_EMPTY(a.ndim, cnp.PyArray_DIMS(a), cnp.NPY_FLOAT32, 0)
+
+
+def relu(x, out=None):
+    """max(x, 0) of a C-contiguous float32 array, bit for bit numpy's maximum(x, 0) (a NaN
+    kept, -0 made +0), into `out` (a C-contiguous float32 array of x's size, which may be x)
+    or a new array."""
+    cdef cnp.ndarray y
+    if out is None:
+        y = _like("relu", x)
+    else:
+        _check_same_size("relu", out, ("x",), (x,))
+        y = <cnp.ndarray>out
+    cdef long n = cnp.PyArray_SIZE(y)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    if n < _NOGIL_ELEMENTS:
+        imp_relu(n, px, py)
+    else:
+        with nogil:
+            imp_relu(n, px, py)
+    return y
 
 
 def sigmoid(x):

@@ -6,6 +6,8 @@ code)."""
 import numpy as np
 import pytest
 
+import imperative as imp
+import imperative.functional as F
 from imperative.backend import native
 from imperative.ops.matmul import MatrixMul
 from imperative.ops.nn import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
@@ -290,6 +292,37 @@ def test_relu_grad_matches_numpy_bit_for_bit(monkeypatch):
     assert native.relu_grad(dy, y, None) is None
     with pytest.raises(TypeError, match="float32"):
         _kernels.relu_grad(dy.astype(np.float64), y, dy)
+
+
+@needs_native
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 31, 1000 + 7, 70_000])
+def test_relu_matches_numpys_maximum_bit_for_bit(n):
+    # numpy's maximum against a scalar zero runs a scalar loop: relu is a native pass that
+    # must give its bits, NaNs (sign and payload) kept and -0 made +0
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(np.float32)
+    x[-min(n, 6):] = np.array([-0.0, 0.0, np.nan, -np.nan, np.inf, -np.inf],
+                              np.float32)[:min(n, 6)]
+    want = np.maximum(x, np.zeros((), np.float32))
+    assert np.array_equal(_kernels.relu(x).view(np.int32), want.view(np.int32))
+    got = F.relu(imp.Tensor(x.reshape(1, n))).numpy().ravel()
+    assert np.array_equal(got.view(np.int32), want.view(np.int32))
+    _kernels.relu(x, x)                                               # in place
+    assert np.array_equal(x.view(np.int32), want.view(np.int32))
+    with pytest.raises(TypeError, match="float32"):
+        _kernels.relu(x.astype(np.float64))
+
+
+def test_relu_off_the_native_loop_is_numpys_maximum():
+    # float16, int32 and a transposed view take numpy's maximum
+    x = np.random.default_rng(5).standard_normal((64, 48)) * 10
+    for value in (x.astype(np.float16), x.astype(np.int32)):
+        want = np.maximum(value, np.zeros((), value.dtype))
+        got = F.relu(imp.Tensor(value)).numpy()
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    value = x.astype(np.float32)
+    got = F.relu(imp.Tensor(value).T).numpy()
+    assert np.array_equal(got.view(np.int32), np.maximum(value.T, np.float32(0)).view(np.int32))
 
 
 def test_axpy_matches_numpy_bit_for_bit(monkeypatch):

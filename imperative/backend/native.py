@@ -198,6 +198,16 @@ def log_softmax_rows(x, axis):
     return _kernels.log_softmax_rows(x) if _rows_on(x, axis) else None
 
 
+def relu(x, out=None):
+    """max(x, 0) of float32 x in one native pass (numpy's maximum against a scalar zero runs
+    a scalar loop), into `out` where it fits a result like x, or None."""
+    if not _rows_on(x, -1):
+        return None
+    fits = (out is not None and out.shape == x.shape and out.dtype == _FLOAT32
+            and out.flags.c_contiguous)
+    return _kernels.relu(x, out if fits else None)
+
+
 def sigmoid(x):
     """sigmoid of float32 x in one native pass (a vectorised exp), or None."""
     return _kernels.sigmoid(x) if _rows_on(x, -1) else None

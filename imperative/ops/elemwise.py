@@ -238,7 +238,7 @@ _MODES = {
 
 
 # mode -> its native float32 loop (backend/native.py; None where it does not take the array)
-_NATIVE = {"SIGMOID": native.sigmoid, "GELU": lambda x: native.gelu(x, _ERFC_FLOAT32)}
+_NATIVE = {"RELU": native.relu, "SIGMOID": native.sigmoid, "GELU": lambda x: native.gelu(x, _ERFC_FLOAT32)}
 
 
 def modes():
@@ -363,10 +363,13 @@ class Elemwise(Op):
             compute, out_dtype = self._dtypes_for(tuple(a.dtype for a in arrays))
             arrays = [a if a.dtype == compute else a.astype(compute) for a in arrays]
         if self._fn is _relu:
-            # one np.maximum pass (into the donated buffer when there is one), not blocks
+            # one pass (into the donated buffer when there is one), not blocks: the native
+            # loop on float32, numpy's maximum on anything else
             x = arrays[0]
             dest = out if out is not None and compute == out_dtype else None
-            r = np.asarray(np.maximum(x, np.zeros((), x.dtype), out=dest))
+            r = native.relu(x, dest)
+            if r is None:
+                r = np.asarray(np.maximum(x, np.zeros((), x.dtype), out=dest))
         elif not isinstance(self._fn, np.ufunc):
             # our own functions are unary: one native pass, or numpy's in blocks
             r = None if self._native is None else self._native(arrays[0])
@@ -382,13 +385,16 @@ class Elemwise(Op):
 def _host_function(op):
     """The kernel of a one-argument Elemwise op that is no ufunc (relu, sigmoid, gelu, ...)
     for the host fast path: on float32 input, which the kernel computes and returns in
-    float32, the one call the kernel would make (np.maximum for relu, the native kernel
-    where it takes the input), without the kernel's per-call dtype bookkeeping (two thirds
+    float32, the one call the kernel would make (the native kernel where it takes the input,
+    else np.maximum for relu), without the kernel's per-call dtype bookkeeping (two thirds
     of a tiny relu's time); anything else runs the kernel."""
     kernel, native = op.kernel, op._native
     if op._fn is _relu:
         def host(x):
-            return np.maximum(x, _ZERO32) if x.dtype is _FLOAT32 else kernel(x)
+            if x.dtype is not _FLOAT32:
+                return kernel(x)
+            r = native(x)
+            return np.maximum(x, _ZERO32) if r is None else r
     elif native is not None:
         def host(x):
             r = native(x) if x.dtype is _FLOAT32 else None
