@@ -238,7 +238,8 @@ _MODES = {
 
 
 # mode -> its native float32 loop (backend/native.py; None where it does not take the array)
-_NATIVE = {"RELU": native.relu, "SIGMOID": native.sigmoid, "GELU": lambda x: native.gelu(x, _ERFC_FLOAT32)}
+_NATIVE = {"RELU": native.relu, "SIGMOID": native.sigmoid,
+           "GELU": lambda x: native.gelu(x, _ERFC_FLOAT32)}
 
 
 def modes():
