@@ -430,6 +430,8 @@ cdef class MemoryManager:
             self.overshoot(device, needed, threshold)
             return 0
         t0 = _now_ns()
+        if self.kept:
+            _let_idle_leaves_go(self, device)
         # (one snapshot for the evictions below: a victim leaves it by its status)
         cdef list pool = self.live_candidates()
         self.floor_now(device, pool, needed)

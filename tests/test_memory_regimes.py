@@ -169,6 +169,36 @@ def test_a_dead_base_its_last_view_takes_away_stays_for_the_evicted_that_need_it
     assert recomputed.count((1, width)) == steps        # each gate came back from its slice
 
 
+def test_a_kept_leaf_that_buys_no_evictable_tensor_goes_when_room_is_needed(async_level,
+                                                                           rng):
+    """A dead leaf that a recipe reads stays while the tensors that recipe makes could be
+    evicted. In a ReLU MLP's backward each layer's gradient was such a leaf, kept for the
+    next gradient, which the next op reads at once: two gradients stayed where one was
+    needed. Where room is needed and the tensors it is kept for cannot be evicted now, it
+    goes without a recomputation, instead of the budget passing."""
+    size = 512
+    w = imp.Tensor(rng.standard_normal((size, size), dtype=np.float32))
+    g_value = rng.standard_normal((size, size), dtype=np.float32)
+    want = ((imp.Tensor(g_value) @ w) * 2).numpy()          # (the same kernels, no DTR)
+    with _dtr_budget(1 << 40, 0):
+        g = imp.Tensor(g_value)
+        h = g @ w                              # its recipe reads g
+        imp.sync()
+        del g                                  # kept: h, as large, could be evicted
+        imp.sync()
+        held = imp.memory_stats()["allocated"]
+        imp.dtr.enable(eviction_threshold=held, evictee_minimum_size=0)
+        before = imp.memory_stats()
+        k = h * 2                              # reads h: room for k is needed
+        got = k.numpy()
+        after = imp.memory_stats()
+    np.testing.assert_array_equal(got, want)
+    assert after["peak_allocated"] <= held       # g went instead of the budget passing
+    assert after["evictions"] == before["evictions"]
+    assert after["recomputes"] == before["recomputes"]
+    assert after["budget_overshoots"] == before["budget_overshoots"]
+
+
 def test_dense_dead_features_every_concatenation_reads_stay_under_a_binding_budget(
         async_level):
     """A DenseNet's features (small convolution outputs that every later concatenation
