@@ -521,33 +521,14 @@ cdef class MemoryManager:
             self.queued_ops.pop_front()
 
     cdef TensorInfo choose(self, Device device, list pool):
-        """The evictable candidate with the lowest score. A value no op has read yet is
-        taken only when nothing else is left: it was made to be used next (a gradient
-        flowing back, an output just recomputed), and evicting it makes its op wait on
-        a recomputation whose inputs may be gone by then. `pool`: the live candidates."""
-        cdef TensorInfo info, best = None, best_unread = None
-        cdef double s, best_score = 0, best_unread_score = 0
-        cdef long long gap
-        cdef Py_ssize_t k
+        """The evictable candidate with the lowest score (_choosing.pxi). A value no op has
+        read yet is taken only when nothing else is left: it was made to be used next (a
+        gradient flowing back, an output just recomputed), and evicting it makes its op
+        wait on a recomputation whose inputs may be gone by then. `pool`: the live
+        candidates."""
         if self.opts.sqrt_sampling and len(pool) > 16:
-            k = <Py_ssize_t>sqrt(<double>len(pool)) + 1
-            pool = self._rng.sample(pool, k)
-        for info in pool:
-            if not self.evictable(info, device):
-                continue
-            gap = self.gap(info)
-            if info.read_since_produced:
-                if best is None or self.policy.score_at_least(info, gap) < best_score:
-                    s = self.policy.score(info, gap)
-                    if best is None or s < best_score:
-                        best, best_score = info, s
-            elif best is None and (best_unread is None or
-                                   self.policy.score_at_least(info, gap) < best_unread_score):
-                # (an unread one is taken only when no read one is evictable)
-                s = self.policy.score(info, gap)
-                if best_unread is None or s < best_unread_score:
-                    best_unread, best_unread_score = info, s
-        return best if best is not None else best_unread
+            pool = self._rng.sample(pool, <Py_ssize_t>sqrt(<double>len(pool)) + 1)
+        return _lowest_score(self, device, pool)
 
     cdef long long gap(self, TensorInfo info):
         """How many ops from now `info` will be read again, as far as the manager can tell:

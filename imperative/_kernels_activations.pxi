@@ -1,0 +1,68 @@
+# Included by _kernels.pyx: the float32 activations of _activations.c.
+
+cdef extern from "_activations.h":
+    void imp_relu(long n, const float *x, float *y) noexcept nogil
+    void imp_sigmoid(long n, const float *x, float *y) noexcept nogil
+    void imp_gelu(long n, const float *x, float *y, const float *c, int degree) noexcept nogil
+
+
+cdef cnp.ndarray _like(str fn, object x):
+    """A new C-contiguous float32 array of x's shape, x a C-contiguous float32 array."""
+    cdef cnp.ndarray a = _float32_c_array(fn, "x", x)
+    return cnp.PyArray_EMPTY(a.ndim, cnp.PyArray_DIMS(a), cnp.NPY_FLOAT32, 0)
+
+
+def relu(x, out=None):
+    """max(x, 0) of a C-contiguous float32 array, bit for bit numpy's maximum(x, 0) (a NaN
+    kept, -0 made +0), into `out` (a C-contiguous float32 array of x's size, which may be x)
+    or a new array."""
+    cdef cnp.ndarray y
+    if out is None:
+        y = _like("relu", x)
+    else:
+        _check_same_size("relu", out, ("x",), (x,))
+        y = <cnp.ndarray>out
+    cdef long n = cnp.PyArray_SIZE(y)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    if n < _NOGIL_ELEMENTS:
+        imp_relu(n, px, py)
+    else:
+        with nogil:
+            imp_relu(n, px, py)
+    return y
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)) of a C-contiguous float32 array (a new array), computed from
+    exp(-|x|), which never overflows."""
+    cdef cnp.ndarray y = _like("sigmoid", x)
+    cdef long n = cnp.PyArray_SIZE(y)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    if n < _NOGIL_ELEMENTS:
+        imp_sigmoid(n, px, py)
+    else:
+        with nogil:
+            imp_sigmoid(n, px, py)
+    return y
+
+
+def gelu(x, coefficients):
+    """x * Phi(x) of a C-contiguous float32 array (a new array), Phi from erfc through the
+    polynomial `coefficients` (float32, lowest degree first; see _activations.h)."""
+    cdef cnp.ndarray y = _like("gelu", x)
+    cdef cnp.ndarray c = _float32_c_array("gelu", "coefficients", coefficients)
+    if c.size < 1:
+        raise ValueError("gelu: coefficients must hold at least one value")
+    cdef long n = cnp.PyArray_SIZE(y)
+    cdef int degree = c.size - 1
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef const float *pc = <const float *>cnp.PyArray_DATA(c)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    if n < _NOGIL_ELEMENTS:
+        imp_gelu(n, px, py, pc, degree)
+    else:
+        with nogil:
+            imp_gelu(n, px, py, pc, degree)
+    return y
