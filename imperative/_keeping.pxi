@@ -91,8 +91,9 @@ cdef int _let_idle_leaves_go(MemoryManager self, Device device) except -1:
     was needed (the zoo's relu_narrow at 0.5 P: floor 19.6 -> 17.3 MiB of 22.1, 75 -> 69
     recomputations a step). Without the size bound, a GRU's backward let gradients go whose
     frontier was larger: at 0.5 P (under its floor) about one run in two recomputed twice
-    as often, with 12% of the step in choosing victims. Leaves under the evictee minimum stay (a batch norm's old running mean, which
-    its output's recipe reads: freeing it saves nothing)."""
+    as often, with 12% of the step in choosing victims. Leaves under the evictee minimum
+    stay (a batch norm's old running mean, which its output's recipe reads: freeing it
+    saves nothing)."""
     cdef TensorInfo leaf, held
     cdef list frontier
     for key, ref in self.kept.copy().items():     # (see live_candidates)
