@@ -115,12 +115,15 @@ def _same_shape_float32(a, b):
             and a.flags.c_contiguous and b.flags.c_contiguous)
 
 
+def _fits(out, x):
+    """`out` (the dying input's buffer the core offers, or None) can hold a result like x."""
+    return (out is not None and out.shape == x.shape and out.dtype == _FLOAT32
+            and out.flags.c_contiguous)
+
+
 def _output_like(out, x):
-    """`out` (the dying input's buffer the core offers) when it fits a result like x, else a
-    fresh array."""
-    if out is None or out.shape != x.shape or out.dtype != _FLOAT32 or not out.flags.c_contiguous:
-        return np.empty_like(x)
-    return out
+    """`out` when it fits a result like x, else a fresh array."""
+    return out if _fits(out, x) else np.empty_like(x)
 
 
 def relu_grad(dy, y, out):
@@ -203,9 +206,7 @@ def relu(x, out=None):
     a scalar loop), into `out` where it fits a result like x, or None."""
     if not _rows_on(x, -1):
         return None
-    fits = (out is not None and out.shape == x.shape and out.dtype == _FLOAT32
-            and out.flags.c_contiguous)
-    return _kernels.relu(x, out if fits else None)
+    return _kernels.relu(x, out if _fits(out, x) else None)   # (a new array made in C)
 
 
 def sigmoid(x):

@@ -386,26 +386,16 @@ class Elemwise(Op):
 def _host_function(op):
     """The kernel of a one-argument Elemwise op that is no ufunc (relu, sigmoid, gelu, ...)
     for the host fast path: on float32 input, which the kernel computes and returns in
-    float32, the one call the kernel would make (the native kernel where it takes the input,
-    else np.maximum for relu), without the kernel's per-call dtype bookkeeping (two thirds
-    of a tiny relu's time); anything else runs the kernel."""
+    float32, the native kernel where it takes the input, without the kernel's per-call
+    dtype bookkeeping (two thirds of a tiny relu's time); anything else runs the kernel."""
     kernel, native = op.kernel, op._native
-    if op._fn is _relu:
-        def host(x):
-            if x.dtype is not _FLOAT32:
-                return kernel(x)
-            r = native(x)
-            return np.maximum(x, _ZERO32) if r is None else r
-    elif native is not None:
-        def host(x):
-            r = native(x) if x.dtype is _FLOAT32 else None
-            return kernel(x) if r is None else r
-    else:
+    if native is None:
         return kernel
+
+    def host(x):
+        r = native(x) if x.dtype is _FLOAT32 else None
+        return kernel(x) if r is None else r
     return host
-
-
-_ZERO32 = np.zeros((), np.float32)
 
 
 # ---------------------------------------------------------------------------------------
