@@ -28,7 +28,8 @@ cdef _Ghost _ghost_of(TensorInfo info):
     exported), so the bits stay the value's. None otherwise."""
     cdef Storage st = info.storage
     value = info.value
-    if st is None or st.refs <= 1 or value is None or type(value) is not _ndarray:
+    if (st is None or st.refs <= 1 or value is None or type(value) is not _ndarray
+            or _view_of_resident_input(info, st)):
         return None
     root = value
     while isinstance(root.base, _ndarray):
@@ -49,6 +50,23 @@ cdef _Ghost _ghost_of(TensorInfo info):
     if other is None or (<TensorInfo>other).ghost is None or (<TensorInfo>other).size <= info.size:
         st.ghost_ref = _weakref.ref(info)      # (the largest such record: _keep_ghost_base)
     return g
+
+
+cdef bint _view_of_resident_input(TensorInfo info, Storage st):
+    """`info` is dead, a view an aliasing op cut from an input still resident in the same
+    storage: recomputing it views that storage again, as a ghost would, so it needs none.
+    (A ghost marks the storage exported, and so barred every later in-place write into
+    the input: a max-pool backward's `g[tap] = g[tap] + c` chain, whose slices die
+    before each write, copied the whole gradient four times a pooling under DTR. A live
+    view keeps its ghost: a user reads it again, and takes it back without an op.)"""
+    cdef Producer p = info.producer
+    cdef TensorInfo i
+    if p is None or _alive(info) or not (<OpDef>p.op).aliases_input:
+        return False
+    for i in p.inputs:
+        if i.storage is st and i.status == PRODUCED:
+            return True
+    return False
 
 
 cdef int _restore(MemoryManager self, TensorInfo target) except -1:
