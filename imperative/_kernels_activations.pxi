@@ -4,6 +4,8 @@ cdef extern from "_activations.h":
     void imp_relu(long n, const float *x, float *y) noexcept nogil
     void imp_sigmoid(long n, const float *x, float *y) noexcept nogil
     void imp_gelu(long n, const float *x, float *y, const float *c, int degree) noexcept nogil
+    void imp_gelu_grad(long n, const float *dy, const float *x, float *out, const float *c,
+                       int degree) noexcept nogil
 
 
 cdef cnp.ndarray _like(str fn, object x):
@@ -48,13 +50,18 @@ def sigmoid(x):
     return y
 
 
+cdef cnp.ndarray _polynomial(str fn, object coefficients):
+    cdef cnp.ndarray c = _float32_c_array(fn, "coefficients", coefficients)
+    if c.size < 1:
+        raise ValueError(f"{fn}: coefficients must hold at least one value")
+    return c
+
+
 def gelu(x, coefficients):
     """x * Phi(x) of a C-contiguous float32 array (a new array), Phi from erfc through the
     polynomial `coefficients` (float32, lowest degree first; see _activations.h)."""
     cdef cnp.ndarray y = _like("gelu", x)
-    cdef cnp.ndarray c = _float32_c_array("gelu", "coefficients", coefficients)
-    if c.size < 1:
-        raise ValueError("gelu: coefficients must hold at least one value")
+    cdef cnp.ndarray c = _polynomial("gelu", coefficients)
     cdef long n = cnp.PyArray_SIZE(y)
     cdef int degree = c.size - 1
     cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
@@ -66,3 +73,19 @@ def gelu(x, coefficients):
         with nogil:
             imp_gelu(n, px, py, pc, degree)
     return y
+
+
+def gelu_grad(dy, x, coefficients, out):
+    """out = dy * (Phi(x) + x phi(x)), GELU's gradient, for C-contiguous float32 arrays of one
+    size (`out` may be dy or x), Phi as for gelu."""
+    _check_same_size("gelu_grad", out, ("dy", "x"), (dy, x))
+    cdef cnp.ndarray c = _polynomial("gelu_grad", coefficients)
+    cdef long n = cnp.PyArray_SIZE(<cnp.ndarray>out)
+    cdef int degree = c.size - 1
+    cdef const float *pd = <const float *>cnp.PyArray_DATA(<cnp.ndarray>dy)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef const float *pc = <const float *>cnp.PyArray_DATA(c)
+    cdef float *po = <float *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    with nogil:
+        imp_gelu_grad(n, pd, px, po, pc, degree)
+    return out

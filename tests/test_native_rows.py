@@ -10,6 +10,7 @@ import pytest
 
 import imperative as imp
 from imperative import F
+from imperative.autodiff import GradManager
 from imperative.backend import native
 
 torch = pytest.importorskip("torch")
@@ -89,6 +90,32 @@ def test_activations_match_pytorch_and_float64(kernels, fn, torch_fn, exact):
     # PyTorch's GELU loses its relative accuracy in the negative tail, 1 + erf cancelling)
     normal = np.isfinite(want) & (np.abs(want) > 1e-30)
     np.testing.assert_allclose(got[normal], want[normal], rtol=1e-5)
+
+
+def _gelu_grad64(x):
+    cdf = 0.5 * np.vectorize(math.erfc)(-x / math.sqrt(2))
+    return cdf + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+
+
+@pytest.mark.parametrize("n", [1, 7, 31, 32, 33, 1000])
+def test_gelu_gradient_matches_pytorch_and_float64(kernels, n):
+    """GELU's backward (one native pass over blocks of four vectors, a zero-padded block at
+    the end) against autograd in PyTorch and the float64 derivative."""
+    rng = np.random.default_rng(n)
+    x = np.concatenate([rng.standard_normal(n).astype(np.float32) * 4, EDGES[EDGES < 30]])
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    xt = imp.Tensor(x)
+    gm = GradManager().attach([xt])
+    with gm:
+        gm.backward((F.gelu(xt) * imp.Tensor(dy)).sum())
+    got = xt.grad.numpy()
+    t = torch.from_numpy(x).requires_grad_()
+    (TF.gelu(t) * torch.from_numpy(dy)).sum().backward()
+    with np.errstate(all="ignore"):
+        want = dy * _gelu_grad64(x.astype(np.float64))
+    finite = np.isfinite(x)
+    close(got[finite], t.grad.numpy()[finite], 1e-5)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("fn", [F.softmax, F.log_softmax, F.sigmoid, F.gelu])

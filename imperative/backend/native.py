@@ -220,6 +220,14 @@ def gelu(x, coefficients):
     return _kernels.gelu(x, coefficients) if _rows_on(x, -1) else None
 
 
+def gelu_grad(dy, x, coefficients, out):
+    """GELU's gradient dy * (Phi(x) + x phi(x)) in one native pass for same-shape
+    C-contiguous float32 arrays, into `out` where it fits, or None."""
+    if not (_loops_on() and _same_shape_float32(dy, x)):
+        return None
+    return _kernels.gelu_grad(dy, x, coefficients, _output_like(out, dy))
+
+
 def cross_entropy_rows(logits, labels, axis):
     """(loss per row, first row with a label out of range or -1) for 2-D float32 logits with
     classes along `axis`, each value the one log_softmax_rows has at the label, or None."""
