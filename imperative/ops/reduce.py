@@ -15,26 +15,89 @@ def _reduce_with(ufunc):
     return run
 
 
-# (from 1024 slices: a batch of 256's bias gradient keeps numpy's pass, without the copy)
+# (from 1024 slices: a batch of 256's bias gradient keeps numpy's pass)
 _PAIRWISE_FROM = 1024
+_CASCADE_BLOCK = 16        # slices added one after another before their sums are summed
+#                            (16: the error of PyTorch's column sums, measured)
+_CASCADE_MIN_WIDTH = 64    # kept values under which a transposed copy costs little
+_FEW_SLICES = 16           # at most this many reduced values per result: add the slices
+_MANY_RESULTS = 4096       # ... where there are at least this many results
+
+
+def _own_sum(shape, axes, dtype):
+    """Whether a float sum over `axes` of an array of `shape` takes one of _float_sum's own
+    paths rather than np.add.reduce in one call: when a reduced axis other than the last
+    is long (numpy's error would grow with it), or when few values make each of many
+    results along the last axis (numpy's loop along it would be a few values long)."""
+    if dtype.kind != "f" or not axes:
+        return False
+    last = len(shape) - 1
+    if any(shape[a] >= _PAIRWISE_FROM for a in axes if a != last):
+        return True
+    reduced = int(np.prod([shape[a] for a in axes]))
+    return (last in axes and 1 < reduced <= _FEW_SLICES
+            and int(np.prod(shape)) // reduced >= _MANY_RESULTS)
+
+
+def _cascade_rows(rows, dtype):
+    """The column sums of a C-contiguous 2-D array: blocks of _CASCADE_BLOCK rows summed
+    one row after another (numpy's vectorised loop), then the blocks' sums the same way,
+    level after level: the rounding error grows with the block and the number of levels,
+    not with the number of rows, in one pass over the data (pairwise sums need a
+    transposed copy, twenty times slower for a bias gradient)."""
+    while rows.shape[0] > _CASCADE_BLOCK:
+        whole = rows.shape[0] // _CASCADE_BLOCK * _CASCADE_BLOCK
+        sums = np.add.reduce(rows[:whole].reshape(-1, _CASCADE_BLOCK, rows.shape[1]),
+                             axis=1, dtype=dtype)
+        if whole < rows.shape[0]:
+            rest = np.add.reduce(rows[whole:], axis=0, dtype=dtype, keepdims=True)
+            sums = np.concatenate([sums, rest])
+        rows = sums
+    return np.add.reduce(rows, axis=0, dtype=dtype)
+
+
+def _sum_of_slices(x, axes, dtype):
+    """The sum over `axes` (few values each) as the slices at each reduced index added one
+    after another: a handful of passes, each a long loop (an upsampling's gradient, a sum
+    over axes of length 2, was 17x faster than numpy's reduction)."""
+    total = None
+    for index in np.ndindex(*(x.shape[a] for a in axes)):
+        where = [slice(None)] * x.ndim
+        for a, i in zip(axes, index):
+            where[a] = i
+        part = x[tuple(where)]
+        if total is None:
+            total = part.astype(dtype or x.dtype, copy=True)
+        else:
+            np.add(total, part, out=total)
+    return total
 
 
 def _float_sum(x, axis, keepdims, dtype):
-    """np.add.reduce, but pairwise over every reduced axis when one that is not the last is
-    long. numpy sums pairwise along the last axis only; along the others it adds one slice
-    after another, so the rounding error grows with the axis' length (a gradient summed
-    over a 4800-long broadcast axis was 30x further from float64 than PyTorch's). Moving
-    the reduced axes last, in one copy, lets numpy's pairwise loop cover all of them."""
+    """np.add.reduce, except where _own_sum says numpy's loop is inaccurate or slow. numpy
+    sums pairwise along the last axis only; along the others it adds one slice after
+    another, so the rounding error grows with the axis' length (a gradient summed over a
+    4800-long broadcast axis was 30x further from float64 than PyTorch's): such sums are
+    cascaded (_cascade_rows) where the reduced axes lead a C-contiguous array with wide
+    rows, else pairwise over a copy with the reduced axes last."""
     axes = normalize_axes(axis, x.ndim, "sum")
-    long_outer = any(x.shape[a] >= _PAIRWISE_FROM for a in axes if a != x.ndim - 1)
-    if x.dtype.kind != "f" or not long_outer or x.flags.c_contiguous and axes == tuple(
-            range(axes[0], x.ndim)):
+    long_axis = any(x.shape[a] >= _PAIRWISE_FROM for a in axes if a != x.ndim - 1)
+    if not _own_sum(x.shape, axes, x.dtype) or long_axis and x.flags.c_contiguous and (
+            axes == tuple(range(axes[0], x.ndim))):
         # (reduced axes that are the last ones of a C-contiguous array are already one run)
         return np.add.reduce(x, axis=axis, dtype=dtype, keepdims=keepdims)
     kept = [a for a in range(x.ndim) if a not in axes]
-    runs = np.ascontiguousarray(x.transpose(kept + list(axes))).reshape(
-        [x.shape[a] for a in kept] + [int(np.prod([x.shape[a] for a in axes]))])
-    total = np.add.reduce(runs, axis=-1, dtype=dtype)
+    kept_shape = [x.shape[a] for a in kept]
+    width = int(np.prod(kept_shape))
+    if not long_axis:
+        total = _sum_of_slices(x, axes, dtype)
+    elif x.flags.c_contiguous and axes == tuple(range(len(axes))) and (
+            width >= _CASCADE_MIN_WIDTH):
+        total = _cascade_rows(x.reshape(-1, width), dtype).reshape(kept_shape)
+    else:
+        runs = np.ascontiguousarray(x.transpose(kept + list(axes))).reshape(
+            kept_shape + [x.size // max(width, 1)])
+        total = np.add.reduce(runs, axis=-1, dtype=dtype)
     return total.reshape(_reduced_shape(x.shape, axes, True)) if keepdims else total
 
 
@@ -120,15 +183,14 @@ class Reduce(Op):
         axis = (self.axis if isinstance(self.axis, int) and ndim
                 else normalize_axes(self.axis, ndim, self.mode))
         axes = normalize_axes(axis, ndim, "sum")
-        long_outer = dtype.kind == "f" and any(
-            shape[a] >= _PAIRWISE_FROM for a in axes if a != ndim - 1)
+        own_sum = _own_sum(shape, axes, dtype)
         out = self._out_dtype(dtype)
         kind = _MODES[self.mode][2]
-        if self.mode in ("SUM", "PRODUCT") and not (long_outer and self.mode == "SUM"):
+        if self.mode in ("SUM", "PRODUCT") and not (own_sum and self.mode == "SUM"):
             return (np.add if self.mode == "SUM" else np.multiply), axis, out, out, None
         if self.mode in ("MAX", "MIN"):
             return (np.maximum if self.mode == "MAX" else np.minimum), axis, None, out, None
-        if kind == "mean" and dtype.kind == "f" and not long_outer:
+        if kind == "mean" and dtype.kind == "f" and not own_sum:
             count = int(np.prod([shape[a] for a in axes]))
             return (np.add, axis, None, out, count) if count else False
         return False
