@@ -41,8 +41,14 @@ cdef extern from "fenv.h" nogil:
     int FE_INVALID
     int FE_UNDERFLOW
 
+cdef extern from "pthread.h" nogil:
+    ctypedef unsigned long pthread_t
+    int pthread_create(pthread_t*, const void*, void* (*)(void*) noexcept nogil, void*)
+    int pthread_join(pthread_t, void**)
+
 from cpython.exc cimport PyErr_Occurred
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport calloc, malloc, free
+from libc.string cimport memcpy
 
 cdef enum:
     BLOCK = 4096            # elements per pass: a few block buffers stay in L1/L2
@@ -52,10 +58,48 @@ cdef enum:
     OPND_SCALAR = 1         # a 0-d array, read with stride 0
     OPND_FULL_OUT = 2       # an array of the chain's shape, written (needed after the chain)
     OPND_TEMP = 3           # a block buffer
+    MAX_THREADS = 16        # threads sharing one chain's blocks
 
 FUSED_MAX_OPS = MAX_GROUP_OPS
 cdef int _FP_FLAGS = FE_DIVBYZERO | FE_OVERFLOW | FE_INVALID
 cdef Py_ssize_t _NOGIL_MIN = 16384      # chains this long release the GIL while they run
+# A long chain's blocks are shared among as many threads as numpy's BLAS runs (one knob for
+# a process' threads: threadpoolctl or OPENBLAS_NUM_THREADS), each thread's part at least
+# this many elements (a thread costs tens of microseconds to start; such a part takes
+# hundreds). Every element still goes through the same loops: the same bits.
+cdef Py_ssize_t _PARALLEL_MIN = 1 << 16
+cdef object _native = None              # imperative.backend.native (imported when used)
+
+
+cdef struct _Chain:
+    # the ops of a fused group, readable without the GIL
+    int n_ops
+    PyUFuncGenericFunction fn[MAX_GROUP_OPS]
+    void* fdata[MAX_GROUP_OPS]
+    int nargs[MAX_GROUP_OPS]
+    int args[MAX_GROUP_OPS][3]
+
+
+cdef struct _Share:
+    # one thread's part of a run: elements [begin, end) of every operand
+    _Chain* chain
+    char* base[MAX_OPERANDS]
+    npy_intp adv[MAX_OPERANDS]
+    npy_intp stride[MAX_OPERANDS]
+    int errs[MAX_GROUP_OPS]     # the floating-point flags each op raised
+    npy_intp begin, end
+    char* temps                 # its block buffers (NULL: the group's own)
+
+
+cdef int _threads_for(Py_ssize_t n) except -1:
+    global _native
+    if n < 2 * _PARALLEL_MIN:
+        return 1
+    if _native is None:
+        from .backend import native
+        _native = native
+    cdef int wanted = _native.blas_threads()
+    return max(1, min(wanted, MAX_THREADS, n // _PARALLEL_MIN))
 
 
 @cython.final
@@ -146,15 +190,12 @@ cdef class FusedGroup:
     """A chain of elementwise ops run block by block (see the top of this file)."""
     cdef Py_ssize_t n
     cdef tuple shape
-    cdef int n_operands, n_ops, n_slots
+    cdef int n_operands, n_slots
     cdef int kind[MAX_OPERANDS]
     cdef Py_ssize_t vid[MAX_OPERANDS]
     cdef npy_intp itemsize[MAX_OPERANDS]
     cdef int slot[MAX_OPERANDS]
-    cdef PyUFuncGenericFunction fn[MAX_GROUP_OPS]
-    cdef void* fdata[MAX_GROUP_OPS]
-    cdef int nargs[MAX_GROUP_OPS]
-    cdef int args[MAX_GROUP_OPS][3]
+    cdef _Chain chain
     cdef list names, dtypes, dies, loops
     cdef readonly list writes     # value ids of the full arrays it makes
     cdef int typenum[MAX_OPERANDS]
@@ -172,15 +213,16 @@ cdef class FusedGroup:
         kinds = {"full_in": OPND_FULL_IN, "scalar": OPND_SCALAR, "full_out": OPND_FULL_OUT,
                  "temp": OPND_TEMP}
         self.n, self.shape, self.n_slots = n, shape, n_slots
-        self.n_operands, self.n_ops = len(layout), len(ops)
+        self.n_operands, self.chain.n_ops = len(layout), len(ops)
         for i, (kind, vid, itemsize, slot) in enumerate(layout):
             self.kind[i], self.vid[i] = kinds[kind], vid
             self.itemsize[i], self.slot[i] = itemsize, slot
         self.names, self.loops = [], []
         for j, (loop, args, name) in enumerate(ops):
-            self.fn[j], self.fdata[j], self.nargs[j] = loop.fn, loop.data, loop.nargs
+            self.chain.fn[j], self.chain.fdata[j] = loop.fn, loop.data
+            self.chain.nargs[j] = loop.nargs
             for i in range(loop.nargs):
-                self.args[j][i] = args[i]
+                self.chain.args[j][i] = args[i]
             self.names.append(name)
             self.loops.append(loop)
         self.dtypes, self.dies = dtypes, dies
@@ -200,78 +242,130 @@ cdef class FusedGroup:
         free(self.temps)
 
     cdef int run(self, list vals) except -1:
-        cdef char* base[MAX_OPERANDS]
-        cdef npy_intp adv[MAX_OPERANDS]
-        cdef npy_intp stride[MAX_OPERANDS]
-        cdef int errs[MAX_GROUP_OPS]
-        cdef npy_intp n = self.n
-        cdef int i, j, k
-        cdef char* temps = self.temps
-        cdef bint own_temps = not self.busy
-        keep = None
-        if not own_temps:      # another thread runs this plan now: buffers of its own
-            temps = <char*>malloc(max(self.n_slots, 1) * BLOCK * 8)
-            if temps == NULL:
-                raise MemoryError()
+        cdef int threads = _threads_for(self.n)
+        cdef _Share* shares = <_Share*>calloc(threads, sizeof(_Share))
+        cdef int i, j, t, flags
+        cdef bint own_temps = not self.busy    # else another thread runs this plan now
+        if shares == NULL:
+            raise MemoryError()
         self.busy = True
         try:
-            for i in range(self.n_operands):
-                k = self.kind[i]
-                if k == OPND_TEMP:
-                    base[i] = temps + <Py_ssize_t>self.slot[i] * BLOCK * 8
-                    adv[i] = 0
-                    stride[i] = self.itemsize[i]
-                    continue
-                if k == OPND_FULL_OUT:
-                    arr = PyArray_SimpleNew(self.ndim, self.dims, self.typenum[i])
-                    vals[self.vid[i]] = arr
-                else:
-                    arr = vals[self.vid[i]]
-                    if k == OPND_FULL_IN and not PyArray_IS_C_CONTIGUOUS(<PyArrayObject*>arr):
-                        arr = _np_ascontiguousarray(arr)     # (a view: same values)
-                        keep = [arr] if keep is None else keep + [arr]
-                base[i] = <char*>PyArray_DATA(<PyArrayObject*>arr)
-                adv[i] = 0 if k == OPND_SCALAR else self.itemsize[i]
-                stride[i] = adv[i]
-            for j in range(self.n_ops):
-                errs[j] = 0
+            for t in range(threads):
+                shares[t].temps = self.temps if t == 0 and own_temps else <char*>malloc(
+                    max(self.n_slots, 1) * BLOCK * 8)
+                if shares[t].temps == NULL:
+                    raise MemoryError()
+            keep = self._bind(vals, &shares[0])    # (keep: contiguous copies, alive)
+            self._split(shares, threads)
             feclearexcept(_FP_FLAGS)
-            if n >= _NOGIL_MIN:
+            if self.n >= _NOGIL_MIN:
                 with nogil:
-                    _run_blocks(self, base, adv, stride, errs)
+                    _run_shares(shares, threads)
             else:
-                _run_blocks(self, base, adv, stride, errs)
+                _run_blocks(&shares[0])
+            for j in range(self.chain.n_ops):
+                flags = 0
+                for t in range(threads):
+                    flags |= shares[t].errs[j]
+                if flags:
+                    _fp_report(self.names[j], flags)
         finally:
+            for t in range(threads):
+                if shares[t].temps != self.temps:
+                    free(shares[t].temps)
+            free(shares)
             if own_temps:
                 self.busy = False
-            else:
-                free(temps)
-        for j in range(self.n_ops):
-            if errs[j]:
-                _fp_report(self.names[j], errs[j])
         for vid in self.dies:
             vals[vid] = None
         return 0
 
+    cdef list _bind(self, list vals, _Share* share):
+        """Point `share` at every operand (the outputs made here) for the whole range;
+        returns the contiguous copies of non-contiguous inputs, to keep while it runs."""
+        cdef int i, k
+        keep = []
+        share.chain = &self.chain
+        share.begin, share.end = 0, self.n
+        for i in range(self.n_operands):
+            k = self.kind[i]
+            if k == OPND_TEMP:
+                share.base[i] = share.temps + <Py_ssize_t>self.slot[i] * BLOCK * 8
+                share.adv[i] = 0
+                share.stride[i] = self.itemsize[i]
+                continue
+            if k == OPND_FULL_OUT:
+                arr = PyArray_SimpleNew(self.ndim, self.dims, self.typenum[i])
+                vals[self.vid[i]] = arr
+            else:
+                arr = vals[self.vid[i]]
+                if k == OPND_FULL_IN and not PyArray_IS_C_CONTIGUOUS(<PyArrayObject*>arr):
+                    arr = _np_ascontiguousarray(arr)     # (a view: same values)
+                    keep.append(arr)
+            share.base[i] = <char*>PyArray_DATA(<PyArrayObject*>arr)
+            share.adv[i] = 0 if k == OPND_SCALAR else self.itemsize[i]
+            share.stride[i] = share.adv[i]
+        return keep
 
-cdef void _run_blocks(FusedGroup g, char** base, npy_intp* adv, npy_intp* stride,
-                     int* errs) noexcept nogil:
-    """Every op of the chain on one block, block after block; the flags each op raised."""
+    cdef void _split(self, _Share* shares, int threads):
+        """Copy shares[0]'s binding into the others, each with its own block buffers, and
+        give each a run of whole blocks."""
+        cdef int i, t
+        cdef char* temps
+        cdef npy_intp part = ((self.n + threads - 1) // threads + BLOCK - 1) // BLOCK * BLOCK
+        for t in range(1, threads):
+            temps = shares[t].temps
+            memcpy(&shares[t], &shares[0], sizeof(_Share))
+            shares[t].temps = temps
+            for i in range(self.n_operands):
+                if self.kind[i] == OPND_TEMP:
+                    shares[t].base[i] = temps + <Py_ssize_t>self.slot[i] * BLOCK * 8
+        for t in range(threads):
+            shares[t].begin = min(self.n, t * part)
+            shares[t].end = min(self.n, (t + 1) * part)
+
+
+cdef void _run_shares(_Share* shares, int threads) noexcept nogil:
+    """shares[1:] on threads of their own (inline where a thread cannot start), shares[0]
+    on this one."""
+    cdef pthread_t ids[MAX_THREADS]
+    cdef bint started[MAX_THREADS]
+    cdef int t
+    for t in range(1, threads):
+        started[t] = pthread_create(&ids[t], NULL, _share_thread, &shares[t]) == 0
+        if not started[t]:
+            _run_blocks(&shares[t])
+    _run_blocks(&shares[0])
+    for t in range(1, threads):
+        if started[t]:
+            pthread_join(ids[t], NULL)
+
+
+cdef void* _share_thread(void* share) noexcept nogil:
+    feclearexcept(_FP_FLAGS)       # (a thread starts with its creator's flags)
+    _run_blocks(<_Share*>share)
+    return NULL
+
+
+cdef void _run_blocks(_Share* share) noexcept nogil:
+    """Every op of the chain on one block, block after block over the share's range; the
+    flags each op raised."""
     cdef char* p[3]
     cdef npy_intp st[3]
-    cdef npy_intp cnt, start = 0, n = g.n
+    cdef npy_intp cnt, start = share.begin, end = share.end
+    cdef _Chain* g = share.chain
     cdef int j, a, o, flags
-    while start < n:
-        cnt = n - start if n - start < BLOCK else BLOCK
+    while start < end:
+        cnt = end - start if end - start < BLOCK else BLOCK
         for j in range(g.n_ops):
             for a in range(g.nargs[j]):
                 o = g.args[j][a]
-                p[a] = base[o] + adv[o] * start
-                st[a] = stride[o]
+                p[a] = share.base[o] + share.adv[o] * start
+                st[a] = share.stride[o]
             g.fn[j](p, &cnt, st, g.fdata[j])
             flags = fetestexcept(_FP_FLAGS)
             if flags:
-                errs[j] |= flags
+                share.errs[j] |= flags
                 feclearexcept(_FP_FLAGS)
         start += BLOCK
 

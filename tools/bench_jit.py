@@ -260,6 +260,23 @@ def main():
     table("20-op chain, (1024, 1024) float32", r)
     ratios["chain1M replay / eager"] = r["imperative replay"][0] / r["imperative eager"][0]
     out["chain1M bit-identical"] = same
+    # the plan shares a long chain among as many threads as numpy's BLAS runs; this bench
+    # asked for one (eager elementwise ops run one thread either way): the same chain with
+    # the plan told there are as many as this process may use
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    if cores > 1:
+        from imperative.backend import native
+        one_thread, native.blas_threads = native.blas_threads, lambda: cores
+        try:
+            c, _, same = chain_contenders((1024, 1024), False)
+            c = {k: v for k, v in c.items() if k in ("imperative eager", "imperative replay")}
+            r = interleaved(c, 3, args.rounds)
+        finally:
+            native.blas_threads = one_thread
+        table(f"20-op chain, (1024, 1024) float32, the plan on {cores} threads", r)
+        ratios[f"chain1M replay on {cores} threads / eager"] = (r["imperative replay"][0]
+                                                               / r["imperative eager"][0])
+        out[f"chain1M on {cores} threads bit-identical"] = same
 
     c, compile_s = small_step_contenders(compile_torch)
     r = interleaved(c, 100 // q, args.rounds)

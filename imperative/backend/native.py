@@ -104,6 +104,12 @@ def _in_stores(epilogue):
         epilogue.y.dtype == _FLOAT32 and epilogue.y.flags.c_contiguous))
 
 
+def blas_threads():
+    """How many threads numpy's BLAS runs now (1 where that cannot be read): the threads a
+    compiled plan shares a long elementwise chain among (imperative/_plan.pxi)."""
+    return _blas_threads() if _blas_threads is not None else 1
+
+
 def _loops_on():
     """The memory-bound native loops run unless the extension is missing or turned off
     (ReLU's gradient also needs AVX2 or AVX-512)."""
