@@ -7,7 +7,10 @@ It measures the checkout it lives in; IMPERATIVE_ROOT=/path/to/checkout measures
 Cases: conv2d on (32, 64, 56, 56) with 64 3x3 filters, padding 1; max_pool2d 3x3 stride 2
 padding 1 on the same input; softmax, log_softmax and cross_entropy (mean over the rows,
 integer labels) over the last axis of (4096, 1000); layer_norm over
-the last axis of (32, 128, 768) with weight and bias. Every contender runs each case in
+the last axis of (32, 128, 768) with weight and bias; GELU and its gradient on a transformer
+MLP's (16, 64, 512); the sums of a bias gradient (axis 0 of (2048, 256)) and of a 2x
+upsampling's gradient (axes 3 and 5 of (8, 32, 32, 2, 32, 2)), and that upsampling itself
+(broadcast, then reshape). Every contender runs each case in
 the same process, interleaved over several rounds; the table shows the best round in
 milliseconds (imperative end to end: dispatch, kernel and a final sync), and the JSON
 holds the times and the ratios. Each result is checked against PyTorch's first.
@@ -28,6 +31,7 @@ from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 sys.path.insert(0, os.environ.get("IMPERATIVE_ROOT",
                                   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import imperative as imp  # noqa: E402
+from imperative.ops.elemwise import ActivationGrad  # noqa: E402
 
 F = imp.functional
 torch = _harness.import_torch()
@@ -77,6 +81,24 @@ def np_layer_norm(x, w, b, eps=1e-5):
 # Cases: inputs, then one callable per contender returning a numpy array
 
 
+def np_gelu(x):
+    return x * 0.5 * (1 + np_erf(x / np.sqrt(np.float32(2))))
+
+
+def np_gelu_grad(dy, x):
+    cdf = 0.5 * (1 + np_erf(x / np.sqrt(np.float32(2))))
+    return dy * (cdf + x * np.exp(-0.5 * x * x) / np.sqrt(np.float32(2 * np.pi)))
+
+
+def np_erf(z):
+    # Abramowitz and Stegun 7.1.26 (|error| < 1.5e-7): numpy has no erf
+    a = np.abs(z)
+    t = 1 / (1 + np.float32(0.3275911) * a)
+    poly = t * (np.float32(0.254829592) + t * (np.float32(-0.284496736) + t * (
+        np.float32(1.421413741) + t * (np.float32(-1.453152027) + t * np.float32(1.061405429)))))
+    return np.sign(z) * (1 - poly * np.exp(-a * a))
+
+
 def make_cases(quick):
     rng = np.random.default_rng(0)
     batch = 4 if quick else 32
@@ -89,9 +111,19 @@ def make_cases(quick):
     table = rng.standard_normal((4096, 256), dtype=np.float32)
     rows = rng.integers(0, 4096, size=1024)
     classes = rng.integers(0, logits.shape[1], size=logits.shape[0])
+    hidden = rng.standard_normal((batch // 2, 64, 512), dtype=np.float32)   # a transformer's MLP
+    grad_hidden = rng.standard_normal(hidden.shape, dtype=np.float32)
+    activations = rng.standard_normal((2048, 256), dtype=np.float32)      # a bias gradient's
+    pixels = rng.standard_normal((batch // 4, 32, 32, 32), dtype=np.float32)
+    pairs = rng.standard_normal((batch // 4, 32, 32, 2, 32, 2), dtype=np.float32)
     T = imp.Tensor
     ti, tf, tl, tt, tg, tb = (T(a) for a in (image, filters, logits, tokens, gamma, beta))
     t_table, t_rows, t_classes = T(table), T(rows), T(classes)
+    th, tdh, tact, tpix, tpairs = (T(a) for a in (hidden, grad_hidden, activations, pixels,
+                                                  pairs))
+    gelu_grad = ActivationGrad("GELU")
+    up_shape = pairs.shape
+    up_out = (up_shape[0], 32, 64, 64)
 
     def imp_setitem():
         x = T(t_table)            # shares the value; setitem rebinds x only
@@ -136,12 +168,36 @@ def make_cases(quick):
             "imperative": imp_setitem,
             "numpy": np_setitem,
         },
+        f"gelu {hidden.shape}": {
+            "imperative": lambda: F.gelu(th),
+            "numpy": lambda: np_gelu(hidden),
+        },
+        f"gelu backward {hidden.shape}": {
+            "imperative": lambda: imp.apply(gelu_grad, tdh, th)[0],
+            "numpy": lambda: np_gelu_grad(grad_hidden, hidden),
+        },
+        f"sum {activations.shape} over axis 0 (a bias gradient)": {
+            "imperative": lambda: F.sum(tact, axis=0),
+            "numpy": lambda: activations.sum(axis=0),
+        },
+        f"sum {pairs.shape} over axes 3, 5 (an upsampling's gradient)": {
+            "imperative": lambda: F.sum(tpairs, axis=(3, 5)),
+            "numpy": lambda: pairs.sum(axis=(3, 5)),
+        },
+        f"upsample {pixels.shape} x2 (broadcast, reshape)": {
+            "imperative": lambda: F.broadcast_to(tpix[:, :, :, None, :, None],
+                                                 up_shape).reshape(up_out),
+            "numpy": lambda: np.broadcast_to(pixels[:, :, :, None, :, None],
+                                             up_shape).reshape(up_out),
+        },
     }
     if torch is not None:
         pi, pf, pl, pt, pg, pb, ptab = (
             torch.from_numpy(a.copy())
             for a in (image, filters, logits, tokens, gamma, beta, table))
         prows, pclasses = torch.from_numpy(rows), torch.from_numpy(classes)
+        ph, pdh, pact, ppix, ppairs = (torch.from_numpy(a.copy()) for a in (
+            hidden, grad_hidden, activations, pixels, pairs))
 
         def torch_setitem():
             x = ptab.clone()
@@ -152,7 +208,10 @@ def make_cases(quick):
                      lambda: torch.softmax(pl, -1), lambda: torch.log_softmax(pl, -1),
                      lambda: TF.cross_entropy(pl, pclasses),
                      lambda: TF.layer_norm(pt, (768,), pg, pb),
-                     lambda: ptab[prows, 1:9], torch_setitem]
+                     lambda: ptab[prows, 1:9], torch_setitem,
+                     lambda: TF.gelu(ph), lambda: torch.ops.aten.gelu_backward(pdh, ph),
+                     lambda: pact.sum(0), lambda: ppairs.sum((3, 5)),
+                     lambda: ppix[:, :, :, None, :, None].expand(up_shape).reshape(up_out)]
         for case, fn in zip(cases.values(), torch_fns):
             case["torch"] = fn
     return cases
