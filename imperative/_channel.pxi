@@ -32,6 +32,10 @@ def get_grad_hook():
 
 # --------------------------------------------------------------------------- the channel
 
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void* op)
+
+
 cdef class Channel:
     def __cinit__(self):
         pthread_mutex_init(&self._mutex, NULL)
@@ -246,6 +250,11 @@ cdef class Channel:
             if _tracing: _trace_op(op, inputs, outputs)
             return outputs
         cdef Command cmd = Command.__new__(Command)
+        # the queued op's lists of records leave the garbage collector's sight, as the
+        # Command does (_records.pxi): records hold no reference back to them, so they can
+        # be in no cycle (the hooks above copy what they keep)
+        PyObject_GC_UnTrack(<void*>inputs)
+        PyObject_GC_UnTrack(<void*>outputs)
         cmd.kind = CMD_APPLY
         cmd.op = op
         cmd.inputs = inputs

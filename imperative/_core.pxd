@@ -175,7 +175,7 @@ cdef class TensorInfo:
 
 @cython.final
 @cython.freelist(256)
-cdef class Command:
+cdef class Command:                     # (not tracked by the garbage collector: _records.pxi)
     cdef public int kind
     cdef public long long seq          # [C] position in the worker stream, set when queued
     cdef public long long prof_id      # [C] joins its dispatch and execution in a profile
