@@ -11,7 +11,7 @@ import imperative as imp
 from imperative.backend import native
 from imperative.jit import trace
 
-from test_jit import chain, in_threads, numpy_chain, same_bits, tensors
+from test_jit import calls_match_eager_and_numpy, chain, in_threads, same_bits, tensors
 
 # past two threads' minimum share (1 << 16 elements each), and no multiple of a block
 LONG = (613, 577)
@@ -25,11 +25,7 @@ def threads(request, monkeypatch):
 
 def test_a_long_chain_gives_eagers_bits_at_every_thread_count(rng, threads):
     traced = trace(chain, symbolic=True)
-    for _ in range(3):
-        x, y = tensors(rng, LONG)
-        got = traced(x, y).numpy()
-        assert same_bits(got, chain(x, y).numpy())
-        np.testing.assert_allclose(got, numpy_chain(x.numpy(), y.numpy()), rtol=1e-6)
+    calls_match_eager_and_numpy(traced, rng, LONG)
     assert traced.stats["replays"] == 2
 
 
