@@ -88,7 +88,8 @@ cdef struct _Share:
     npy_intp stride[MAX_OPERANDS]
     int errs[MAX_GROUP_OPS]     # the floating-point flags each op raised
     npy_intp begin, end
-    char* temps                 # its block buffers (NULL: the group's own)
+    char* temps                 # its block buffers (the first share's: the group's own,
+                                #     unless another thread runs the plan now)
 
 
 cdef int _threads_for(Py_ssize_t n) except -1:

@@ -79,7 +79,8 @@ def _float_sum(x, axis, keepdims, dtype):
     another, so the rounding error grows with the axis' length (a gradient summed over a
     4800-long broadcast axis was 30x further from float64 than PyTorch's): such sums are
     cascaded (_cascade_rows) where the reduced axes lead a C-contiguous array with wide
-    rows, else pairwise over a copy with the reduced axes last."""
+    rows, else pairwise over a copy with the reduced axes last. Few values per result are
+    added slice by slice (_sum_of_slices)."""
     axes = normalize_axes(axis, x.ndim, "sum")
     long_axis = any(x.shape[a] >= _PAIRWISE_FROM for a in axes if a != x.ndim - 1)
     if not _own_sum(x.shape, axes, x.dtype) or long_axis and x.flags.c_contiguous and (
