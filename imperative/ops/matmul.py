@@ -3,7 +3,7 @@ import numpy as np
 
 from ..dtype import downcast, dtype_promotion
 from ..backend import native
-from ..backend.epilogue import finish
+from ..backend.epilogue import Epilogue, finish
 from .base import Op, as_buffer, check_arity, reject_quantized
 
 
@@ -25,6 +25,22 @@ def _matmul_shape(a, b, op):
     if len(b) == 1:
         shape = shape[:-1]
     return shape
+
+
+def _macs(a, b):
+    """Multiply-adds of a (..., M, K) @ (K, N) product."""
+    return int(np.prod(a[:-1])) * a[-1] * b[-1]
+
+
+def _flat_fits(epilogue):
+    """An epilogue's other operand (shaped as the product) can be viewed as rows too."""
+    return epilogue is None or epilogue.y is None or epilogue.y.flags.c_contiguous
+
+
+def _flat_epilogue(epilogue):
+    if epilogue is None or epilogue.y is None:
+        return epilogue
+    return Epilogue(epilogue.op, epilogue.y.reshape(-1, epilogue.y.shape[-1]), epilogue.kind)
 
 
 def _t(shape):
@@ -59,8 +75,8 @@ class MatrixMul(Op):
         # kernel()'s numpy branch: same dtypes, no transposes, and no product native takes
         a, b = inputs
         if (self.transpose_a or self.transpose_b or a.dtype is not b.dtype
-                or len(a.shape) == 2 and len(b.shape) == 2
-                and a.shape[0] * a.shape[1] * b.shape[1] >= native._MIN_MACS):
+                or len(a.shape) >= 2 and len(b.shape) == 2
+                and _macs(a.shape, b.shape) >= native._MIN_MACS):
             return None
         return np.matmul, ()
 
@@ -77,6 +93,18 @@ class MatrixMul(Op):
             a = a.T if a.ndim == 2 else np.swapaxes(a, -1, -2)
         if self.transpose_b and b.ndim >= 2:
             b = b.T if b.ndim == 2 else np.swapaxes(b, -1, -2)
+        if (a.ndim > 2 and b.ndim == 2 and _macs(a.shape, b.shape) >= native._MIN_MACS
+                and a.flags.c_contiguous and _flat_fits(epilogue)):
+            # a batch of row blocks times one matrix (a Linear layer on (batch, tokens,
+            # features)) is one product of all the rows: one large GEMM, on the native
+            # kernel where it runs, instead of numpy's one small product per batch entry.
+            # (Decided by shapes as direct_kernel decides: the tiny path's direct product
+            # and this kernel then give the same bits.)
+            flat = self._product(a.reshape(-1, a.shape[-1]), b, _flat_epilogue(epilogue))
+            return flat.reshape(a.shape[:-1] + flat.shape[-1:])
+        return self._product(a, b, epilogue)
+
+    def _product(self, a, b, epilogue):
         if (epilogue is None and a.dtype is b.dtype
                 and (a.ndim != 2 or b.ndim != 2
                      or a.shape[0] * a.shape[1] * b.shape[1] < native._MIN_MACS)):
