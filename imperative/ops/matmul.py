@@ -1,4 +1,6 @@
 """Matrix products with numpy's matmul semantics."""
+import math
+
 import numpy as np
 
 from ..dtype import downcast, dtype_promotion
@@ -29,7 +31,7 @@ def _matmul_shape(a, b, op):
 
 def _macs(a, b):
     """Multiply-adds of a (..., M, K) @ (K, N) product."""
-    return int(np.prod(a[:-1])) * a[-1] * b[-1]
+    return math.prod(a[:-1]) * a[-1] * b[-1]
 
 
 def _flat_fits(epilogue):
