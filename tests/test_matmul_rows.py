@@ -1,8 +1,7 @@
 """A batch of row blocks times one matrix (a Linear layer on (batch, tokens, features)): the
 product runs as one 2-D product of all the rows (ops/matmul.py), with a following ReLU or
-ReLU gradient done in its stores, and the matrix's gradient is one product over all the
-rows (autodiff/rules_math.py). Values and gradients against PyTorch in float64, for random
-batch shapes, transposes and layouts, eagerly, under DTR and in a compiled replay."""
+ReLU gradient done in its stores. Values and gradients against PyTorch in float64, for
+random batch shapes, transposes and layouts, eagerly, under DTR and in a compiled replay."""
 import numpy as np
 import pytest
 from hypothesis import given, settings

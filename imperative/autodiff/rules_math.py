@@ -371,14 +371,7 @@ def _matmul_backward(op, ctx, dy):
     ga = gb = None
     # b's gradient first: a's is then the last op issued, right before the op that consumes
     # it (a ReLU's gradient in an MLP), which the product can do in its epilogue
-    if want_b and len(sa) > 2 and len(sb) == 2 and not ta:
-        # one matrix for a batch of row blocks (a Linear layer on (batch, tokens,
-        # features)): its gradient is one product over all the rows, not one per batch
-        # entry summed afterwards
-        rows, dy_rows = a.reshape(-1, sa[-1]), dy.reshape(-1, dy.shape[-1])
-        gb = (F.matmul(dy_rows, rows, transpose_a=True) if tb
-              else F.matmul(rows, dy_rows, transpose_a=True))
-    elif want_b:
+    if want_b:
         gb = _summed_to(F.matmul(dy, a, transpose_a=True, transpose_b=ta) if tb
                         else F.matmul(a, dy, transpose_a=not ta), sb2, sb)
     if want_a:
