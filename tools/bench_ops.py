@@ -81,13 +81,16 @@ def np_layer_norm(x, w, b, eps=1e-5):
 # Cases: inputs, then one callable per contender returning a numpy array
 
 
+def np_normal_cdf(x):
+    return 0.5 * (1 + np_erf(x / np.sqrt(np.float32(2))))
+
+
 def np_gelu(x):
-    return x * 0.5 * (1 + np_erf(x / np.sqrt(np.float32(2))))
+    return x * np_normal_cdf(x)
 
 
 def np_gelu_grad(dy, x):
-    cdf = 0.5 * (1 + np_erf(x / np.sqrt(np.float32(2))))
-    return dy * (cdf + x * np.exp(-0.5 * x * x) / np.sqrt(np.float32(2 * np.pi)))
+    return dy * (np_normal_cdf(x) + x * np.exp(-0.5 * x * x) / np.sqrt(np.float32(2 * np.pi)))
 
 
 def np_erf(z):

@@ -108,8 +108,7 @@ class MatrixMul(Op):
 
     def _product(self, a, b, epilogue):
         if (epilogue is None and a.dtype is b.dtype
-                and (a.ndim != 2 or b.ndim != 2
-                     or a.shape[0] * a.shape[1] * b.shape[1] < native._MIN_MACS)):
+                and (a.ndim != 2 or b.ndim != 2 or _macs(a.shape, b.shape) < native._MIN_MACS)):
             return as_buffer(np.matmul(a, b))   # numpy's product, which native leaves it
         if a.dtype != b.dtype:
             dt = downcast(dtype_promotion([a.dtype, b.dtype]))

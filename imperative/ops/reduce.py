@@ -1,4 +1,6 @@
 """Reductions: `Reduce(mode, axis, keepdims)` and `Argmax`/`Argmin`."""
+import math
+
 import numpy as np
 
 from ..dtype import downcast
@@ -31,12 +33,16 @@ def _own_sum(shape, axes, dtype):
     results along the last axis (numpy's loop along it would be a few values long)."""
     if dtype.kind != "f" or not axes:
         return False
-    last = len(shape) - 1
-    if any(shape[a] >= _PAIRWISE_FROM for a in axes if a != last):
+    if _long_axis(shape, axes):
         return True
-    reduced = int(np.prod([shape[a] for a in axes]))
-    return (last in axes and 1 < reduced <= _FEW_SLICES
-            and int(np.prod(shape)) // reduced >= _MANY_RESULTS)
+    reduced = math.prod(shape[a] for a in axes)
+    return (len(shape) - 1 in axes and 1 < reduced <= _FEW_SLICES
+            and math.prod(shape) // reduced >= _MANY_RESULTS)
+
+
+def _long_axis(shape, axes):
+    """A reduced axis other than the last is long enough for numpy's error to show."""
+    return any(shape[a] >= _PAIRWISE_FROM for a in axes if a != len(shape) - 1)
 
 
 def _cascade_rows(rows, dtype):
@@ -82,14 +88,14 @@ def _float_sum(x, axis, keepdims, dtype):
     rows, else pairwise over a copy with the reduced axes last. Few values per result are
     added slice by slice (_sum_of_slices)."""
     axes = normalize_axes(axis, x.ndim, "sum")
-    long_axis = any(x.shape[a] >= _PAIRWISE_FROM for a in axes if a != x.ndim - 1)
+    long_axis = _long_axis(x.shape, axes)
     if not _own_sum(x.shape, axes, x.dtype) or long_axis and x.flags.c_contiguous and (
             axes == tuple(range(axes[0], x.ndim))):
         # (reduced axes that are the last ones of a C-contiguous array are already one run)
         return np.add.reduce(x, axis=axis, dtype=dtype, keepdims=keepdims)
     kept = [a for a in range(x.ndim) if a not in axes]
     kept_shape = [x.shape[a] for a in kept]
-    width = int(np.prod(kept_shape))
+    width = math.prod(kept_shape)
     if not long_axis:
         total = _sum_of_slices(x, axes, dtype)
     elif x.flags.c_contiguous and axes == tuple(range(len(axes))) and (
