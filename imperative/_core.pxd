@@ -202,6 +202,8 @@ cdef class OpDef:
     cdef readonly bint cost_by_output  # its work grows with its outputs, not its first input
                                        #     (a view, a gather): that input's size is free
     cdef readonly bint epilogue_capable # kernel(..., epilogue=) can do the next op's work
+    cdef readonly bint keeps_memo      # kernel_keeping returns a small memo with which
+                                       #     kernel_from recomputes the same bits cheaper
     cdef public object epilogue_kind   # the epilogue (backend/epilogue.py) that does this
                                        #     op's work on a product it reads, or None
     cdef public object ufunc           # numpy ufunc for the elementwise fast path, or None

@@ -229,10 +229,13 @@ cdef int _run_kernel(Channel self, Command cmd) except -1:
     elif cmd.epilogue is not None:
         epilogue = _epilogue_of(self, cmd)
         result = op.kernel(*arrays) if epilogue is None else op.kernel(*arrays, epilogue=epilogue)
+    elif op.keeps_memo and self._memory_on:
+        result = _run_keeping_memo(op, arrays, cmd.outputs)
     else:
         result = op.kernel(*arrays)
     _store_results(self, op, cmd.inputs, cmd.outputs, result)
     return 0
+
 
 
 cdef int _store_results(Channel self, OpDef op, list inputs, list outputs, object result,

@@ -138,7 +138,9 @@ cdef class OpDef:
     INPLACE_CAPABLE, ALIASES_INPUT, VALUE_DEPENDENT, COST_BY_OUTPUT (default:
     ALIASES_INPUT), EPILOGUE_CAPABLE and EPILOGUE_KIND (or
     the instance's `epilogue_kind`, where it depends on a parameter) and implement `infer`
-    and `kernel`."""
+    and `kernel`. KEEPS_MEMO: the op also has `kernel_keeping(*arrays)`, which returns
+    (kernel's result, memo), and `kernel_from(memo, *arrays)`, which returns the same bits
+    with less work; a recorded run keeps the memo with its recipe for recomputations."""
 
     def __cinit__(self, *args, **kwargs):
         cls = type(self)
@@ -148,6 +150,7 @@ cdef class OpDef:
         self.value_dependent = getattr(cls, "VALUE_DEPENDENT", False)
         self.cost_by_output = getattr(cls, "COST_BY_OUTPUT", self.aliases_input)
         self.epilogue_capable = getattr(cls, "EPILOGUE_CAPABLE", False)
+        self.keeps_memo = getattr(cls, "KEEPS_MEMO", False)
         self.epilogue_kind = getattr(cls, "EPILOGUE_KIND", None)
         self.ufunc = None
         self.host_fn = None

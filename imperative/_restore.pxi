@@ -249,7 +249,12 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted, list stac
                        (<TensorInfo>p.inputs[0]).device if p.inputs else self.ch.default_device)
         t_run = _now_ns()
         values = [_unpacked_value(i) for i in p.inputs]
-        result = op.kernel(*values) if reuse is None else op.kernel(*values, out=reuse.value)
+        if reuse is not None:
+            result = op.kernel(*values, out=reuse.value)
+        elif p.memo is not None:
+            result = op.kernel_from(p.memo, *values)
+        else:
+            result = op.kernel(*values)
         p.cost = _fastest_run(op, p.inputs, (_now_ns() - t_run) * 1e-9) / max(p.n_outputs(), 1)
     finally:
         self.ran(p.inputs)

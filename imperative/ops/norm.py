@@ -59,21 +59,38 @@ class BatchNormForward(Op):
         running = tuple((t.shape, float_dtype([t.dtype])) for t in inputs[3:])
         return ((x.shape, out),) + running
 
+    # a recomputation under DTR normalises with the statistics of the recorded run: one
+    # pass over x (the affine) instead of three (the moments take two)
+    KEEPS_MEMO = True
+
     def kernel(self, x, weight, bias, running_mean=None, running_var=None):
+        return self.kernel_keeping(x, weight, bias, running_mean, running_var)[0]
+
+    def kernel_keeping(self, x, weight, bias, running_mean=None, running_var=None):
+        """(the kernel's result, the batch's (mean, variance) in training, else None)."""
+        return self._normalize(None, x, weight, bias, running_mean, running_var)
+
+    def kernel_from(self, statistics, x, weight, bias, running_mean=None, running_var=None):
+        """The kernel's bits on the same inputs, given kernel_keeping's statistics."""
+        return self._normalize(statistics, x, weight, bias, running_mean, running_var)[0]
+
+    def _normalize(self, statistics, x, weight, bias, running_mean, running_var):
         out_dtype = float_dtype([x.dtype, weight.dtype, bias.dtype])
         compute = compute_dtype(out_dtype)
         axes = (0,) + tuple(range(2, x.ndim))
         as_channels = (1, -1) + (1,) * (x.ndim - 2)
         x = x.astype(compute, copy=False)
-        moments = native.channel_moments(x) if self.training else None
-        if moments is not None:
-            mean, var = moments
-        elif self.training:
-            mean = x.mean(axis=axes)
-            var = np.square(x - mean.reshape(as_channels)).mean(axis=axes)
-        else:
+        if not self.training:
             mean = running_mean.astype(compute)
             var = running_var.astype(compute)
+        elif statistics is not None:
+            mean, var = statistics
+        else:
+            statistics = native.channel_moments(x)
+            if statistics is None:
+                mean = x.mean(axis=axes)
+                statistics = (mean, np.square(x - mean.reshape(as_channels)).mean(axis=axes))
+            mean, var = statistics
         scale = weight.astype(compute) / np.sqrt(var + compute.type(self.eps))
         shift = bias.astype(compute)
         y = native.channel_affine(x, mean, scale, shift)
@@ -83,13 +100,13 @@ class BatchNormForward(Op):
             y += shift.reshape(as_channels)
         y = y.astype(out_dtype, copy=False)
         if not self.training or running_mean is None:
-            return y
+            return y, statistics
         count = x.size // x.shape[1]
         m = self.momentum
         new_mean = (1 - m) * running_mean + m * mean
         new_var = (1 - m) * running_var + m * var * (count / (count - 1))
         return (y, new_mean.astype(float_dtype([running_mean.dtype])),
-                new_var.astype(float_dtype([running_var.dtype])))
+                new_var.astype(float_dtype([running_var.dtype]))), statistics
 
 
 class _LayerNormOp(Op):
