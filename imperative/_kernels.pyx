@@ -263,7 +263,8 @@ def pool_stats():
 cdef extern from "_loops.h":
     void imp_relu_grad(long n, const float *dy, const float *y, float *out) nogil
     void imp_layer_norm_rows(long rows, long size, const float *x, const float *weight,
-                             const float *bias, float eps, float *y) nogil
+                             const float *bias, float eps, float *y, float *stats,
+                             int stats_given) nogil
     void imp_channel_moments(long n, long c, long l, const float *x, float *mean,
                              float *var) nogil
     void imp_channel_affine(long n, long c, long l, const float *x, const float *mean,
@@ -413,13 +414,22 @@ cdef cnp.ndarray _as_float32_c(object a):
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
-def layer_norm_rows(x, weight, bias, float eps):
+def layer_norm_rows(x, weight, bias, float eps, stats=None, bint stats_given=False):
     """Layer normalisation of each row of a C-contiguous 2-D float32 array (mean and biased
-    variance per row), then `* weight + bias` per column unless weight is None: a new array."""
+    variance per row), then `* weight + bias` per column unless weight is None: a new array.
+    `stats`, a C-contiguous float32 array of two values a row (mean, 1 / sqrt(var + eps)),
+    receives the rows' statistics, or with `stats_given` supplies them (the same bits)."""
     if x.dtype != np.float32 or not x.flags.c_contiguous or x.ndim != 2:
         raise TypeError("layer_norm_rows: x must be a C-contiguous 2-D float32 array")
     cdef long rows = x.shape[0], size = x.shape[1]
-    cdef size_t pw = 0, pb = 0
+    cdef size_t pw = 0, pb = 0, ps = 0
+    if stats is not None:
+        if (type(stats) is not np.ndarray or stats.dtype != np.float32
+                or not stats.flags.c_contiguous or stats.size != 2 * rows
+                or (not stats_given and not stats.flags.writeable)):
+            raise ValueError(f"layer_norm_rows: stats must be a C-contiguous float32 array of "
+                             f"{2 * rows} values (two a row)")
+        ps = _addr(stats)
     if weight is not None:
         weight = _as_float32_c(weight)
         bias = _as_float32_c(bias)
@@ -430,7 +440,7 @@ def layer_norm_rows(x, weight, bias, float eps):
     cdef size_t px = _addr(x), py = _addr(y)
     with nogil:
         imp_layer_norm_rows(rows, size, <const float *>px, <const float *>pw, <const float *>pb,
-                            eps, <float *>py)
+                            eps, <float *>py, <float *>ps, stats_given)
     return y
 
 

@@ -177,19 +177,32 @@ void imp_channel_affine(long n, long c, long l, const float *x, const float *mea
 /* Layer normalisation of each of `rows` rows of `size` floats: (x - mean) * rstd, then
  * * weight + bias (per column) when weight is given; each row stays in L1 across its three
  * passes (numpy's blocked version made six over cache-sized blocks). Compiled per
- * instruction set without fused multiply-adds: every variant gives the baseline's bits. */
+ * instruction set without fused multiply-adds: every variant gives the baseline's bits.
+ * With `stats` the row's mean and rstd are written there, or, with stats_given, read from
+ * there: a recomputation (DTR) then makes the last pass only. */
 IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
                                          const float *weight, const float *bias, float eps,
-                                         float *y)
+                                         float *y, float *stats, int stats_given)
 {
     for (long r = 0; r < rows; r++) {
         const float *row = x + r * size;
         float *out = y + r * size;
-        double sum = 0.0, squares = 0.0;
-        float m = (float)(imp_row_sum(row, size) / (double)size), var;
-        imp_row_deviations(row, size, m, &sum, &squares);
-        imp_corrected_moments(m, sum, squares, (double)size, &m, &var);
-        float rstd = 1.f / sqrtf(var + eps);
+        float m, rstd;
+        if (stats && stats_given) {
+            m = stats[2 * r];
+            rstd = stats[2 * r + 1];
+        } else {
+            double sum = 0.0, squares = 0.0;
+            float var;
+            m = (float)(imp_row_sum(row, size) / (double)size);
+            imp_row_deviations(row, size, m, &sum, &squares);
+            imp_corrected_moments(m, sum, squares, (double)size, &m, &var);
+            rstd = 1.f / sqrtf(var + eps);
+            if (stats) {
+                stats[2 * r] = m;
+                stats[2 * r + 1] = rstd;
+            }
+        }
         if (r + 1 < rows)       /* the next row on its way while this one is written */
             for (long j = 0; j < size; j += 16) __builtin_prefetch(row + size + j);
         if (weight)
@@ -200,8 +213,8 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
 }
 IMP_ISA_VARIANTS_EXACT(imp_layer_norm_rows, (long rows, long size, const float *x,
                                              const float *weight, const float *bias, float eps,
-                                             float *y),
-                       (rows, size, x, weight, bias, eps, y))
+                                             float *y, float *stats, int stats_given),
+                       (rows, size, x, weight, bias, eps, y, stats, stats_given))
 
 /* Adam's update of n floats in one pass (ops/optim.py:AdamStep), each value rounded as the
  * op-by-op update rounds it (no fused multiply-adds: the EXACT variants; the square root is

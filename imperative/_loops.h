@@ -11,9 +11,11 @@ void imp_channel_moments(long n, long c, long l, const float *x, float *mean, fl
 /* y = (x - mean) * scale + shift per channel of x (n, c, l), in that order */
 void imp_channel_affine(long n, long c, long l, const float *x, const float *mean,
                         const float *scale, const float *shift, float *y);
-/* each of `rows` rows of `size` floats normalised; then * weight + bias when weight is given */
+/* each of `rows` rows of `size` floats normalised; then * weight + bias when weight is given.
+ * stats (NULL: none), two floats a row, the row's mean and 1 / sqrt(var + eps): written, or,
+ * with stats_given, read instead of computed (the same bits as the run that wrote them) */
 void imp_layer_norm_rows(long rows, long size, const float *x, const float *weight,
-                         const float *bias, float eps, float *y);
+                         const float *bias, float eps, float *y, float *stats, int stats_given);
 /* layer norm's gradients: dx of each row; dw += dy * xhat and db += dy over the rows, in
  * double (zeroed by the caller; NULL, and weight NULL, without an affine transform) */
 void imp_layer_norm_grad(long rows, long size, const float *x, const float *dy,
