@@ -19,7 +19,9 @@ after the other, and the step-time ratio is the median of all their per-step rat
 point it reports that ratio, the peak against the budget, the floor (`peak_floor`: the most
 bytes that could not be evicted when an op ran under the budget; "n/a" where the core does
 not report it), whether the
-budget was feasible (floor <= budget), evictions, recomputes, swap-outs and over-budget
+budget was feasible (floor <= budget), evictions, recomputes (and the median time a step
+they took, "ms": less noisy than the ratio, for changes that make recomputation cheaper),
+swap-outs and over-budget
 ops per step, the eviction bookkeeping as a share of the step, and whether the losses are
 bit-identical to the unconstrained run's beside it. A point whose budgeted step runs past
 its timeout (a recomputation storm) is shown as "timed out"; the default timeout is 10 times
@@ -128,6 +130,7 @@ def paired_record(budgeted_runs, reference_runs):
             "step_s": step_s, "peak": max(r["peak"] for r in budgeted),
             "floor": max(floors) if floors else None, "evictions": per_step("evictions"),
             "recomputes": per_step("recomputes"), "swap_outs": per_step("swap_outs"),
+            "recompute_ms": statistics.median(r["recompute_seconds"] for r in budgeted) * 1e3,
             "overshoots": per_step("budget_overshoots"),
             "bookkeeping": per_step("eviction_seconds") / step_s}
 
@@ -245,7 +248,8 @@ def point_row(label, fraction, p):
     feasible = {True: "yes", False: "no", None: "?"}[p["feasible"]]
     return (f"{head}{p['ratio']:>7.2f}{p['peak'] / 2**20:>9.1f}{p['peak_over_budget']:>7.2f}"
             f"{'' if p['peak_ok'] else '!':1}{floor:>8}{feasible:>5}{p['evictions']:>8.0f}"
-            f"{p['recomputes']:>8.0f}{p['swap_outs']:>6.0f}{p['overshoots']:>6.0f}"
+            f"{p['recomputes']:>8.0f}{p['recompute_ms']:>7.1f}{p['swap_outs']:>6.0f}"
+            f"{p['overshoots']:>6.0f}"
             f"{p['bookkeeping'] * 100:>7.2f}  {'yes' if p['identical'] else 'NO'}")
 
 
@@ -257,7 +261,7 @@ def print_model_table(name, record):
           f"largest op outputs {base['op_outputs'] / 2**20:.2f} MiB; the step ratio is against "
           f"the unconstrained run stepping beside each point")
     print(f"{'policy':<13}{'budget':>6}{'step x':>7}{'peak MiB':>9}{'/budget':>8}{'floor':>8}"
-          f"{'feas':>5}{'evict':>8}{'recomp':>8}{'swap':>6}{'over':>6}{'book %':>7}  same losses")
+          f"{'feas':>5}{'evict':>8}{'recomp':>8}{'ms':>7}{'swap':>6}{'over':>6}{'book %':>7}  same losses")
     for p in record["points"]:
         print(point_row(p["policy"], f"{p['fraction']:.1f} P", p))
     print("  per step; '!' after peak/budget: the peak passed the budget + one op's outputs "
