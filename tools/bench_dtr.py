@@ -261,7 +261,8 @@ def print_model_table(name, record):
           f"largest op outputs {base['op_outputs'] / 2**20:.2f} MiB; the step ratio is against "
           f"the unconstrained run stepping beside each point")
     print(f"{'policy':<13}{'budget':>6}{'step x':>7}{'peak MiB':>9}{'/budget':>8}{'floor':>8}"
-          f"{'feas':>5}{'evict':>8}{'recomp':>8}{'ms':>7}{'swap':>6}{'over':>6}{'book %':>7}  same losses")
+          f"{'feas':>5}{'evict':>8}{'recomp':>8}{'ms':>7}{'swap':>6}{'over':>6}{'book %':>7}"
+          "  same losses")
     for p in record["points"]:
         print(point_row(p["policy"], f"{p['fraction']:.1f} P", p))
     print("  per step; '!' after peak/budget: the peak passed the budget + one op's outputs "
