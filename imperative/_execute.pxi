@@ -237,7 +237,6 @@ cdef int _run_kernel(Channel self, Command cmd) except -1:
     return 0
 
 
-
 cdef int _store_results(Channel self, OpDef op, list inputs, list outputs, object result,
                         bint recomputed=False) except -1:
     """Check a kernel's `result` against what infer declared (count, shapes; a

@@ -25,7 +25,8 @@ cdef class Producer:
     cdef vector[PyObject*] outs      # NULL where the output record died
     cdef readonly double cost
     cdef object memo                 # what the op's recorded run kept to recompute with less
-                                     #     work (OpDef.keeps_memo: batch norm's statistics)
+                                     #     work (OpDef.keeps_memo: a normalisation's
+                                     #     statistics)
 
     def __dealloc__(self):
         cdef TensorInfo info
@@ -64,8 +65,8 @@ cdef Producer _new_producer(OpDef op, list inputs, list outputs, double cost):
 
 cdef object _run_keeping_memo(OpDef op, list arrays, list outputs):
     """Run `op`, keeping with the recipe of its outputs the memo that lets a
-    recomputation do less (a batch norm's batch statistics: recomputing its output is then
-    one pass over x instead of three)."""
+    recomputation do less (a batch or layer norm's statistics: recomputing its output is
+    then one pass over x instead of three)."""
     cdef Producer p = (<TensorInfo>outputs[0]).producer if outputs else None
     if p is None:
         return op.kernel(*arrays)

@@ -18,11 +18,10 @@ getting busier or quieter slows both alike; --pairs such pairs of processes (2) 
 after the other, and the step-time ratio is the median of all their per-step ratios. Per
 point it reports that ratio, the peak against the budget, the floor (`peak_floor`: the most
 bytes that could not be evicted when an op ran under the budget; "n/a" where the core does
-not report it), whether the
-budget was feasible (floor <= budget), evictions, recomputes (and the median time a step
-they took, "ms": less noisy than the ratio, for changes that make recomputation cheaper),
-swap-outs and over-budget
-ops per step, the eviction bookkeeping as a share of the step, and whether the losses are
+not report it), whether the budget was feasible (floor <= budget), evictions, recomputes
+(and the median time a step they took, "ms": less noisy than the ratio, for changes that
+make recomputation cheaper), swap-outs and over-budget ops per step, the eviction
+bookkeeping as a share of the step, and whether the losses are
 bit-identical to the unconstrained run's beside it. A point whose budgeted step runs past
 its timeout (a recomputation storm) is shown as "timed out"; the default timeout is 10 times
 the unconstrained step beside it (at least 20 s). Then a summary for h_DTR^eq against the
