@@ -50,10 +50,12 @@ extensions = [
     Extension(
         "imperative._kernels",
         ["imperative/_kernels.pyx", "imperative/_sgemm.c", "imperative/_pool.c",
-         "imperative/_loops.c", "imperative/_rows.c", "imperative/_activations.c"],
+         "imperative/_loops.c", "imperative/_rows.c", "imperative/_activations.c",
+         "imperative/_reduce.c"],
         depends=["imperative/_sgemm.h", "imperative/_sgemm_kernels.h", "imperative/_pool.h",
                  "imperative/_loops.h", "imperative/_rows.h", "imperative/_vec8.h",
-                 "imperative/_activations.h"],
+                 "imperative/_activations.h", "imperative/_reduce.h",
+                 "imperative/_kernels_activations.pxi", "imperative/_kernels_reduce.pxi"],
         include_dirs=[numpy.get_include(), "imperative"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] + KERNEL_MACROS,
         # (no errno from sqrtf: the loops' square roots vectorise)

@@ -194,6 +194,10 @@ def _rows_on(x, axis):
 # the op's own kernel where the row loops do not take the input; None where they are off.
 softmax_rows_or = _kernels.softmax_rows_or if _ROWS_ON else None
 log_softmax_rows_or = _kernels.log_softmax_rows_or if _ROWS_ON else None
+# Reduce's: a float32 sum, mean, max or min over all of a small array or its last axis
+reduce_rows_or = _kernels.reduce_rows_or if _ROWS_ON else None
+REDUCE_MODES = ({"SUM": _kernels.REDUCE_SUM, "MEAN": _kernels.REDUCE_MEAN,
+                 "MAX": _kernels.REDUCE_MAX, "MIN": _kernels.REDUCE_MIN} if _ROWS_ON else {})
 
 
 def softmax_rows(x, axis):

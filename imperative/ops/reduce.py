@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 
+from ..backend import native
 from ..dtype import downcast
 from .base import Op, check_arity, normalize_axes, normalize_axis, reject_quantized
 
@@ -203,12 +204,25 @@ class Reduce(Op):
         return False
 
     def direct_kernel(self, inputs):
-        # the planned one-call reductions whose result needs no division nor cast
+        # the planned one-call reductions: float32 over all axes or the last, the native
+        # loop (numpy's bits; it falls back to the call below for other arrays); else the
+        # ones whose result needs no division nor cast, the ufunc's reduce itself
         (x,) = inputs
         plan = self._plan(x.shape, x.dtype) if x.dtype.metadata is None else False
-        if not plan or plan[4] is not None or (plan[2] is None and x.dtype != plan[3]):
+        if not plan:
             return None
-        ufunc, axis, acc, _, _ = plan
+        ufunc, axis, acc, out, count = plan
+        native_mode = native.REDUCE_MODES.get(self.mode)
+        if native_mode is not None and x.dtype == _FLOAT32 == out and x.shape:
+            axes = normalize_axes(axis, len(x.shape), self.mode)
+            if len(axes) == len(x.shape) or axes == (len(x.shape) - 1,):
+                fallback = (self.kernel, ()) if count is not None else (
+                    ufunc.reduce, (axis, acc, None, self.keepdims))
+                return native.reduce_rows_or, (native_mode, len(axes) < len(x.shape),
+                                               _reduced_shape(x.shape, axes, self.keepdims),
+                                               *fallback)
+        if count is not None or (acc is None and x.dtype != out):
+            return None
         return ufunc.reduce, (axis, acc, None, self.keepdims)
 
     def kernel(self, x):

@@ -1,0 +1,54 @@
+# Included by _kernels.pyx: small float32 reductions (_reduce.c), Reduce's direct kernel
+# on the tiny-op path.
+
+cdef extern from "_reduce.h":
+    void imp_reduce_rows(int mode, long rows, long n, const float *x, float *out,
+                         int *unsure) noexcept nogil
+
+cdef enum:                  # _reduce.h's modes
+    _SUM = 0
+    _MEAN = 1
+    _MAX = 2
+    _MIN = 3
+REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN = _SUM, _MEAN, _MAX, _MIN
+cdef enum:
+    _MAX_DIMS = 32          # results of more axes (numpy 2 allows 64) go to the fallback
+# past this many values numpy's maxima and minima are faster (its loops keep several
+# vectors of running extremes; ours one): they go to the fallback
+cdef long _EXTREMES_UP_TO = 8192
+
+
+def reduce_rows_or(x, int mode, bint last_axis, tuple out_shape, fallback, tuple args):
+    """The reduction `mode` (REDUCE_SUM, _MEAN, _MAX, _MIN) of a non-empty C-contiguous
+    float32 ndarray, over all of it or (last_axis) along its last axis, as a new array of
+    `out_shape` (whose size must be the number of results), with numpy's bits; for any
+    other x, fallback(x, *args), and so where a result is a NaN or infinite, or a maximum
+    or minimum is a zero (numpy's NaN or zero then depends on its vector loops' lane order;
+    it warns of an overflow)."""
+    if not _rows_take(x, -1):
+        return fallback(x, *args)
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    cdef long size = cnp.PyArray_SIZE(a)
+    cdef long n = cnp.PyArray_DIM(a, a.ndim - 1) if last_axis else size
+    cdef Py_ssize_t k, ndim = len(out_shape)
+    cdef cnp.npy_intp dims[_MAX_DIMS]
+    cdef long results = 1
+    if (n == 0 or ndim > _MAX_DIMS or not _SUM <= mode <= _MIN
+            or mode >= _MAX and size > _EXTREMES_UP_TO):
+        return fallback(x, *args)
+    for k in range(ndim):
+        dims[k] = out_shape[k]
+        results *= dims[k]
+    if results * n != size:
+        raise ValueError(f"reduce_rows_or: {results} results of rows of {n} do not make "
+                         f"x's {size} values")
+    cdef cnp.ndarray y = cnp.PyArray_EMPTY(ndim, dims, cnp.NPY_FLOAT32, 0)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(a)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    cdef int unsure
+    if size < _NOGIL_ELEMENTS:
+        imp_reduce_rows(mode, results, n, px, py, &unsure)
+    else:
+        with nogil:
+            imp_reduce_rows(mode, results, n, px, py, &unsure)
+    return fallback(x, *args) if unsure else y
