@@ -100,7 +100,7 @@ cdef class Channel:
         info.dtype = dtype
         info.device = device
         info.status = ALLOCATED
-        if maybe_packed and dtype.metadata is not None:
+        if maybe_packed and _has_metadata(dtype):
             # quantized dtypes: numpy ignores their metadata in == and hash, so every
             # dtype-keyed cache must step around them
             info.quantized = True
@@ -336,7 +336,7 @@ cdef class Channel:
             r = fn(a.value) if b is None else fn(a.value, b.value)
         except Exception:
             return None
-        if type(r) is not _ndarray or r.dtype is not out_dtype:
+        if type(r) is not _ndarray or _dtype_of(r) is not out_dtype:
             r = _np_asarray(r, dtype=out_dtype)
         r = _c_ordered(r)
         cdef TensorInfo info = self.new_info(big.shape, out_dtype, a.device, False)

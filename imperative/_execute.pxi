@@ -152,7 +152,7 @@ cdef object _ufunc_result(OpDef op, list inputs, TensorInfo out):
     """The elementwise op's ufunc on its inputs' values, as an array of out's dtype."""
     a = (<TensorInfo>inputs[0]).value
     r = op.ufunc(a) if len(inputs) == 1 else op.ufunc(a, (<TensorInfo>inputs[1]).value)
-    if type(r) is not _ndarray or r.dtype is not out.dtype:
+    if type(r) is not _ndarray or _dtype_of(r) is not out.dtype:
         r = _np_asarray(r, dtype=out.dtype)
     return r
 

@@ -16,6 +16,11 @@ cdef inline object _c_ordered(object array):
     return _np_ascontiguousarray(array)
 
 
+cdef inline object _dtype_of(object array):
+    """`array.dtype` of an ndarray, read from the array (no attribute lookup by name)."""
+    return <object>cnp.PyArray_DESCR(<cnp.ndarray>array)
+
+
 cdef inline bint _has_shape(cnp.ndarray array, tuple shape):
     """`array.shape == shape`, read from the array's own dimensions (no tuple made)."""
     cdef int k, n = cnp.PyArray_NDIM(array)
@@ -189,8 +194,16 @@ cdef object _pack_4bit = _dtypes.pack_4bit
 cdef object _unpack_4bit = _dtypes.unpack_4bit
 
 
+cdef inline bint _has_metadata(object dtype):
+    """`dtype.metadata is not None` (quantized dtypes carry it), read from the descriptor:
+    every op's outputs ask, and the attribute costs a lookup by name."""
+    if cnp.PyArray_DescrCheck(dtype):
+        return cnp.PyDataType_METADATA(<cnp.dtype>dtype) != NULL
+    return dtype.metadata is not None
+
+
 cdef inline bint _dtype_is_packed(object dtype):
-    return dtype.metadata is not None and _is_4bit(dtype)
+    return _has_metadata(dtype) and _is_4bit(dtype)
 
 
 cdef inline Py_ssize_t _nbytes_of(Py_ssize_t numel, object dtype, bint packed):
