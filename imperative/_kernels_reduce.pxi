@@ -52,3 +52,53 @@ def reduce_rows_or(x, int mode, bint last_axis, tuple out_shape, fallback, tuple
         with nogil:
             imp_reduce_rows(mode, results, n, px, py, &unsure)
     return fallback(x, *args) if unsure else y
+
+
+# ---- cross entropy's direct kernel: the rows' losses (_rows.c), then their mean or sum
+
+cdef enum:
+    _LABELS_ON_STACK = 256      # rows whose int32 labels are widened in a local buffer
+
+
+def cross_entropy_or(logits, labels, int reduction, fallback):
+    """CrossEntropy's kernel on float32 logits (rows, classes), C-contiguous, and int32 or
+    int64 labels (rows,): the per-row losses cross_entropy_rows computes, then (reduction
+    REDUCE_MEAN or REDUCE_SUM; -1 for none) reduced as numpy's add.reduce and a division by
+    the count reduce them, in one call; anything else, or a label out of range (whose
+    error the fallback raises), is fallback(logits, labels)."""
+    if (not _rows_take(logits, -1) or (<cnp.ndarray>logits).ndim != 2
+            or type(labels) is not np.ndarray or not -1 <= reduction <= _MEAN):
+        return fallback(logits, labels)
+    cdef cnp.ndarray x = <cnp.ndarray>logits, y = <cnp.ndarray>labels
+    cdef long rows = cnp.PyArray_DIM(x, 0), n = cnp.PyArray_DIM(x, 1), r
+    cdef int kind = cnp.PyArray_TYPE(y)
+    if (y.ndim != 1 or cnp.PyArray_DIM(y, 0) != rows or not cnp.PyArray_IS_C_CONTIGUOUS(y)
+            or not (kind == cnp.NPY_INT64 or kind == cnp.NPY_INT32 and rows <= _LABELS_ON_STACK)):
+        return fallback(logits, labels)
+    if rows == 0:
+        return fallback(logits, labels)
+    cdef long long wide[_LABELS_ON_STACK]
+    cdef const long long *pl = <const long long *>cnp.PyArray_DATA(y)
+    cdef const int *narrow = <const int *>cnp.PyArray_DATA(y)
+    if kind == cnp.NPY_INT32:
+        for r in range(rows):
+            wide[r] = narrow[r]
+        pl = wide
+    cdef cnp.npy_intp loss_rows = rows
+    cdef cnp.ndarray loss = cnp.PyArray_EMPTY(1, &loss_rows, cnp.NPY_FLOAT32, 0)
+    cdef float *po = <float *>cnp.PyArray_DATA(loss)
+    cdef long bad = -1
+    cdef int unsure = 0
+    cdef const float *px = <const float *>cnp.PyArray_DATA(x)
+    if rows * n < _NOGIL_ELEMENTS:
+        imp_cross_entropy_rows(rows, n, px, pl, po, &bad)
+    else:
+        with nogil:
+            imp_cross_entropy_rows(rows, n, px, pl, po, &bad)
+    if bad >= 0:
+        return fallback(logits, labels)
+    if reduction == -1:
+        return loss
+    cdef cnp.ndarray total = cnp.PyArray_EMPTY(0, NULL, cnp.NPY_FLOAT32, 0)
+    imp_reduce_rows(reduction, 1, rows, po, <float *>cnp.PyArray_DATA(total), &unsure)
+    return fallback(logits, labels) if unsure else total

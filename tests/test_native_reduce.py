@@ -118,3 +118,39 @@ def test_other_dtypes_and_empty_arrays_reduce_as_before():
     assert float(imp.Tensor(np.zeros((0, 3), np.float32)).sum()) == 0.0
     with pytest.raises(ValueError, match="no identity"):
         imp.Tensor(np.zeros((0, 3), np.float32)).max()
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.integers(1, 300), classes=st.integers(1, 40),
+       label_dtype=st.sampled_from([np.int32, np.int64, np.int16]),
+       reduction=st.sampled_from(["mean", "sum", "none"]), seed=st.integers(0, 2**16),
+       special=st.sampled_from([None, np.nan, np.inf, -np.inf, 1e30]))
+def test_cross_entropy_in_one_call_gives_the_kernels_bits(rows, classes, label_dtype,
+                                                          reduction, seed, special):
+    """CrossEntropy's direct kernel (the tiny path) against its kernel (the worker's)."""
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, classes)) * 5).astype(np.float32)
+    if special is not None:
+        logits[rng.integers(rows), rng.integers(classes)] = special
+    labels = rng.integers(0, classes, rows).astype(label_dtype)
+    x, y = imp.Tensor(logits), imp.Tensor(labels)
+    with warnings.catch_warnings(), imp.option("async_level", 2):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        here = F.cross_entropy(x, y, reduction=reduction).numpy()
+        with imp.option("enable_host_compute", 0):
+            there = F.cross_entropy(x, y, reduction=reduction).numpy()
+    same_bits(here, there)
+
+
+@pytest.mark.parametrize("label_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("level,error", [(0, IndexError), (2, imp.AsyncError)])
+def test_cross_entropy_bad_label_is_named_as_before(label_dtype, level, error):
+    """A label out of range makes the one-call kernel step aside: the op's kernel names it,
+    at once (level 0) or when the result is read, and the runtime stays usable."""
+    x = imp.Tensor(np.zeros((3, 4), np.float32))
+    labels = imp.Tensor(np.array([0, 4, 1], label_dtype))
+    with imp.option("async_level", level):
+        with pytest.raises(error, match="label 4 is out of range for 4 classes"):
+            F.cross_entropy(x, labels).numpy()
+        good = imp.Tensor(np.array([0, 3, 1], label_dtype))
+        assert float(F.cross_entropy(x, good)) == pytest.approx(np.log(4))

@@ -121,6 +121,16 @@ class CrossEntropy(Op):
         shape = expected if self.reduction == "none" else ()
         return ((shape, float_dtype([logits.dtype])),)
 
+    def direct_kernel(self, inputs):
+        # 2-D float32 logits with classes last: one C call for the losses and their
+        # reduction; anything it does not take (or a bad label) runs kernel()
+        logits, _ = inputs
+        if (native.cross_entropy_or is None or logits.dtype != _FLOAT32
+                or len(logits.shape) != 2 or self.axis not in (-1, 1)):
+            return None
+        return native.cross_entropy_or, (native.CROSS_ENTROPY_REDUCTIONS[self.reduction],
+                                         self.kernel)
+
     def kernel(self, logits, labels):
         rows = native.cross_entropy_rows(logits, labels, self.axis)    # (float32 logits)
         if rows is None and logits.dtype == _FLOAT16:       # computed in float32
