@@ -444,6 +444,30 @@ def layer_norm_rows(x, weight, bias, float eps, stats=None, bint stats_given=Fal
     return y
 
 
+def layer_norm_or(x, weight, bias, long size, float eps, fallback):
+    """LayerNormForward's direct kernel: layer_norm_rows over the trailing `size` values of
+    a C-contiguous float32 x of any shape, with C-contiguous float32 weight and bias of
+    `size` values, as a new array of x's shape; anything else is fallback(x, weight, bias)."""
+    if not (_rows_take(x, -1) and _rows_take(weight, -1) and _rows_take(bias, -1)) or (
+            size <= 0 or cnp.PyArray_SIZE(<cnp.ndarray>x) % size
+            or cnp.PyArray_SIZE(<cnp.ndarray>weight) != size
+            or cnp.PyArray_SIZE(<cnp.ndarray>bias) != size):
+        return fallback(x, weight, bias)
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    cdef long rows = cnp.PyArray_SIZE(a) // size
+    y = cnp.PyArray_EMPTY(a.ndim, cnp.PyArray_DIMS(a), cnp.NPY_FLOAT32, 0)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(a)
+    cdef const float *pw = <const float *>cnp.PyArray_DATA(<cnp.ndarray>weight)
+    cdef const float *pb = <const float *>cnp.PyArray_DATA(<cnp.ndarray>bias)
+    cdef float *py = <float *>cnp.PyArray_DATA(<cnp.ndarray>y)
+    if rows * size < _NOGIL_ELEMENTS:
+        imp_layer_norm_rows(rows, size, px, pw, pb, eps, py, NULL, False)
+    else:
+        with nogil:
+            imp_layer_norm_rows(rows, size, px, pw, pb, eps, py, NULL, False)
+    return y
+
+
 
 # ---- row-wise loops: softmax, log_softmax, cross entropy (_rows.c)
 

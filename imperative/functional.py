@@ -564,12 +564,21 @@ def layer_norm(x: TensorLike, normalized_shape: ShapeLike, weight: TensorLike = 
     """Normalise over the trailing `normalized_shape` dimensions, then scale by weight and
     shift by bias (both of that shape) when given, as PyTorch's layer_norm."""
     x = _as_tensor(x)
-    shape = check_shape_arg(normalized_shape, "layer_norm")
-    op = cached_op(O.LayerNormForward, shape, float(eps))
+    op = _LAYER_NORMS.get((normalized_shape, eps)) if isinstance(normalized_shape, tuple) else None
+    if op is None:
+        shape = check_shape_arg(normalized_shape, "layer_norm")
+        op = cached_op(O.LayerNormForward, shape, float(eps))
+        if isinstance(normalized_shape, tuple) and len(_LAYER_NORMS) < 64:
+            _LAYER_NORMS[(normalized_shape, eps)] = op     # (validated: checked no more)
     if weight is None and bias is None:
         return _apply1(op, x)
-    weight, bias = _affine_defaults(weight, bias, shape, float_dtype([x.dtype]), x.device)
+    if not (isinstance(weight, TensorBase) and isinstance(bias, TensorBase)):
+        weight, bias = _affine_defaults(weight, bias, op.normalized_shape,
+                                        float_dtype([x.dtype]), x.device)
     return _apply1(op, x, weight, bias)
+
+
+_LAYER_NORMS = {}   # (normalized_shape tuple, eps) -> LayerNormForward, as the caller wrote them
 
 
 def embedding(indices: TensorLike, weight: TensorLike) -> Tensor:

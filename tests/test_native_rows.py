@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import imperative as imp
 from imperative import F
@@ -177,3 +179,32 @@ def test_layer_norm_gradients_in_one_op_match_the_composite_rule(kernels, affine
     for fused, composite, t in zip(grads(False), grads(True), tparams):
         close(fused, composite, 2e-5)
         close(fused, t.grad.numpy(), 2e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lead=st.lists(st.integers(1, 5), min_size=1, max_size=3), size=st.integers(1, 70),
+       transposed=st.booleans(), weight_dtype=st.sampled_from(["float32", "float16"]),
+       eps=st.sampled_from([1e-5, 1e-3, 0.5]), seed=st.integers(0, 2**16))
+def test_layer_norm_in_one_call_gives_the_kernels_bits(lead, size, transposed, weight_dtype,
+                                                       eps, seed):
+    """LayerNormForward's direct kernel (the tiny path) against its kernel (the worker's),
+    for contiguous and transposed inputs and weights of another dtype (the fallback); the
+    normalized shape given as a tuple, a list or an int is the same op."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(lead + [size]).astype(np.float32) * 3
+    if transposed and len(lead) >= 1:
+        x = np.ascontiguousarray(x.swapaxes(0, -1)).swapaxes(0, -1)
+    w = rng.standard_normal(size).astype(weight_dtype)
+    b = rng.standard_normal(size).astype(weight_dtype)
+    t, tw, tb = imp.Tensor(x), imp.Tensor(w), imp.Tensor(b)
+    with imp.option("async_level", 2):
+        here = F.layer_norm(t, (size,), tw, tb, eps=eps).numpy()
+        assert F.layer_norm(t, [size], tw, tb, eps=eps).numpy().tobytes() == here.tobytes()
+        assert F.layer_norm(t, size, tw, tb, eps=eps).numpy().tobytes() == here.tobytes()
+        with imp.option("enable_host_compute", 0):
+            there = F.layer_norm(t, (size,), tw, tb, eps=eps).numpy()
+    assert here.dtype == there.dtype and here.tobytes() == there.tobytes()
+    want = torch.nn.functional.layer_norm(torch.from_numpy(np.ascontiguousarray(x)), (size,),
+                                          torch.from_numpy(w.astype(np.float32)),
+                                          torch.from_numpy(b.astype(np.float32)), eps=eps)
+    close(here.astype(np.float32), want.numpy(), 2e-3 if weight_dtype == "float16" else 1e-5)

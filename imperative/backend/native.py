@@ -198,6 +198,8 @@ log_softmax_rows_or = _kernels.log_softmax_rows_or if _ROWS_ON else None
 reduce_rows_or = _kernels.reduce_rows_or if _ROWS_ON else None
 REDUCE_MODES = ({"SUM": _kernels.REDUCE_SUM, "MEAN": _kernels.REDUCE_MEAN,
                  "MAX": _kernels.REDUCE_MAX, "MIN": _kernels.REDUCE_MIN} if _ROWS_ON else {})
+# LayerNormForward's (with weight and bias): float32 rows of the trailing values
+layer_norm_or = _kernels.layer_norm_or if _ROWS_ON else None
 # CrossEntropy's: 2-D float32 logits' losses and their mean or sum (codes: mean, sum, none)
 cross_entropy_or = _kernels.cross_entropy_or if _ROWS_ON else None
 CROSS_ENTROPY_REDUCTIONS = ({"mean": _kernels.REDUCE_MEAN, "sum": _kernels.REDUCE_SUM,

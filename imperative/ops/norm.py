@@ -158,6 +158,14 @@ class LayerNormForward(_LayerNormOp):
         y = native.layer_norm(x, weight, bias, self._size, self.eps, statistics, True)
         return y if y is not None else self.kernel(x, weight, bias)
 
+    def direct_kernel(self, inputs):
+        # float32 x, weight and bias: the native row loop in one C call (as kernel() calls
+        # it first, without its Python frames); anything it does not take runs kernel()
+        if (native.layer_norm_or is None or len(inputs) != 3
+                or any(t.dtype != _FLOAT32 for t in inputs)):
+            return None
+        return native.layer_norm_or, (self._size, self.eps, self.kernel)
+
     def kernel(self, x, weight=None, bias=None):
         y = native.layer_norm(x, weight, bias, self._size, self.eps)    # (float32: the
         if y is not None:                                               # same call as below)
