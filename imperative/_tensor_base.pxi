@@ -71,6 +71,22 @@ def apply_one(op, *tensors):
     return apply_infos(<OpDef>op, infos)[0]
 
 
+def apply_tensors(OpDef op, object tensors):
+    """`apply_one(op, *tensors)` where `tensors` is a non-empty list or tuple of Tensors;
+    else None, and the caller converts its arguments as usual (functional's fast paths:
+    its Python argument handling cost as much as the op)."""
+    if (type(tensors) is not list and type(tensors) is not tuple) or not tensors:
+        return None
+    cdef list infos = []
+    for t in tensors:
+        if not isinstance(t, TensorBase):
+            return None
+        infos.append((<TensorBase>t)._info)
+    if _tracing:
+        _trace_inputs(tuple(tensors))
+    return _wrap(_channel.dispatch(op, infos)[0])
+
+
 cdef object _promote = _dtypes.dtype_promotion
 cdef object _promote_pair = _dtypes.promote_pair
 cdef object _as_tensor_data = _dtypes.as_tensor_data    # user data to (array, dtype)

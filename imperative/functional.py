@@ -163,6 +163,9 @@ _WHERE = cached_op(O.Where)
 def where(condition: TensorLike, x: TensorLike, y: TensorLike) -> Tensor:
     """`x` where `condition` is true, else `y` (numpy.where, broadcasting; x and y are
     promoted to one dtype)."""
+    out = _core.apply_tensors(_WHERE, (condition, x, y))     # (all Tensors: nothing to do)
+    if out is not None:
+        return out
     x, y = _tensors(x, y)
     if not isinstance(condition, TensorBase):
         condition = _as_tensor(condition, get_device(x, y))
@@ -312,7 +315,9 @@ def _tensor_list(tensors, what):
 
 def concat(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
     """Join tensors along an existing axis (numpy.concatenate); dtypes are promoted."""
-    return _apply1(cached_op(O.Concat, int(axis)), *_tensor_list(tensors, "concat"))
+    op = cached_op(O.Concat, int(axis))
+    out = _core.apply_tensors(op, tensors)       # (a list of Tensors: nothing to convert)
+    return out if out is not None else _apply1(op, *_tensor_list(tensors, "concat"))
 
 
 def stack(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:

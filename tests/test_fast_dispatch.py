@@ -389,3 +389,26 @@ def test_direct_kernels_give_the_kernels_result_bit_for_bit(case):
     # and through dispatch: the tiny path (direct kernel) against the worker's (kernel)
     fast, slow = both(lambda *ts: imp.apply(op, *ts)[0], *arrays)
     assert_same(fast, slow)
+
+
+@pytest.mark.parametrize("other", ["tensor", "array", "scalar"])
+def test_where_and_concat_of_tensors_skip_only_the_conversions(other):
+    """F.where / F.concat of Tensors only go straight to the op (apply_tensors); with an
+    array or a number among the arguments they convert as before, to the same values."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 5)).astype(np.float32)
+    b = rng.standard_normal((3, 5)).astype(np.float32)
+    mask = rng.random((3, 5)) > 0.5
+    given_b = {"tensor": imp.Tensor(b), "array": b, "scalar": 0.5}[other]
+    want_b = b if other != "scalar" else np.full_like(b, 0.5)
+    got = F.where(imp.Tensor(mask), imp.Tensor(a), given_b).numpy()
+    np.testing.assert_array_equal(got, np.where(mask, a, want_b))
+    if other != "scalar":
+        joined = F.concat((imp.Tensor(a), given_b), axis=1).numpy()
+        np.testing.assert_array_equal(joined, np.concatenate([a, b], axis=1))
+    assert imp._core.apply_tensors(F.O.Concat(0), [imp.Tensor(a), a]) is None
+    assert imp._core.apply_tensors(F.O.Concat(0), imp.Tensor(a)) is None
+    with pytest.raises(TypeError, match="list or tuple"):
+        F.concat(imp.Tensor(a))
+    with pytest.raises(ValueError, match="at least one"):
+        F.concat([])
