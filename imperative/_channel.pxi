@@ -112,7 +112,7 @@ cdef class Channel:
         return info
 
     cdef void _retire_handle(self, TensorInfo info):
-        cdef long long idx = info.handle & 0xFFFFFFFF
+        cdef long long idx = info.handle & 0xFFFFFFFFLL
         cdef long long gen = (info.handle >> 32) + 1
         if info.handle < 0 or self._table[idx] is not info:
             return
@@ -122,7 +122,7 @@ cdef class Channel:
 
     cpdef TensorInfo lookup(self, long long handle):
         """The live record for a handle, or None if it was deleted (stale generation)."""
-        cdef Py_ssize_t idx = handle & 0xFFFFFFFF
+        cdef Py_ssize_t idx = handle & 0xFFFFFFFFLL
         if handle < 0 or idx >= len(self._table):
             return None
         info = self._table[idx]

@@ -284,7 +284,7 @@ cdef class Channel:
         if self._free_handles.size():
             info.handle = self._free_handles.back()
             self._free_handles.pop_back()
-            self._table[info.handle & 0xFFFFFFFF] = info
+            self._table[info.handle & 0xFFFFFFFFLL] = info
         else:
             info.handle = len(self._table)
             self._table.append(info)

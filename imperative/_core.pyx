@@ -29,7 +29,8 @@ cimport numpy as cnp
 from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
 from cpython.object cimport PyTypeObject
-from cpython.ref cimport PyObject
+from cpython.ref cimport PyObject, Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.math cimport INFINITY
 from cpython.exc cimport PyErr_CheckSignals
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec

@@ -79,14 +79,14 @@ cdef class TensorInfo:
 
     @property
     def id(self):
-        return self.handle & 0xFFFFFFFF
+        return self.handle & 0xFFFFFFFFLL
 
     @property
     def generation(self):
         return self.handle >> 32
 
     def __repr__(self):
-        return (f"<TensorInfo {self.handle & 0xFFFFFFFF} status={Status(self.status).name} "
+        return (f"<TensorInfo {self.handle & 0xFFFFFFFFLL} status={Status(self.status).name} "
                 f"shape={self.shape} dtype={self.dtype} device={self.device}>")
 
 
@@ -298,12 +298,20 @@ cdef object _direct_result(OpDef op, Inferred inferred, list inputs):
     fn = inferred.direct_fn
     if fn is None:
         return _NO_DIRECT_KERNEL
-    if len(inputs) == 1:
-        return fn((<TensorInfo>inputs[0]).value, *inferred.direct_tail)
-    values = []
-    for info in inputs:
-        values.append(info.value)
-    return fn(*values, *inferred.direct_tail)
+    # the arguments in one tuple made here: `fn(*values, *tail)` made a list and two
+    # tuples more, a sixth of a tiny view's dispatch
+    cdef tuple tail = inferred.direct_tail
+    cdef Py_ssize_t n = len(inputs), i
+    cdef tuple args = PyTuple_New(n + len(tail))
+    for i in range(n):
+        value = (<TensorInfo>inputs[i]).value
+        Py_INCREF(value)
+        PyTuple_SET_ITEM(args, i, value)
+    for i in range(len(tail)):
+        value = tail[i]
+        Py_INCREF(value)
+        PyTuple_SET_ITEM(args, n + i, value)
+    return fn(*args)
 
 
 cdef object _NO_DIRECT_KERNEL = object()
