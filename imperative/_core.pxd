@@ -213,6 +213,8 @@ cdef class OpDef:
                                        #     for the host fast path, or None (ufunc_floats_only
                                        #     holds)
     cdef dict _same_dtype_out          # input dtype -> output dtype, for the fast path
+    cdef object _last_inferred         # the Inferred last found (its key checked by identity
+                                       #     first: an op is mostly called on like inputs)
     cdef dict _infer_cache             # input descriptions -> Inferred (infer's result, the
                                        #     direct kernel; _records.pxi)
     cdef dict _fastest                 # [W] input descriptions -> the fastest run seen, seconds
