@@ -580,3 +580,4 @@ def cross_entropy_rows(x, labels):
 
 include "_kernels_activations.pxi"   # relu, sigmoid, gelu (_activations.c)
 include "_kernels_reduce.pxi"        # small sums, means, maxima, minima (_reduce.c)
+include "_kernels_windows.pxi"       # a max pooling's gradient (_windows.c)

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import _core
 from .. import functional as F
+from ..backend import native
 from .._core import apply
 from ..ops.base import cached_op
 from ..ops.indexing import TENSOR
@@ -12,7 +13,7 @@ from ..ops.conv import Convolution, ConvolutionBackwardData, ConvolutionBackward
 from ..ops.elemwise import LeakyRelu
 from ..ops.indexing import Embedding
 from ..ops.norm import BatchNormForward, LayerNormBackward, LayerNormForward
-from ..ops.pool import Pooling, valid_counts
+from ..ops.pool import MaxPoolGrad, Pooling, valid_counts
 from ..ops.softmax import CrossEntropy, CrossEntropyGrad, LogSoftmax, Softmax
 from ..tensor import Tensor
 from .registry import as_input_grad, defgrad, is_float, no_grads, single_output, wants
@@ -161,6 +162,13 @@ def _average_pool_contributions(op, ctx, dy):
 def _pooling_backward(op, ctx, dy):
     if not is_float(ctx.in_dtypes[0]):
         return (None,)
+    if (op.mode == "MAX" and native.max_pool_grad is not None and _core.get_grad_hook() is None
+            and dy.dtype == np.float32
+            and ctx.in_dtypes[0] == np.float32 and op.window[0] * op.window[1] <= 254):
+        # nothing records this backward (no higher order): the ops below as one
+        grad = apply(cached_op(MaxPoolGrad, op.window, op.stride, op.padding),
+                     ctx.inputs[0], ctx.outputs[0], dy)[0]
+        return (as_input_grad(grad, ctx, 0),)
     contributions = (_max_pool_contributions if op.mode == "MAX"
                      else _average_pool_contributions)(op, ctx, dy)
     gpad = F.zeros(_padded_shape(op, ctx.in_shapes[0]), dy.dtype)

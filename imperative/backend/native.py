@@ -198,6 +198,9 @@ log_softmax_rows_or = _kernels.log_softmax_rows_or if _ROWS_ON else None
 reduce_rows_or = _kernels.reduce_rows_or if _ROWS_ON else None
 REDUCE_MODES = ({"SUM": _kernels.REDUCE_SUM, "MEAN": _kernels.REDUCE_MEAN,
                  "MAX": _kernels.REDUCE_MAX, "MIN": _kernels.REDUCE_MIN} if _ROWS_ON else {})
+# a max pooling's input gradient in one pass (ops/pool.py:MaxPoolGrad; portable C, no
+# instruction set needed), None without the extension
+max_pool_grad = _kernels.max_pool_grad if _kernels is not None else None
 # LayerNormForward's (with weight and bias): float32 rows of the trailing values
 layer_norm_or = _kernels.layer_norm_or if _ROWS_ON else None
 # CrossEntropy's: 2-D float32 logits' losses and their mean or sum (codes: mean, sum, none)

@@ -1,6 +1,7 @@
 """Pooling: max and average over sliding windows."""
 import numpy as np
 
+from ..backend import native
 from .base import Op, check_arity, float_dtype, reject_quantized
 from .nn_common import check_ndim, compute_dtype, output_size, positive_pair, window_chunks
 
@@ -9,6 +10,7 @@ from .nn_common import check_ndim, compute_dtype, output_size, positive_pair, wi
 # Pooling
 
 _POOL_MODES = ("MAX", "AVERAGE", "AVERAGE_COUNT_EXCLUDE_PADDING")
+_FLOAT32 = np.dtype(np.float32)
 
 
 def _lowest(dtype):
@@ -94,3 +96,31 @@ class Pooling(Op):
                 (h, w), out.shape[2:], self.window, self.stride, self.padding))
             out /= np.outer(ch, cw).astype(compute)
         return out.astype(out_dtype, copy=False)
+
+
+class MaxPoolGrad(Op):
+    """`MaxPoolGrad(window, stride, padding)`: inputs (x, out, dy) of a float32 max
+    Pooling (its input, output and the output's gradient), output the input's gradient, in
+    one native pass: the bits of the composite rule of autodiff/rules_nn.py, which issues
+    this op only for float32 and while nothing records the backward (it has no gradient)."""
+
+    _fields = ("window", "stride", "padding")
+
+    def __init__(self, window, stride, padding):
+        self._set(window=tuple(window), stride=tuple(stride), padding=tuple(padding))
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 3)
+        reject_quantized(self, inputs)
+        x, out, dy = inputs
+        check_ndim("max_pool_grad", "input", x.shape, 4, "(N, C, H, W)")
+        if out.shape != dy.shape or out.shape[:2] != x.shape[:2]:
+            raise ValueError(f"max_pool_grad: output {out.shape} and its gradient {dy.shape} "
+                             f"must match the pooling of an input {x.shape}")
+        if any(t.dtype != _FLOAT32 for t in inputs):
+            raise TypeError("max_pool_grad: float32 inputs only, got "
+                            + ", ".join(str(t.dtype) for t in inputs))
+        return ((x.shape, _FLOAT32),)
+
+    def kernel(self, x, out, dy):
+        return native.max_pool_grad(x, out, dy, self.window, self.stride, self.padding)
