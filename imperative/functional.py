@@ -18,11 +18,13 @@ from . import _core
 from . import dtype as D
 from . import random as _random
 from . import ops as O
-from ._core import TensorBase, as_device
+from ._core import TensorBase
 from .device import get_device
 from .ops.base import cached_op, float_dtype, normalize_axes, normalize_axis
 from .ops.shape import check_int_tuple, check_shape_arg
-from ._types import AxisLike, DeviceLike, DTypeLike, PairLike, ShapeLike, TensorLike
+from .creation import (_as_tensor, arange, copy, full, full_like, linspace, ones,  # noqa: F401
+                       ones_like, zeros, zeros_like)
+from ._types import AxisLike, PairLike, ShapeLike, TensorLike
 from .tensor import Tensor
 from .torch_hints import keyword_hints
 
@@ -54,15 +56,6 @@ __all__ = [
 
 
 _apply1 = _core.apply_one     # an op's (first) output: `_core.apply(op, *tensors)[0]`
-
-
-def _as_tensor(value, device=None):
-    """A Tensor for `value`: Tensors unchanged, other data by Tensor()'s own dtype rules."""
-    if isinstance(value, TensorBase):
-        return value
-    if value is None:
-        raise TypeError("expected a Tensor, an array or a number, got None")
-    return Tensor(value, device=device)
 
 
 def _tensors(*args):
@@ -340,82 +333,6 @@ def split(x: TensorLike, indices_or_sections: int | Sequence[int], axis: int = 0
 
 
 # ---------------------------------------------------------------------------------------
-# Creation and devices
-
-
-def _device_name(device):
-    return str(as_device(_core.get_default_device() if device is None else device))
-
-
-def _creation_dtype(dtype, *values):
-    # resolved before interning: cached_op keys compare 1 == 1.0 == True
-    return D.dtype_promotion(list(values)) if dtype is None else D.canonical_dtype(dtype)
-
-
-def full(shape: ShapeLike, value: float, dtype: DTypeLike | None = None,
-        device: DeviceLike | None = None) -> Tensor:
-    """A tensor of `shape` filled with `value`; dtype None: from the value (bool, int ->
-    int32, float -> float32)."""
-    return _apply1(cached_op(O.Fill, check_shape_arg(shape, "full"), value,
-                             _creation_dtype(dtype, value), _device_name(device)))
-
-
-def zeros(shape: ShapeLike, dtype: DTypeLike = "float32",
-        device: DeviceLike | None = None) -> Tensor:
-    """A tensor of zeros."""
-    return full(shape, 0, dtype, device)
-
-
-def ones(shape: ShapeLike, dtype: DTypeLike = "float32",
-        device: DeviceLike | None = None) -> Tensor:
-    """A tensor of ones."""
-    return full(shape, 1, dtype, device)
-
-
-def full_like(x: TensorLike, value: float, dtype: DTypeLike | None = None,
-        device: DeviceLike | None = None) -> Tensor:
-    """A tensor of x's shape (and dtype and device unless given) filled with `value`."""
-    x = _as_tensor(x)
-    return full(x.shape, value, x.dtype if dtype is None else dtype,
-                x.device if device is None else device)
-
-
-def zeros_like(x: TensorLike, dtype: DTypeLike | None = None,
-        device: DeviceLike | None = None) -> Tensor:
-    """zeros of x's shape, dtype and device."""
-    return full_like(x, 0, dtype, device)
-
-
-def ones_like(x: TensorLike, dtype: DTypeLike | None = None,
-        device: DeviceLike | None = None) -> Tensor:
-    """ones of x's shape, dtype and device."""
-    return full_like(x, 1, dtype, device)
-
-
-def arange(start: float, stop: float | None = None, step: float = 1,
-        dtype: DTypeLike | None = None, device: DeviceLike | None = None) -> Tensor:
-    """numpy.arange: `arange(stop)` or `arange(start, stop, step)`; dtype None: int32 when
-    every argument is an int, else float32."""
-    if stop is None:
-        start, stop = 0, start
-    return _apply1(cached_op(O.Arange, start, stop, step, _creation_dtype(dtype, start, stop, step),
-                             _device_name(device)))
-
-
-def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True,
-        dtype: DTypeLike = "float32", device: DeviceLike | None = None) -> Tensor:
-    """numpy.linspace: `num` evenly spaced values from start to stop."""
-    return _apply1(cached_op(O.Linspace, start, stop, num, bool(endpoint),
-                             _creation_dtype(dtype), _device_name(device)))
-
-
-def copy(x: TensorLike, device: DeviceLike | None = None) -> Tensor:
-    """A copy of x on `device` (x's own device when None)."""
-    x = _as_tensor(x)
-    return _apply1(cached_op(O.Copy, _device_name(x.device if device is None else device)), x)
-
-
-# ---------------------------------------------------------------------------------------
 # Neural networks
 
 relu = _elemwise("RELU", "relu", "max(x, 0)")
@@ -569,21 +486,13 @@ def layer_norm(x: TensorLike, normalized_shape: ShapeLike, weight: TensorLike = 
     """Normalise over the trailing `normalized_shape` dimensions, then scale by weight and
     shift by bias (both of that shape) when given, as PyTorch's layer_norm."""
     x = _as_tensor(x)
-    op = _LAYER_NORMS.get((normalized_shape, eps)) if isinstance(normalized_shape, tuple) else None
-    if op is None:
-        shape = check_shape_arg(normalized_shape, "layer_norm")
-        op = cached_op(O.LayerNormForward, shape, float(eps))
-        if isinstance(normalized_shape, tuple) and len(_LAYER_NORMS) < 64:
-            _LAYER_NORMS[(normalized_shape, eps)] = op     # (validated: checked no more)
+    op = O.norm.layer_norm_op(normalized_shape, eps)
     if weight is None and bias is None:
         return _apply1(op, x)
     if not (isinstance(weight, TensorBase) and isinstance(bias, TensorBase)):
         weight, bias = _affine_defaults(weight, bias, op.normalized_shape,
                                         float_dtype([x.dtype]), x.device)
     return _apply1(op, x, weight, bias)
-
-
-_LAYER_NORMS = {}   # (normalized_shape tuple, eps) -> LayerNormForward, as the caller wrote them
 
 
 def embedding(indices: TensorLike, weight: TensorLike) -> Tensor:

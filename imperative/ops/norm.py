@@ -4,8 +4,9 @@ import numbers
 import numpy as np
 
 from ..backend import native
-from .base import Op, float_dtype, reject_quantized
+from .base import Op, cached_op, float_dtype, reject_quantized
 from .nn_common import along_axis, compute_dtype
+from .shape import check_shape_arg
 
 _FLOAT32 = np.dtype(np.float32)
 
@@ -256,3 +257,23 @@ def _layer_norm_grad(x, dy, weight, eps):
         return dx
     return (dx, (dy * xhat).sum(axis=0, dtype=np.float64).astype(_FLOAT32),
             dy.sum(axis=0, dtype=np.float64).astype(_FLOAT32))
+
+
+_LAYER_NORM_OPS = {}    # (normalized_shape, eps) as F.layer_norm's caller wrote them -> op
+
+
+def layer_norm_op(normalized_shape, eps):
+    """F.layer_norm's LayerNormForward, memoised by its arguments as written where they are
+    a tuple of ints and a float (validated the first time, checked no more: the check cost
+    as much as the op on a small input)."""
+    key = None
+    if type(normalized_shape) is tuple and type(eps) is float and all(
+            type(d) is int for d in normalized_shape):
+        key = (normalized_shape, eps)
+        op = _LAYER_NORM_OPS.get(key)
+        if op is not None:
+            return op
+    op = cached_op(LayerNormForward, check_shape_arg(normalized_shape, "layer_norm"), float(eps))
+    if key is not None and len(_LAYER_NORM_OPS) < 64:
+        _LAYER_NORM_OPS[key] = op
+    return op
