@@ -8,16 +8,43 @@
  * infinite and NaN gradients included (inf * 0 is a NaN there too; which NaN, by sign,
  * may differ). Declared in _windows.h. */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
+#include "_vec8.h"       /* imp_v8, IMP_ISA_VARIANTS_EXACT */
 #include "_windows.h"
 
 #define NO_TAP 255
+/* every product and sum rounded where the source says (as numpy rounds the rule's) */
+#define EXACT __attribute__((optimize("fp-contract=off")))
 
-/* the first tap of window (oh, ow) whose value equals the window's maximum m, or NO_TAP
- * (a NaN maximum equals nothing) */
+static inline uint32_t float_bits(float v)
+{
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return bits;
+}
+
+/* the first tap of the window at (r0, c0) whose value equals the window's maximum m, or
+ * NO_TAP (a NaN maximum equals nothing); taps in the padding read -inf */
 static unsigned char first_hit(const float *x, long h, long w, long r0, long c0, int kh,
                                int kw, float m)
 {
+    if (r0 >= 0 && c0 >= 0 && r0 + kh <= h && c0 + kw <= w && m == m) {
+        /* inside, and m no NaN: no bounds to check, and no branch to mispredict (where the
+         * maximum lies is as good as random): v == m compared as integers (the same bits,
+         * or both zeros), and the last tap to match, walking backwards, is the first */
+        const float *corner = x + r0 * w + c0;
+        unsigned char first = NO_TAP;
+        uint32_t bm = float_bits(m);
+        for (int i = kh - 1; i >= 0; i--)
+            for (int j = kw - 1; j >= 0; j--) {
+                uint32_t bv = float_bits(corner[i * w + j]);
+                int equal = (bv == bm) | (((bv | bm) & 0x7fffffffu) == 0);
+                first = equal ? (unsigned char)(i * kw + j) : first;
+            }
+        return first;
+    }
     for (int i = 0; i < kh; i++)
         for (int j = 0; j < kw; j++) {
             long r = r0 + i, c = c0 + j;
@@ -28,7 +55,124 @@ static unsigned char first_hit(const float *x, long h, long w, long r0, long c0,
     return NO_TAP;
 }
 
-__attribute__((optimize("fp-contract=off")))
+/* Windows that do not overlap (stride >= window): each input position gets one tap's
+ * contribution at most, 0 + dy * hit as the rule's sum of one slab gives it, written
+ * window after window. */
+EXACT static void disjoint_windows(const float *xp, const float *op, const float *gp, float *dp,
+                             long h, long w, long ho, long wo, int kh, int kw, int sh, int sw,
+                             int ph, int pw)
+{
+    for (long oh = 0; oh < ho; oh++)
+        for (long ow = 0; ow < wo; ow++) {
+            long r0 = oh * sh - ph, c0 = ow * sw - pw;
+            float g = gp[oh * wo + ow];
+            int hit = first_hit(xp, h, w, r0, c0, kh, kw, op[oh * wo + ow]);
+            for (int i = 0; i < kh; i++) {
+                long r = r0 + i;
+                if (r < 0 || r >= h)
+                    continue;               /* padding: the rule crops it away */
+                for (int j = 0; j < kw; j++) {
+                    long c = c0 + j;
+                    if (c >= 0 && c < w)
+                        dp[r * w + c] = 0.f + g * (i * kw + j == hit ? 1.f : 0.f);
+                }
+            }
+        }
+}
+
+/* The common 2x2 window with stride 2 and no padding, eight windows at a time: a row
+ * pair's values split into the windows' four taps, the hits as in the rule (each tap's
+ * equality, times what no earlier tap claimed), each value 0 + dy * hit, put back in
+ * place. A NaN maximum equals nothing. */
+IMP_INLINE imp_v8 ones_where(imp_m8 mask)
+{
+    return (imp_v8)(mask & (imp_m8)imp_splat(1.f));
+}
+
+/* eight windows of a row pair: tops[0 .. 16), bottoms likewise */
+IMP_INLINE void eight_windows_2x2(const float *top, const float *bottom, const float *m,
+                                  const float *g, float *dtop, float *dbottom)
+{
+    const imp_v8 one = imp_splat(1.f), zero = imp_splat(0.f);
+    imp_v8 t0 = imp_load(top), t1 = imp_load(top + 8);
+    imp_v8 b0 = imp_load(bottom), b1 = imp_load(bottom + 8);
+    imp_v8 a = __builtin_shufflevector(t0, t1, 0, 2, 4, 6, 8, 10, 12, 14);
+    imp_v8 b = __builtin_shufflevector(t0, t1, 1, 3, 5, 7, 9, 11, 13, 15);
+    imp_v8 c = __builtin_shufflevector(b0, b1, 0, 2, 4, 6, 8, 10, 12, 14);
+    imp_v8 d = __builtin_shufflevector(b0, b1, 1, 3, 5, 7, 9, 11, 13, 15);
+    imp_v8 mx = imp_load(m), gv = imp_load(g);
+    imp_v8 ha = ones_where(a == mx);
+    imp_v8 hb = ones_where(b == mx) * (one - ha);
+    imp_v8 hc = ones_where(c == mx) * ((one - ha) - hb);
+    imp_v8 hd = ones_where(d == mx) * (((one - ha) - hb) - hc);
+    imp_v8 ra = zero + gv * ha, rb = zero + gv * hb, rc = zero + gv * hc, rd = zero + gv * hd;
+    imp_store(dtop, __builtin_shufflevector(ra, rb, 0, 8, 1, 9, 2, 10, 3, 11));
+    imp_store(dtop + 8, __builtin_shufflevector(ra, rb, 4, 12, 5, 13, 6, 14, 7, 15));
+    imp_store(dbottom, __builtin_shufflevector(rc, rd, 0, 8, 1, 9, 2, 10, 3, 11));
+    imp_store(dbottom + 8, __builtin_shufflevector(rc, rd, 4, 12, 5, 13, 6, 14, 7, 15));
+}
+
+/* one window, the same arithmetic */
+IMP_INLINE void one_window_2x2(const float *top, const float *bottom, float m, float g,
+                               float *dtop, float *dbottom)
+{
+    float ha = top[0] == m ? 1.f : 0.f;
+    float hb = (top[1] == m ? 1.f : 0.f) * (1.f - ha);
+    float hc = (bottom[0] == m ? 1.f : 0.f) * ((1.f - ha) - hb);
+    float hd = (bottom[1] == m ? 1.f : 0.f) * (((1.f - ha) - hb) - hc);
+    dtop[0] = 0.f + g * ha;
+    dtop[1] = 0.f + g * hb;
+    dbottom[0] = 0.f + g * hc;
+    dbottom[1] = 0.f + g * hd;
+}
+
+IMP_INLINE void imp_max_pool_2x2_body(long rows, long w, long wo, const float *x,
+                                      const float *out, const float *dy, float *dx)
+{
+    for (long oh = 0; oh < rows; oh++) {
+        const float *top = x + 2 * oh * w, *m = out + oh * wo, *g = dy + oh * wo;
+        float *dtop = dx + 2 * oh * w;
+        long ow = 0;
+        for (; ow + 8 <= wo; ow += 8)
+            eight_windows_2x2(top + 2 * ow, top + w + 2 * ow, m + ow, g + ow, dtop + 2 * ow,
+                              dtop + w + 2 * ow);
+        for (; ow < wo; ow++)
+            one_window_2x2(top + 2 * ow, top + w + 2 * ow, m[ow], g[ow], dtop + 2 * ow,
+                           dtop + w + 2 * ow);
+    }
+}
+IMP_ISA_VARIANTS_EXACT(imp_max_pool_2x2, (long rows, long w, long wo, const float *x,
+                                          const float *out, const float *dy, float *dx),
+                       (rows, w, wo, x, out, dy, dx))
+
+/* Overlapping windows: first each window's first hit, then tap after tap every window adds
+ * its contribution, in the rule's order of sums. */
+EXACT static void overlapping_windows(const float *xp, const float *op, const float *gp,
+                                float *dp, long h, long w, long ho, long wo, int kh, int kw,
+                                int sh, int sw, int ph, int pw, unsigned char *first)
+{
+    for (long oh = 0; oh < ho; oh++)
+        for (long ow = 0; ow < wo; ow++)
+            first[oh * wo + ow] = first_hit(xp, h, w, oh * sh - ph, ow * sw - pw, kh, kw,
+                                            op[oh * wo + ow]);
+    for (int i = 0; i < kh; i++)
+        for (int j = 0; j < kw; j++) {
+            unsigned char tap = (unsigned char)(i * kw + j);
+            for (long oh = 0; oh < ho; oh++) {
+                long r = oh * sh - ph + i;
+                if (r < 0 || r >= h)
+                    continue;
+                for (long ow = 0; ow < wo; ow++) {
+                    long c = ow * sw - pw + j;
+                    if (c < 0 || c >= w)
+                        continue;
+                    float hit = first[oh * wo + ow] == tap ? 1.f : 0.f;
+                    dp[r * w + c] = dp[r * w + c] + gp[oh * wo + ow] * hit;
+                }
+            }
+        }
+}
+
 void imp_max_pool_grad(long planes, long h, long w, long ho, long wo, int kh, int kw,
                        int sh, int sw, int ph, int pw, const float *x, const float *out,
                        const float *dy, float *dx, unsigned char *first)
@@ -36,25 +180,12 @@ void imp_max_pool_grad(long planes, long h, long w, long ho, long wo, int kh, in
     for (long p = 0; p < planes; p++) {
         const float *xp = x + p * h * w, *op = out + p * ho * wo, *gp = dy + p * ho * wo;
         float *dp = dx + p * h * w;
-        for (long oh = 0; oh < ho; oh++)
-            for (long ow = 0; ow < wo; ow++)
-                first[oh * wo + ow] = first_hit(xp, h, w, oh * sh - ph, ow * sw - pw, kh, kw,
-                                                op[oh * wo + ow]);
-        for (int i = 0; i < kh; i++)
-            for (int j = 0; j < kw; j++) {
-                unsigned char tap = (unsigned char)(i * kw + j);
-                for (long oh = 0; oh < ho; oh++) {
-                    long r = oh * sh - ph + i;
-                    if (r < 0 || r >= h)
-                        continue;               /* padding: the rule crops it away */
-                    for (long ow = 0; ow < wo; ow++) {
-                        long c = ow * sw - pw + j;
-                        if (c < 0 || c >= w)
-                            continue;
-                        float hit = first[oh * wo + ow] == tap ? 1.f : 0.f;
-                        dp[r * w + c] = dp[r * w + c] + gp[oh * wo + ow] * hit;
-                    }
-                }
-            }
+        memset(dp, 0, (size_t)(h * w) * sizeof(float));
+        if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0)
+            imp_max_pool_2x2(ho, w, wo, xp, op, gp, dp);
+        else if (sh >= kh && sw >= kw)
+            disjoint_windows(xp, op, gp, dp, h, w, ho, wo, kh, kw, sh, sw, ph, pw);
+        else
+            overlapping_windows(xp, op, gp, dp, h, w, ho, wo, kh, kw, sh, sw, ph, pw, first);
     }
 }

@@ -2,12 +2,15 @@
 #ifndef IMP_WINDOWS_H
 #define IMP_WINDOWS_H
 
-/* dx (planes, h, w), zeroed by the caller, gets a max pooling's input gradient from its
+/* dx (planes, h, w) gets a max pooling's input gradient from its
  * input x, its output `out` and the output's gradient dy (planes, ho, wo): the bits of the
  * composite rule (autodiff/rules_nn.py). `first` is scratch for ho * wo bytes; the window
  * has at most 254 taps. */
 void imp_max_pool_grad(long planes, long h, long w, long ho, long wo, int kh, int kw,
                        int sh, int sw, int ph, int pw, const float *x, const float *out,
                        const float *dy, float *dx, unsigned char *first);
+/* its 2x2, stride 2, unpadded case over `rows` output rows of one plane (ho rows of wo) */
+void imp_max_pool_2x2(long rows, long w, long wo, const float *x, const float *out,
+                      const float *dy, float *dx);
 
 #endif

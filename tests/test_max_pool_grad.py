@@ -110,3 +110,22 @@ def test_op_checks_its_inputs():
     with pytest.raises(TypeError, match="float32 inputs only"):
         half = imp.Tensor(np.zeros((1, 1, 2, 2), np.float16))
         imp.apply(op, x, half, half)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 6, 40), (1, 2, 34, 35), (3, 1, 4, 16)])
+@pytest.mark.parametrize("values", ["ties", "specials"])
+def test_two_by_two_windows_in_eights_give_the_rules_bits(shape, values):
+    """The 2x2 stride-2 loop takes eight windows at a time, then one by one."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.integers(-2, 2, shape).astype(np.float32)
+    dy = rng.standard_normal(shape[:2] + (shape[2] // 2, shape[3] // 2)).astype(np.float32)
+    if values == "specials":
+        x.flat[rng.integers(x.size, size=6)] = [np.nan, -np.inf, np.inf, -0.0, np.nan, 0.0]
+        dy.flat[rng.integers(dy.size, size=3)] = [np.inf, np.nan, -0.0]
+    with np.errstate(invalid="ignore"):
+        fast, runs = input_gradient(x, dy, 2, 2, 0, True)
+        slow, _ = input_gradient(x, dy, 2, 2, 0, False)
+    assert runs == 1
+    np.testing.assert_array_equal(np.isnan(fast), np.isnan(slow))
+    numbers = ~np.isnan(slow)
+    assert fast[numbers].tobytes() == slow[numbers].tobytes()
