@@ -221,10 +221,11 @@ cdef object _unary(object x, OpDef op):
     return _wrap(outs[0])
 
 
-def unary(OpDef op, TensorBase x):
+def unary(OpDef op, object x):
     """An elementwise op of one Tensor as the operators run it (the host fast path, else
-    dispatch): functional's one-argument functions call this for a Tensor argument."""
-    return _unary(x, op)
+    dispatch), or None when x is no Tensor: functional's one-argument functions call this
+    first and convert other arguments themselves."""
+    return _unary(x, op) if isinstance(x, TensorBase) else None
 
 
 # Ops used by the operators, bound by imperative.tensor at import. Module globals, not a

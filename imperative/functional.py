@@ -56,6 +56,7 @@ __all__ = [
 
 
 _apply1 = _core.apply_one     # an op's (first) output: `_core.apply(op, *tensors)[0]`
+_unary = _core.unary          # an elementwise op of one Tensor, or None for other data
 
 
 def _tensors(*args):
@@ -90,9 +91,8 @@ def _elemwise(mode: str, name: str, doc: str) -> Callable[..., Tensor]:
     op = cached_op(O.Elemwise, mode)
     if O.elemwise.arity(mode) == 1:
         def fn(x):
-            if isinstance(x, TensorBase):
-                return _core.unary(op, x)      # the operators' path: host fast path first
-            return _apply1(op, *_tensors(x))
+            out = _unary(op, x)     # a Tensor: the operators' path, host fast path first
+            return out if out is not None else _apply1(op, *_tensors(x))
     else:
         def fn(x, y):
             return _apply1(op, *_tensors(x, y))
