@@ -115,14 +115,36 @@ cdef TensorInfo _scalar_info(object value, object dtype, Device device):
     info.shape = ()
     info.dtype = dtype
     info.device = device
-    info.size = dtype.itemsize
+    info.size = cnp.PyDataType_ELSIZE(<cnp.dtype>dtype)
     try:
-        info.value = np.array(value, dtype=dtype)
+        info.value = _scalar_array(value, dtype)
     except OverflowError:      # numpy's words for a Python int past 64 bits name no operand
         raise OverflowError(f"the scalar operand {value} does not fit {dtype}, the "
                             f"tensor's dtype") from None
     info.status = PRODUCED
     return info
+
+
+cdef dict _scalar_arrays = {}       # (type, value, dtype) -> a read-only 0-d array
+cdef Py_ssize_t _MAX_SCALAR_ARRAYS = 1024
+
+
+cdef object _scalar_array(object value, object dtype):
+    """`np.array(value, dtype=dtype)`, kept per value and dtype (read-only: every operator
+    with a Python number shares it; making it cost as much as the op on a small tensor).
+    Not kept: zeros (-0.0 == 0.0 would share one), NaNs (never equal), quantized dtypes
+    (numpy's dtype equality ignores their metadata)."""
+    tp = type(value)
+    if not (tp is float or tp is int) or value != value or value == 0 or _has_metadata(dtype):
+        return np.array(value, dtype=dtype)
+    key = (tp, value, dtype)
+    array = _scalar_arrays.get(key)
+    if array is None:
+        array = np.array(value, dtype=dtype)
+        array.flags.writeable = False
+        if len(_scalar_arrays) < _MAX_SCALAR_ARRAYS:
+            _scalar_arrays[key] = array
+    return array
 
 
 cdef TensorInfo _cast_info(TensorInfo info, object dtype):

@@ -412,3 +412,30 @@ def test_where_and_concat_of_tensors_skip_only_the_conversions(other):
         F.concat(imp.Tensor(a))
     with pytest.raises(ValueError, match="at least one"):
         F.concat([])
+
+
+def test_python_number_constants_are_kept_per_value_type_and_dtype():
+    """Operators keep one 0-d array per (number, type, dtype) (imperative/_tensor_base.pxi:
+    _scalar_array); zeros, NaNs, bools and quantized dtypes are made each time. Results
+    stay numpy's whichever way."""
+    f32 = np.array([1.5, -2.0, 3.0], np.float32)
+    i8 = np.array([1, -2, 3], np.int8)
+    for _ in range(3):      # (the second and third calls take the kept constants)
+        np.testing.assert_array_equal((imp.Tensor(f32) + 1.0).numpy(), f32 + np.float32(1.0))
+        np.testing.assert_array_equal((imp.Tensor(f32) * -0.0).numpy(), f32 * np.float32(-0.0))
+        assert np.signbit((imp.Tensor(f32) * -0.0).numpy()[0])
+        assert np.signbit((imp.Tensor(f32) * 0.0).numpy()[1])
+        assert np.isnan((imp.Tensor(f32) + float("nan")).numpy()).all()
+        small = imp.Tensor(i8) + 1
+        assert small.dtype == np.int8
+        np.testing.assert_array_equal(small.numpy(), i8 + np.int8(1))
+        wide = imp.Tensor(i8.astype(np.int16)) + 1
+        assert wide.dtype == np.int16
+        assert (imp.Tensor(i8) + 1.0).dtype == np.float32      # 1.0 is no int 1
+        np.testing.assert_array_equal((imp.Tensor(i8) + True).numpy(), i8 + np.int8(1))
+    t = imp.Tensor(np.zeros(4, np.float32))
+    t[1] = 2.5
+    t[2] = 2.5
+    np.testing.assert_array_equal(t.numpy(), [0, 2.5, 2.5, 0])
+    with pytest.raises(OverflowError, match="does not fit"):
+        imp.Tensor(i8) + 2 ** 70
