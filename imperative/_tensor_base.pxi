@@ -244,9 +244,9 @@ cdef object _unary(object x, OpDef op):
 
 
 def unary(OpDef op, object x):
-    """An elementwise op of one Tensor as the operators run it (the host fast path, else
-    dispatch), or None when x is no Tensor: functional's one-argument functions call this
-    first and convert other arguments themselves."""
+    """A one-input op on a Tensor as the operators run it (an elementwise op's host fast
+    path, else dispatch), or None when x is no Tensor: functional's one-argument functions
+    call this first and convert other arguments themselves."""
     return _unary(x, op) if isinstance(x, TensorBase) else None
 
 

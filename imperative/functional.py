@@ -56,7 +56,7 @@ __all__ = [
 
 
 _apply1 = _core.apply_one     # an op's (first) output: `_core.apply(op, *tensors)[0]`
-_unary = _core.unary          # an elementwise op of one Tensor, or None for other data
+_unary = _core.unary          # a one-input op on a Tensor, or None for other data
 
 
 def _tensors(*args):
@@ -361,12 +361,16 @@ def leaky_relu(x: TensorLike, negative_slope: float = 0.01) -> Tensor:
 
 def softmax(x: TensorLike, axis: int = -1) -> Tensor:
     """exp(x) / sum(exp(x)) along `axis` (computed stably)."""
-    return _apply1(cached_op(O.Softmax, int(axis)), _as_tensor(x))
+    op = cached_op(O.Softmax, int(axis))
+    out = _unary(op, x)         # (a Tensor: straight to dispatch)
+    return out if out is not None else _apply1(op, _as_tensor(x))
 
 
 def log_softmax(x: TensorLike, axis: int = -1) -> Tensor:
     """log(softmax(x)) along `axis` (computed stably)."""
-    return _apply1(cached_op(O.LogSoftmax, int(axis)), _as_tensor(x))
+    op = cached_op(O.LogSoftmax, int(axis))
+    out = _unary(op, x)
+    return out if out is not None else _apply1(op, _as_tensor(x))
 
 
 def cross_entropy(logits: TensorLike, labels: TensorLike, axis: int = -1,
