@@ -112,14 +112,24 @@ IMP_INLINE void eight_windows_2x2(const float *top, const float *bottom, const f
     imp_store(dbottom + 8, __builtin_shufflevector(rc, rd, 4, 12, 5, 13, 6, 14, 7, 15));
 }
 
+/* 1 where v == m (m no NaN), else 0, by integer compares: a float compare would branch
+ * (on its unordered flag), and where the maximum lies is as good as random */
+IMP_INLINE float equal_01(float v, uint32_t bm)
+{
+    uint32_t bv = float_bits(v);
+    return (float)((bv == bm) | (((bv | bm) & 0x7fffffffu) == 0));
+}
+
 /* one window, the same arithmetic */
 IMP_INLINE void one_window_2x2(const float *top, const float *bottom, float m, float g,
                                float *dtop, float *dbottom)
 {
-    float ha = top[0] == m ? 1.f : 0.f;
-    float hb = (top[1] == m ? 1.f : 0.f) * (1.f - ha);
-    float hc = (bottom[0] == m ? 1.f : 0.f) * ((1.f - ha) - hb);
-    float hd = (bottom[1] == m ? 1.f : 0.f) * (((1.f - ha) - hb) - hc);
+    uint32_t bm = float_bits(m);
+    float number = (float)((bm & 0x7fffffffu) <= 0x7f800000u);     /* 0 for a NaN maximum */
+    float ha = equal_01(top[0], bm) * number;
+    float hb = equal_01(top[1], bm) * number * (1.f - ha);
+    float hc = equal_01(bottom[0], bm) * number * ((1.f - ha) - hb);
+    float hd = equal_01(bottom[1], bm) * number * (((1.f - ha) - hb) - hc);
     dtop[0] = 0.f + g * ha;
     dtop[1] = 0.f + g * hb;
     dbottom[0] = 0.f + g * hc;
