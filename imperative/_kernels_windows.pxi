@@ -4,6 +4,8 @@ cdef extern from "_windows.h":
     void imp_max_pool_grad(long planes, long h, long w, long ho, long wo, int kh, int kw,
                            int sh, int sw, int ph, int pw, const float *x, const float *out,
                            const float *dy, float *dx, unsigned char *first) noexcept nogil
+    void imp_max_pool_2x2_forward(long rows, long w, long wo, const float *x,
+                                  float *out) noexcept nogil
 
 
 def max_pool_grad(x, out, dy, window, stride, padding):
@@ -31,3 +33,21 @@ def max_pool_grad(x, out, dy, window, stride, padding):
     with nogil:
         imp_max_pool_grad(planes, h, w, ho, wo, kh, kw, sh, sw, ph, pw, px, po, pg, pd, pf)
     return dx
+
+
+def max_pool_2x2(x):
+    """The 2x2, stride 2, unpadded max pooling of a C-contiguous float32 array (n, c, h, w)
+    as a new (n, c, h // 2, w // 2) array, each window's taps combined in order by
+    np.maximum's rule (ops/pool.py's numpy loop gives the same values)."""
+    cdef cnp.ndarray a = _float32_c_array("max_pool_2x2", "x", x)
+    if a.ndim != 4 or a.shape[2] < 2 or a.shape[3] < 2:
+        raise ValueError(f"max_pool_2x2: x must be (N, C, H, W) with H, W >= 2, got {x.shape}")
+    cdef long planes = a.shape[0] * a.shape[1], h = a.shape[2], w = a.shape[3]
+    cdef long ho = h // 2, wo = w // 2, p
+    out = np.empty((a.shape[0], a.shape[1], ho, wo), np.float32)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(a)
+    cdef float *po = <float *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    with nogil:
+        for p in range(planes):
+            imp_max_pool_2x2_forward(ho, w, wo, px + p * h * w, po + p * ho * wo)
+    return out

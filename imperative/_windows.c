@@ -199,3 +199,42 @@ void imp_max_pool_grad(long planes, long h, long w, long ho, long wo, int kh, in
             overlapping_windows(xp, op, gp, dp, h, w, ho, wo, kh, kw, sh, sw, ph, pw, first);
     }
 }
+
+/* np.maximum's rule, lane by lane: a where a >= b or a is a NaN, else b */
+IMP_INLINE imp_v8 numpy_max(imp_v8 a, imp_v8 b)
+{
+    return imp_select((a >= b) | (a != a), a, b);
+}
+
+static inline float numpy_max1(float a, float b)
+{
+    return (a >= b || a != a) ? a : b;
+}
+
+/* The maxima of 2x2 windows with stride 2 and no padding over `rows` output rows of one
+ * plane, combined in the order the numpy kernel (ops/pool.py) combines them: top-left,
+ * top-right, bottom-left, bottom-right, each by np.maximum's rule. */
+IMP_INLINE void imp_max_pool_2x2_forward_body(long rows, long w, long wo, const float *x,
+                                              float *out)
+{
+    for (long oh = 0; oh < rows; oh++) {
+        const float *top = x + 2 * oh * w, *bottom = top + w;
+        float *o = out + oh * wo;
+        long ow = 0;
+        for (; ow + 8 <= wo; ow += 8) {
+            imp_v8 t0 = imp_load(top + 2 * ow), t1 = imp_load(top + 2 * ow + 8);
+            imp_v8 b0 = imp_load(bottom + 2 * ow), b1 = imp_load(bottom + 2 * ow + 8);
+            imp_v8 m = __builtin_shufflevector(t0, t1, 0, 2, 4, 6, 8, 10, 12, 14);
+            m = numpy_max(m, __builtin_shufflevector(t0, t1, 1, 3, 5, 7, 9, 11, 13, 15));
+            m = numpy_max(m, __builtin_shufflevector(b0, b1, 0, 2, 4, 6, 8, 10, 12, 14));
+            m = numpy_max(m, __builtin_shufflevector(b0, b1, 1, 3, 5, 7, 9, 11, 13, 15));
+            imp_store(o + ow, m);
+        }
+        for (; ow < wo; ow++)
+            o[ow] = numpy_max1(numpy_max1(numpy_max1(top[2 * ow], top[2 * ow + 1]),
+                                          bottom[2 * ow]), bottom[2 * ow + 1]);
+    }
+}
+IMP_ISA_VARIANTS_EXACT(imp_max_pool_2x2_forward, (long rows, long w, long wo, const float *x,
+                                                  float *out),
+                       (rows, w, wo, x, out))

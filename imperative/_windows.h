@@ -13,4 +13,8 @@ void imp_max_pool_grad(long planes, long h, long w, long ho, long wo, int kh, in
 void imp_max_pool_2x2(long rows, long w, long wo, const float *x, const float *out,
                       const float *dy, float *dx);
 
+/* the forward 2x2, stride 2, unpadded max pooling of one plane: `rows` output rows of wo
+ * from rows of w inputs, each window combined as np.maximum combines the taps in order */
+void imp_max_pool_2x2_forward(long rows, long w, long wo, const float *x, float *out);
+
 #endif

@@ -2,7 +2,8 @@
 _windows.c): the bits of the composite rule it replaces (autodiff/rules_nn.py), for random
 shapes, windows, strides and paddings, ties, NaN and infinite inputs and gradients; the
 same as PyTorch's where the window maxima are unique; the composite where a higher-order
-gradient records, or for other dtypes."""
+gradient records, or for other dtypes. And the forward 2x2 stride-2 pooling's native loop:
+the values of the numpy loop it replaces."""
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -129,3 +130,28 @@ def test_two_by_two_windows_in_eights_give_the_rules_bits(shape, values):
     np.testing.assert_array_equal(np.isnan(fast), np.isnan(slow))
     numbers = ~np.isnan(slow)
     assert fast[numbers].tobytes() == slow[numbers].tobytes()
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(1, 3), c=st.integers(1, 3), h=st.integers(2, 21), w=st.integers(2, 41),
+       specials=st.booleans(), seed=st.integers(0, 2**16))
+def test_forward_2x2_loop_gives_the_numpy_loops_values(n, c, h, w, specials, seed):
+    """(numpy's own vector loop may pick the other sign of a zero maximum; the values, NaNs
+    included, are the same, and every path runs the one kernel)"""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, (n, c, h, w)).astype(np.float32)
+    if specials:
+        x.flat[rng.integers(x.size, size=4)] = [np.nan, -0.0, np.inf, -np.inf]
+    op = pool.Pooling("MAX", 2)
+    native_out = op.kernel(x)
+    real = native.max_pool_2x2
+    native.max_pool_2x2 = None
+    try:
+        numpy_out = op.kernel(x)
+    finally:
+        native.max_pool_2x2 = real
+    assert native_out.dtype == np.float32 and native_out.shape == numpy_out.shape
+    np.testing.assert_array_equal(native_out, numpy_out)
+    t = imp.Tensor(x)
+    with imp.option("async_level", 2), imp.option("enable_host_compute", 0):
+        np.testing.assert_array_equal(F.max_pool2d(t, 2).numpy(), native_out)

@@ -201,6 +201,8 @@ REDUCE_MODES = ({"SUM": _kernels.REDUCE_SUM, "MEAN": _kernels.REDUCE_MEAN,
 # a max pooling's input gradient in one pass (ops/pool.py:MaxPoolGrad; portable C, no
 # instruction set needed), None without the extension
 max_pool_grad = _kernels.max_pool_grad if _kernels is not None else None
+# the forward 2x2 stride-2 max pooling of float32 (ops/pool.py), likewise
+max_pool_2x2 = _kernels.max_pool_2x2 if _kernels is not None else None
 # LayerNormForward's (with weight and bias): float32 rows of the trailing values
 layer_norm_or = _kernels.layer_norm_or if _ROWS_ON else None
 # CrossEntropy's: 2-D float32 logits' losses and their mean or sum (codes: mean, sum, none)
