@@ -1,12 +1,17 @@
-/* Sliding-window float32 loops behind imperative._kernels.max_pool_grad. A max pooling's
- * gradient as the composite rule of autodiff/rules_nn.py builds it took some thirty ops
+/* Sliding-window float32 loops behind imperative._kernels.max_pool_grad and max_pool_2x2.
+ *
+ * A max pooling's gradient as the composite rule of autodiff/rules_nn.py builds it took
+ * some thirty ops
  * for a 2x2 window (a padded copy, per tap a comparison, casts, products and a strided
  * add), each a pass over the data; here one pass finds each window's first tap (row-major,
  * the padding's -inf included) holding its maximum, then tap after tap every window adds
  * dy * hit (hit 1 for that tap, else 0) to the input position the tap reads, as the rule
  * adds its per-tap slabs: the same products and sums in the same order, so the same bits,
  * infinite and NaN gradients included (inf * 0 is a NaN there too; which NaN, by sign,
- * may differ). Declared in _windows.h. */
+ * may differ).
+ *
+ * The forward 2x2 stride-2 pooling combines each window's taps in the order and by the
+ * rule (np.maximum's) of ops/pool.py's numpy loop. Declared in _windows.h. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -25,24 +30,29 @@ static inline uint32_t float_bits(float v)
     return bits;
 }
 
+/* v == m for a maximum m that is no NaN, by integer compares (the same bits, or both
+ * zeros): a float compare branches on its unordered flag, and where a window's maximum
+ * lies is as good as random, so the branch would be mispredicted half the time */
+static inline int same_number(uint32_t bv, uint32_t bm)
+{
+    return (bv == bm) | (((bv | bm) & 0x7fffffffu) == 0);
+}
+
 /* the first tap of the window at (r0, c0) whose value equals the window's maximum m, or
  * NO_TAP (a NaN maximum equals nothing); taps in the padding read -inf */
 static unsigned char first_hit(const float *x, long h, long w, long r0, long c0, int kh,
                                int kw, float m)
 {
     if (r0 >= 0 && c0 >= 0 && r0 + kh <= h && c0 + kw <= w && m == m) {
-        /* inside, and m no NaN: no bounds to check, and no branch to mispredict (where the
-         * maximum lies is as good as random): v == m compared as integers (the same bits,
-         * or both zeros), and the last tap to match, walking backwards, is the first */
+        /* inside, and m no NaN: no bounds to check, no branch (same_number), and the last
+         * tap to match, walking backwards, is the first */
         const float *corner = x + r0 * w + c0;
         unsigned char first = NO_TAP;
         uint32_t bm = float_bits(m);
         for (int i = kh - 1; i >= 0; i--)
-            for (int j = kw - 1; j >= 0; j--) {
-                uint32_t bv = float_bits(corner[i * w + j]);
-                int equal = (bv == bm) | (((bv | bm) & 0x7fffffffu) == 0);
-                first = equal ? (unsigned char)(i * kw + j) : first;
-            }
+            for (int j = kw - 1; j >= 0; j--)
+                first = same_number(float_bits(corner[i * w + j]), bm)
+                        ? (unsigned char)(i * kw + j) : first;
         return first;
     }
     for (int i = 0; i < kh; i++)
@@ -58,9 +68,9 @@ static unsigned char first_hit(const float *x, long h, long w, long r0, long c0,
 /* Windows that do not overlap (stride >= window): each input position gets one tap's
  * contribution at most, 0 + dy * hit as the rule's sum of one slab gives it, written
  * window after window. */
-EXACT static void disjoint_windows(const float *xp, const float *op, const float *gp, float *dp,
-                             long h, long w, long ho, long wo, int kh, int kw, int sh, int sw,
-                             int ph, int pw)
+EXACT static void disjoint_windows(const float *xp, const float *op, const float *gp,
+                                   float *dp, long h, long w, long ho, long wo, int kh, int kw,
+                                   int sh, int sw, int ph, int pw)
 {
     for (long oh = 0; oh < ho; oh++)
         for (long ow = 0; ow < wo; ow++) {
@@ -89,22 +99,30 @@ IMP_INLINE imp_v8 ones_where(imp_m8 mask)
     return (imp_v8)(mask & (imp_m8)imp_splat(1.f));
 }
 
+/* the four taps of eight 2x2 windows (top-left, top-right, bottom-left, bottom-right),
+ * from 16 values of a row and 16 of the row below it */
+IMP_INLINE void load_taps_2x2(const float *top, const float *bottom, imp_v8 tap[4])
+{
+    imp_v8 t0 = imp_load(top), t1 = imp_load(top + 8);
+    imp_v8 b0 = imp_load(bottom), b1 = imp_load(bottom + 8);
+    tap[0] = __builtin_shufflevector(t0, t1, 0, 2, 4, 6, 8, 10, 12, 14);
+    tap[1] = __builtin_shufflevector(t0, t1, 1, 3, 5, 7, 9, 11, 13, 15);
+    tap[2] = __builtin_shufflevector(b0, b1, 0, 2, 4, 6, 8, 10, 12, 14);
+    tap[3] = __builtin_shufflevector(b0, b1, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+
 /* eight windows of a row pair: tops[0 .. 16), bottoms likewise */
 IMP_INLINE void eight_windows_2x2(const float *top, const float *bottom, const float *m,
                                   const float *g, float *dtop, float *dbottom)
 {
     const imp_v8 one = imp_splat(1.f), zero = imp_splat(0.f);
-    imp_v8 t0 = imp_load(top), t1 = imp_load(top + 8);
-    imp_v8 b0 = imp_load(bottom), b1 = imp_load(bottom + 8);
-    imp_v8 a = __builtin_shufflevector(t0, t1, 0, 2, 4, 6, 8, 10, 12, 14);
-    imp_v8 b = __builtin_shufflevector(t0, t1, 1, 3, 5, 7, 9, 11, 13, 15);
-    imp_v8 c = __builtin_shufflevector(b0, b1, 0, 2, 4, 6, 8, 10, 12, 14);
-    imp_v8 d = __builtin_shufflevector(b0, b1, 1, 3, 5, 7, 9, 11, 13, 15);
+    imp_v8 tap[4];
+    load_taps_2x2(top, bottom, tap);
     imp_v8 mx = imp_load(m), gv = imp_load(g);
-    imp_v8 ha = ones_where(a == mx);
-    imp_v8 hb = ones_where(b == mx) * (one - ha);
-    imp_v8 hc = ones_where(c == mx) * ((one - ha) - hb);
-    imp_v8 hd = ones_where(d == mx) * (((one - ha) - hb) - hc);
+    imp_v8 ha = ones_where(tap[0] == mx);
+    imp_v8 hb = ones_where(tap[1] == mx) * (one - ha);
+    imp_v8 hc = ones_where(tap[2] == mx) * ((one - ha) - hb);
+    imp_v8 hd = ones_where(tap[3] == mx) * (((one - ha) - hb) - hc);
     imp_v8 ra = zero + gv * ha, rb = zero + gv * hb, rc = zero + gv * hc, rd = zero + gv * hd;
     imp_store(dtop, __builtin_shufflevector(ra, rb, 0, 8, 1, 9, 2, 10, 3, 11));
     imp_store(dtop + 8, __builtin_shufflevector(ra, rb, 4, 12, 5, 13, 6, 14, 7, 15));
@@ -112,12 +130,10 @@ IMP_INLINE void eight_windows_2x2(const float *top, const float *bottom, const f
     imp_store(dbottom + 8, __builtin_shufflevector(rc, rd, 4, 12, 5, 13, 6, 14, 7, 15));
 }
 
-/* 1 where v == m (m no NaN), else 0, by integer compares: a float compare would branch
- * (on its unordered flag), and where the maximum lies is as good as random */
+/* 1 where v == m (m no NaN), else 0 */
 IMP_INLINE float equal_01(float v, uint32_t bm)
 {
-    uint32_t bv = float_bits(v);
-    return (float)((bv == bm) | (((bv | bm) & 0x7fffffffu) == 0));
+    return (float)same_number(float_bits(v), bm);
 }
 
 /* one window, the same arithmetic */
@@ -136,7 +152,7 @@ IMP_INLINE void one_window_2x2(const float *top, const float *bottom, float m, f
     dbottom[1] = 0.f + g * hd;
 }
 
-IMP_INLINE void imp_max_pool_2x2_body(long rows, long w, long wo, const float *x,
+IMP_INLINE void imp_max_pool_grad_2x2_body(long rows, long w, long wo, const float *x,
                                       const float *out, const float *dy, float *dx)
 {
     for (long oh = 0; oh < rows; oh++) {
@@ -151,8 +167,8 @@ IMP_INLINE void imp_max_pool_2x2_body(long rows, long w, long wo, const float *x
                            dtop + w + 2 * ow);
     }
 }
-IMP_ISA_VARIANTS_EXACT(imp_max_pool_2x2, (long rows, long w, long wo, const float *x,
-                                          const float *out, const float *dy, float *dx),
+IMP_ISA_VARIANTS_EXACT(imp_max_pool_grad_2x2, (long rows, long w, long wo, const float *x,
+                                               const float *out, const float *dy, float *dx),
                        (rows, w, wo, x, out, dy, dx))
 
 /* Overlapping windows: first each window's first hit, then tap after tap every window adds
@@ -192,7 +208,7 @@ void imp_max_pool_grad(long planes, long h, long w, long ho, long wo, int kh, in
         float *dp = dx + p * h * w;
         memset(dp, 0, (size_t)(h * w) * sizeof(float));
         if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0)
-            imp_max_pool_2x2(ho, w, wo, xp, op, gp, dp);
+            imp_max_pool_grad_2x2(ho, w, wo, xp, op, gp, dp);
         else if (sh >= kh && sw >= kw)
             disjoint_windows(xp, op, gp, dp, h, w, ho, wo, kh, kw, sh, sw, ph, pw);
         else
@@ -222,13 +238,9 @@ IMP_INLINE void imp_max_pool_2x2_forward_body(long rows, long w, long wo, const 
         float *o = out + oh * wo;
         long ow = 0;
         for (; ow + 8 <= wo; ow += 8) {
-            imp_v8 t0 = imp_load(top + 2 * ow), t1 = imp_load(top + 2 * ow + 8);
-            imp_v8 b0 = imp_load(bottom + 2 * ow), b1 = imp_load(bottom + 2 * ow + 8);
-            imp_v8 m = __builtin_shufflevector(t0, t1, 0, 2, 4, 6, 8, 10, 12, 14);
-            m = numpy_max(m, __builtin_shufflevector(t0, t1, 1, 3, 5, 7, 9, 11, 13, 15));
-            m = numpy_max(m, __builtin_shufflevector(b0, b1, 0, 2, 4, 6, 8, 10, 12, 14));
-            m = numpy_max(m, __builtin_shufflevector(b0, b1, 1, 3, 5, 7, 9, 11, 13, 15));
-            imp_store(o + ow, m);
+            imp_v8 tap[4];
+            load_taps_2x2(top + 2 * ow, bottom + 2 * ow, tap);
+            imp_store(o + ow, numpy_max(numpy_max(numpy_max(tap[0], tap[1]), tap[2]), tap[3]));
         }
         for (; ow < wo; ow++)
             o[ow] = numpy_max1(numpy_max1(numpy_max1(top[2 * ow], top[2 * ow + 1]),

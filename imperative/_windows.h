@@ -10,8 +10,8 @@ void imp_max_pool_grad(long planes, long h, long w, long ho, long wo, int kh, in
                        int sh, int sw, int ph, int pw, const float *x, const float *out,
                        const float *dy, float *dx, unsigned char *first);
 /* its 2x2, stride 2, unpadded case over `rows` output rows of one plane (ho rows of wo) */
-void imp_max_pool_2x2(long rows, long w, long wo, const float *x, const float *out,
-                      const float *dy, float *dx);
+void imp_max_pool_grad_2x2(long rows, long w, long wo, const float *x, const float *out,
+                           const float *dy, float *dx);
 
 /* the forward 2x2, stride 2, unpadded max pooling of one plane: `rows` output rows of wo
  * from rows of w inputs, each window combined as np.maximum combines the taps in order */

@@ -359,18 +359,21 @@ def leaky_relu(x: TensorLike, negative_slope: float = 0.01) -> Tensor:
     return _apply1(cached_op(O.LeakyRelu, float(negative_slope)), _as_tensor(x))
 
 
+def _along(op_class, x, axis):
+    """The op of `op_class` along `axis` on x: a Tensor straight to dispatch."""
+    op = cached_op(op_class, int(axis))
+    out = _unary(op, x)
+    return out if out is not None else _apply1(op, _as_tensor(x))
+
+
 def softmax(x: TensorLike, axis: int = -1) -> Tensor:
     """exp(x) / sum(exp(x)) along `axis` (computed stably)."""
-    op = cached_op(O.Softmax, int(axis))
-    out = _unary(op, x)         # (a Tensor: straight to dispatch)
-    return out if out is not None else _apply1(op, _as_tensor(x))
+    return _along(O.Softmax, x, axis)
 
 
 def log_softmax(x: TensorLike, axis: int = -1) -> Tensor:
     """log(softmax(x)) along `axis` (computed stably)."""
-    op = cached_op(O.LogSoftmax, int(axis))
-    out = _unary(op, x)
-    return out if out is not None else _apply1(op, _as_tensor(x))
+    return _along(O.LogSoftmax, x, axis)
 
 
 def cross_entropy(logits: TensorLike, labels: TensorLike, axis: int = -1,

@@ -163,8 +163,8 @@ def _pooling_backward(op, ctx, dy):
     if not is_float(ctx.in_dtypes[0]):
         return (None,)
     if (op.mode == "MAX" and native.max_pool_grad is not None and _core.get_grad_hook() is None
-            and dy.dtype == np.float32
-            and ctx.in_dtypes[0] == np.float32 and op.window[0] * op.window[1] <= 254):
+            and dy.dtype == np.float32 and ctx.in_dtypes[0] == np.float32
+            and op.window[0] * op.window[1] <= MaxPoolGrad.MAX_TAPS):
         # nothing records this backward (no higher order): the ops below as one
         grad = apply(cached_op(MaxPoolGrad, op.window, op.stride, op.padding),
                      ctx.inputs[0], ctx.outputs[0], dy)[0]

@@ -109,6 +109,7 @@ class MaxPoolGrad(Op):
     this op only for float32 and while nothing records the backward (it has no gradient)."""
 
     _fields = ("window", "stride", "padding")
+    MAX_TAPS = 254      # taps a window may have (_windows.c keeps a tap's index in a byte)
 
     def __init__(self, window, stride, padding):
         self._set(window=tuple(window), stride=tuple(stride), padding=tuple(padding))
