@@ -14,6 +14,23 @@
 # elementwise op (4K sent a 64-wide layer's optimizer updates to the worker, to be waited for).
 HOST_COMPUTE_MAX_ELEMENTS = 65536
 cdef Py_ssize_t _host_max_elements = HOST_COMPUTE_MAX_ELEMENTS
+# Up to 256K elements an op runs there too unless it is a product or a convolution of
+# _HOST_MAX_FLOPS or more: those release the GIL in the native sgemm, so on the worker they
+# overlap the caller's issuing of the next ops (a small CNN's step was 2% slower when its
+# 3.5-MFLOP first convolution ran on the caller's thread). A fused optimizer step over a
+# small model's parameters (Adam over 13K values: 92K elements) went to the worker and was
+# waited for at the step's end: 0.42 -> 0.33 ms a step when it ran here.
+HOST_COMPUTE_MEDIUM_ELEMENTS = 262144
+cdef Py_ssize_t _host_medium_elements = HOST_COMPUTE_MEDIUM_ELEMENTS
+cdef double _HOST_MAX_FLOPS = 1e6
+
+
+def _set_host_compute_medium_elements(Py_ssize_t n):
+    """Change the second host-compute limit (for measurements: an A/B in one process);
+    returns the previous one."""
+    global _host_medium_elements
+    previous, _host_medium_elements = _host_medium_elements, n
+    return previous
 
 
 # Called as hook(op, input_infos, output_infos) after every op is issued, while any
@@ -293,9 +310,12 @@ cdef class Channel:
                 break
         if ready and (level == 0 or (self._opts[OPT_HOST_COMPUTE]
                                      # (under the memory manager as before: views and
-                                     # gathers of large inputs go to the worker)
-                                     and _is_tiny(cmd.inputs, cmd.outputs,
-                                                  cmd.op.cost_by_output and not self._memory_on)
+                                     # gathers of large inputs and ops past the first
+                                     # limit go to the worker, where a dying input's Del
+                                     # folds into its reader, which may write in place)
+                                     and _is_tiny(cmd.op, cmd.inputs, cmd.outputs,
+                                                  cmd.op.cost_by_output and not self._memory_on,
+                                                  not self._memory_on)
                                      and not _worker_busy_under_budget(self))):
             self._run_inline(cmd, level == 0)
             return 0
@@ -328,14 +348,19 @@ cdef class Channel:
         out_dtype = None if big is None else _ufunc_out_dtype(op, a, b)
         if out_dtype is None:
             return None
+        cdef Py_ssize_t elements = big.numel * (2 if b is None else 3)
         if self._opts[OPT_ASYNC_LEVEL] != 0:
             limit = _host_max_elements if self._opts[OPT_HOST_COMPUTE] else -1
-            if big.numel * (2 if b is None else 3) > limit:
+            if elements > limit:
                 return None
+        previous_allocator = _enter_pool(elements)
         try:
             r = fn(a.value) if b is None else fn(a.value, b.value)
         except Exception:
             return None
+        finally:
+            if previous_allocator is not None:
+                _kernels.pool_leave(previous_allocator)
         if type(r) is not _ndarray or _dtype_of(r) is not out_dtype:
             r = _np_asarray(r, dtype=out_dtype)
         r = _c_ordered(r)
@@ -361,9 +386,12 @@ cdef class Channel:
         cdef TensorInfo info
         for info in cmd.inputs:
             info.pins += 1
+        previous_allocator = _enter_pool(_host_elements(cmd.inputs, cmd.outputs, False))
         try:
             _execute_apply(self, cmd)
         finally:
+            if previous_allocator is not None:
+                _kernels.pool_leave(previous_allocator)
             for info in cmd.inputs:
                 info.pins -= 1
         self._raise_error_of(cmd, raise_original)
@@ -545,6 +573,8 @@ cdef class Channel:
         self._thread = None
 
     def stats(self):
-        """Debug counters: live handles, queued commands, buffered commands."""
-        return {"live_handles": self._live, "queued": self._seq - self._processed,
+        """Debug counters: live handles, commands issued to the worker so far, queued
+        commands, buffered commands."""
+        return {"live_handles": self._live, "issued": self._seq,
+                "queued": self._seq - self._processed,
                 "buffered": len(self._buffer), "pending_errors": len(self._errors)}

@@ -92,6 +92,7 @@ def wrap_info(info: Any) -> Tensor: ...
 
 OPTION_DEFAULTS: Mapping[str, int]
 HOST_COMPUTE_MAX_ELEMENTS: int
+HOST_COMPUTE_MEDIUM_ELEMENTS: int
 MAX_CPU_DEVICES: int
 
 def validate_option(name: str, value: int | bool) -> int: ...

@@ -217,6 +217,8 @@ def conv2d_s1_grad_weight(x, dy, kernel_hw, padding, dilation, bint with_bias=Fa
 
 cdef extern from "_pool.h":
     int imp_pool_install() except -1
+    object imp_pool_enter()
+    int imp_pool_leave(object previous) except -1
     void imp_pool_trim() nogil
     void imp_pool_set_limit(size_t nbytes) nogil
     void imp_pool_set_reserve(size_t nbytes) nogil
@@ -228,6 +230,17 @@ def install_pool():
     """Make the caching allocator numpy's allocator for arrays made in this thread (its
     context): called by the interpreter's worker thread as it starts."""
     imp_pool_install()
+
+
+def pool_enter():
+    """Make the caching allocator numpy's allocator in this thread's context until
+    `pool_leave(previous)` with what this returns: host compute (an op run on the caller's
+    thread) makes its large arrays as the worker would, without the user's arrays."""
+    return imp_pool_enter()
+
+
+def pool_leave(previous):
+    imp_pool_leave(previous)
 
 
 def pool_trim():

@@ -189,14 +189,27 @@ static PyDataMem_Handler pool_handler = {
 
 static PyObject *pool_capsule;
 
-int imp_pool_install(void)
+PyObject *imp_pool_enter(void)
 {
     if (!pool_capsule) {
-        if (PyArray_API == NULL && _import_array() < 0) return -1;
+        if (PyArray_API == NULL && _import_array() < 0) return NULL;
         pool_capsule = PyCapsule_New(&pool_handler, "mem_handler", NULL);
-        if (!pool_capsule) return -1;
+        if (!pool_capsule) return NULL;
     }
-    PyObject *old = PyDataMem_SetHandler(pool_capsule);
+    return PyDataMem_SetHandler(pool_capsule);
+}
+
+int imp_pool_leave(PyObject *previous)
+{
+    PyObject *pool = PyDataMem_SetHandler(previous);
+    if (!pool) return -1;
+    Py_DECREF(pool);
+    return 0;
+}
+
+int imp_pool_install(void)
+{
+    PyObject *old = imp_pool_enter();
     if (!old) return -1;
     Py_DECREF(old);
     return 0;

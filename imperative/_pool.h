@@ -2,9 +2,14 @@
 #ifndef IMPERATIVE_POOL_H
 #define IMPERATIVE_POOL_H
 #include <stddef.h>
+#include <Python.h>
 
 /* Make the pool numpy's allocator in the calling thread's context; -1 with a Python error. */
 int imp_pool_install(void);
+/* The same for a while: returns the allocator it replaced (a new reference; NULL with a
+ * Python error), which imp_pool_leave puts back (-1 with a Python error). */
+PyObject *imp_pool_enter(void);
+int imp_pool_leave(PyObject *previous);
 /* Free every cached block. */
 void imp_pool_trim(void);
 /* Keep at most `bytes` cached (trimming now if more is cached). */

@@ -17,20 +17,59 @@ cdef inline bint _worker_busy_under_budget(Channel self):
             and self._processed != self._seq)
 
 
-cdef inline bint _is_tiny(list inputs, list outputs, bint skip_first):
-    """Inputs and outputs hold at most _host_max_elements elements together (and every
-    output's shape is known: a value-dependent one is not). With skip_first, the first
-    input counts for nothing: that of an op that reads only what its outputs hold (a view,
-    a gather: op.cost_by_output), a few rows picked from a large table being a small op."""
+cdef inline Py_ssize_t _host_elements(list inputs, list outputs, bint skip_first):
+    """The elements of an op's inputs and outputs together, or -1 where an output's shape
+    is not known (a value-dependent one). With skip_first, the first input counts for
+    nothing: that of an op that reads only what its outputs hold (a view, a gather:
+    op.cost_by_output), a few rows picked from a large table being a small op."""
     cdef TensorInfo info
     cdef Py_ssize_t n = 0, i
     for info in outputs:
         if info.shape is None:
-            return False
+            return -1
         n += info.numel
     for i in range(1 if skip_first else 0, len(inputs)):
         n += (<TensorInfo>inputs[i]).numel
-    return n <= _host_max_elements
+    return n
+
+
+cdef double _op_flops(OpDef op, list inputs, list outputs):
+    """The work of a product or convolution (ops that estimate it; 0 for the others)."""
+    cdef TensorInfo info
+    estimate = getattr(op, "estimate_flops", None)
+    if estimate is None:
+        return 0
+    for info in outputs:
+        if info.shape is None:
+            return 0
+    return estimate([info.shape for info in inputs], [info.shape for info in outputs])
+
+
+cdef inline bint _is_tiny(OpDef op, list inputs, list outputs, bint skip_first,
+                          bint medium=True):
+    """At most _host_max_elements elements together (see _host_elements), or, with
+    `medium`, at most _host_medium_elements and no product or convolution of
+    _HOST_MAX_FLOPS or more."""
+    cdef Py_ssize_t n = _host_elements(inputs, outputs, skip_first)
+    if n < 0:
+        return False
+    return n <= _host_max_elements or (medium and n <= _host_medium_elements
+                                       and _op_flops(op, inputs, outputs) < _HOST_MAX_FLOPS)
+
+
+# Host compute of an op at least this large makes its arrays with the worker's caching
+# allocator (_pool.c, the size of its smallest cached block in float32): numpy's own hands
+# a large block's pages back when it is freed and faults them in afresh for the next, which
+# made a small CNN's step 1.6x slower when its 128K-element convolutions ran here.
+cdef Py_ssize_t _POOLED_ELEMENTS = 65536
+
+
+cdef inline object _enter_pool(Py_ssize_t elements):
+    """For an op of `elements` (inputs and outputs): the allocator to give back to
+    _kernels.pool_leave, or None where the op is small (a tiny op pays nothing for this)."""
+    if elements < _POOLED_ELEMENTS:
+        return None
+    return _kernels.pool_enter()
 
 
 cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast,
@@ -48,8 +87,9 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
         if info.status != PRODUCED or info.packed:
             return False
     if self._opts[OPT_ASYNC_LEVEL] != 0 and not (self._opts[OPT_HOST_COMPUTE]
-                                                   and _is_tiny(inputs, outputs, op.cost_by_output)):
+                                                   and _is_tiny(op, inputs, outputs, op.cost_by_output)):
         return False
+    previous_allocator = _enter_pool(_host_elements(inputs, outputs, False))
     try:
         if fast:
             self._set_value(outputs[0], _ufunc_result(op, inputs, outputs[0]), None)
@@ -65,4 +105,7 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
                 self._free_value(info)
                 info.status = ALLOCATED
         return False
+    finally:
+        if previous_allocator is not None:
+            _kernels.pool_leave(previous_allocator)
     return True

@@ -15,17 +15,9 @@ cdef long _SIGNAL_POLL_NS = 50 * 1000 * 1000
 cdef double _HEAVY_FLOPS = 5e7
 
 
-cdef bint _is_heavy(Command cmd):
-    """A product or convolution of _HEAVY_FLOPS or more (ops that estimate their work)."""
-    cdef TensorInfo info
-    estimate = getattr(cmd.op, "estimate_flops", None)
-    if estimate is None:
-        return False
-    for info in cmd.outputs:
-        if info.shape is None:
-            return False
-    return estimate([info.shape for info in cmd.inputs],
-                    [info.shape for info in cmd.outputs]) >= _HEAVY_FLOPS
+cdef inline bint _is_heavy(Command cmd):
+    """A product or convolution of _HEAVY_FLOPS or more."""
+    return _op_flops(cmd.op, cmd.inputs, cmd.outputs) >= _HEAVY_FLOPS
 
 
 cdef void _enqueue(Channel self, Command cmd):

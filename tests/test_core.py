@@ -13,7 +13,7 @@ import pytest
 import imperative as imp
 from imperative import _core
 
-BIG = _core.HOST_COMPUTE_MAX_ELEMENTS + 1   # elements: past the host-compute limit, so ops
+BIG = _core.HOST_COMPUTE_MEDIUM_ELEMENTS + 1   # elements: past the host-compute limit, so ops
                                             # go through the worker
 
 

@@ -10,7 +10,8 @@ from imperative import F, nn, optim
 from imperative.autodiff import GradManager
 from imperative.ops.matmul import MatrixMul
 
-BIG = imp._core.HOST_COMPUTE_MAX_ELEMENTS + 1   # elements: past the host-compute limit: the worker
+# elements: past the host-compute limits: the worker
+BIG = imp._core.HOST_COMPUTE_MEDIUM_ELEMENTS + 1
 
 
 def _record_epilogues(monkeypatch, cls, seen, entry=lambda op, kind: kind):

@@ -257,7 +257,7 @@ def test_setitem_writes_in_place_when_the_old_value_is_unshared(async_level):
     if async_level == 0:
         pytest.skip("ops run at once on the caller's thread: no Del to fold into them")
     # (past the host-compute limit: the worker runs it, with the old value's Del folded in)
-    t = imp.Tensor(np.zeros(imp._core.HOST_COMPUTE_MAX_ELEMENTS + 1, np.float32))
+    t = imp.Tensor(np.zeros(imp._core.HOST_COMPUTE_MEDIUM_ELEMENTS + 1, np.float32))
     imp.sync()
     reuses = imp.memory_stats()["inplace_reuses"]
     t[10:20] = 1.0

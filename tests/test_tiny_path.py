@@ -278,3 +278,70 @@ def test_traces_see_the_core_methods_as_they_saw_the_facade(symbolic):
             np.testing.assert_array_equal(a, b)
         w._set_info_from(w + 1.0)           # read afresh by the next call
     assert traced.stats["replays"] == 3 and traced.stats["mismatches"] == 0
+
+
+# ---------------------------------------------------------------- where a medium op runs
+
+MEDIUM = imp._core.HOST_COMPUTE_MAX_ELEMENTS    # elements: past the first limit, not the second
+
+
+def _commands_issued(fn):
+    imp.sync()
+    before = imp._core._channel_stats()["issued"]
+    out = fn()
+    imp.sync()
+    return imp._core._channel_stats()["issued"] - before, out
+
+
+def test_a_medium_elementwise_op_or_optimizer_step_runs_on_the_callers_thread(async_level):
+    """Past HOST_COMPUTE_MAX_ELEMENTS, an op without much arithmetic (a fused optimizer
+    step over a small model, an add) still runs at once instead of waking the worker; the
+    result is the general path's."""
+    if async_level == 0:
+        pytest.skip("every op runs on the caller's thread at level 0")
+    data = RNG.standard_normal(MEDIUM).astype(np.float32)
+    a, b = imp.Tensor(data), imp.Tensor(data[::-1].copy())
+    issued, out = _commands_issued(lambda: a * b + 1.0)
+    assert issued == 0
+    np.testing.assert_array_equal(out.numpy(), data * data[::-1] + np.float32(1.0))
+    w = imp.Parameter(RNG.standard_normal((256, 128)).astype(np.float32))
+    w.grad = imp.Tensor(RNG.standard_normal((256, 128)).astype(np.float32))
+    opt = imp.optim.Adam([w], 1e-3)
+    issued, _ = _commands_issued(opt.step)
+    assert issued == 0
+
+
+def test_a_medium_product_goes_to_the_worker_and_a_large_op_too(async_level):
+    """A product of a megaflop or more releases the GIL in its kernel: it overlaps the caller
+    on the worker. Past HOST_COMPUTE_MEDIUM_ELEMENTS every op goes there."""
+    if async_level == 0:
+        pytest.skip("every op runs on the caller's thread at level 0")
+    x = RNG.standard_normal((192, 192)).astype(np.float32)      # 110K elements, 14 MFLOP
+    t = imp.Tensor(x)
+    issued, out = _commands_issued(lambda: t @ t)
+    assert issued == 1
+    np.testing.assert_allclose(out.numpy(), x @ x, rtol=1e-4, atol=1e-4)
+    big = imp.Tensor(np.ones(imp._core.HOST_COMPUTE_MEDIUM_ELEMENTS, np.float32))
+    issued, out = _commands_issued(lambda: big + 1.0)
+    assert issued == 1
+    assert float(out.sum()) == 2.0 * imp._core.HOST_COMPUTE_MEDIUM_ELEMENTS
+
+
+def test_a_large_op_on_the_callers_thread_uses_the_workers_allocator():
+    """Arrays of an op run on the caller's thread at 64K elements or more come from the
+    caching pool (their pages are not faulted in afresh each step); the user's own arrays
+    made on this thread do not."""
+    from imperative import _kernels
+    with imp.option("async_level", 0):
+        t = imp.Tensor(np.ones(1 << 18, np.float32))
+        for _ in range(3):
+            (t + 1.0).numpy()
+        before = _kernels.pool_stats()
+        out = (t + 1.0).numpy()
+        after = _kernels.pool_stats()
+        assert after["hits"] + after["misses"] > before["hits"] + before["misses"]
+        np.testing.assert_array_equal(out, np.full(1 << 18, 2.0, np.float32))
+        mine = _kernels.pool_stats()
+        np.ones(1 << 18, np.float32) + 1.0
+        assert _kernels.pool_stats()["hits"] + _kernels.pool_stats()["misses"] == (
+            mine["hits"] + mine["misses"])
