@@ -286,8 +286,6 @@ cdef extern from "_loops.h":
     void imp_layer_norm_grad(long rows, long size, const float *x, const float *dy,
                              const float *weight, float eps, float *dx, double *dw,
                              double *db) nogil
-    void imp_adam(long n, const float *param, const float *g, const float *m, const float *v,
-                  const float *k, float *out, float *m_out, float *v_out) nogil
 
 
 cdef int _check_same_size(str fn, object out, tuple names, tuple arrays) except -1:
@@ -361,24 +359,6 @@ def layer_norm_grad(x, dy, weight, float eps):
     if weight is None:
         return dx
     return dx, dw.astype(np.float32), db.astype(np.float32)
-
-
-def adam(param, grad, m, v, constants):
-    """(param', m', v') of one Adam step, new arrays, each product, sum and quotient rounded to
-    float32 as numpy's would be: param, grad, m, v C-contiguous float32 arrays of one size;
-    `constants` a float32 array (b1, 1 - b1, b2, 1 - b2, c1, c2, eps, -lr)."""
-    out, m_out, v_out = np.empty_like(param), np.empty_like(m), np.empty_like(v)
-    _check_same_size("adam", out, ("param", "grad", "m", "v"), (param, grad, m, v))
-    k = _float32_c_array("adam", "constants", constants)
-    if k.size != 8:
-        raise ValueError(f"adam: constants must hold 8 values, got {k.size}")
-    cdef size_t pp = _addr(param), pg = _addr(grad), pm = _addr(m), pv = _addr(v)
-    cdef size_t pk = _addr(k), po = _addr(out), pmo = _addr(m_out), pvo = _addr(v_out)
-    cdef long n = param.size
-    with nogil:
-        imp_adam(n, <const float *>pp, <const float *>pg, <const float *>pm, <const float *>pv,
-                 <const float *>pk, <float *>po, <float *>pmo, <float *>pvo)
-    return out, m_out, v_out
 
 
 def _channel_dims(fn, x):
@@ -594,3 +574,4 @@ def cross_entropy_rows(x, labels):
 include "_kernels_activations.pxi"   # relu, sigmoid, gelu (_activations.c)
 include "_kernels_reduce.pxi"        # small sums, means, maxima, minima (_reduce.c)
 include "_kernels_windows.pxi"       # a max pooling's gradient (_windows.c)
+include "_kernels_optim.pxi"         # Adam's update of one parameter or many (_loops.c)

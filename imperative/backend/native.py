@@ -157,6 +157,12 @@ def adam(param, grad, m, v, constants):
     return _kernels.adam(param, grad, m, v, constants)
 
 
+def adam_steps(arrays, constants):
+    """`adam` for every parameter of an AdamStep over several (`arrays`: its inputs, five a
+    parameter) in one call, as a flat tuple of (param', m', v') per parameter, or None."""
+    return _kernels.adam_steps(arrays, constants) if _loops_on() else None
+
+
 def _channels_ok(x):
     return (_loops_on() and x.dtype == _FLOAT32 and x.ndim >= 2 and x.flags.c_contiguous
             and x.size > 0)

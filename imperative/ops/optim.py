@@ -61,15 +61,18 @@ class AdamStep(Op):
         return outputs
 
     def _step_count(self, t):
-        """(t + 1, c1, c2) for the count t: the same for every parameter of a step, so
-        remembered (the last few counts) rather than computed once per parameter."""
+        """(t + 1, c1, c2, the constants native.adam takes) for the count t: the same for
+        every parameter of a step, so remembered (the last few counts) rather than computed
+        once per parameter."""
         key = float(t)
         found = self._corrections.get(key)
         if found is None:
-            one, _, _, _, _, log_b1, log_b2 = self._consts[:7]
+            one, b1, one_minus_b1, b2, one_minus_b2, log_b1, log_b2, eps, alpha = self._consts
             t = np.add(t, one)
-            found = (np.asarray(t, _FLOAT32), np.negative(np.expm1(np.multiply(t, log_b1))),
-                     np.negative(np.expm1(np.multiply(t, log_b2))))
+            c1 = np.negative(np.expm1(np.multiply(t, log_b1)))
+            c2 = np.negative(np.expm1(np.multiply(t, log_b2)))
+            found = (np.asarray(t, _FLOAT32), c1, c2, np.array(
+                (b1, one_minus_b1, b2, one_minus_b2, c1, c2, eps, alpha), _FLOAT32))
             if len(self._corrections) >= 4:
                 self._corrections.clear()
             self._corrections[key] = found
@@ -78,19 +81,22 @@ class AdamStep(Op):
     def kernel(self, *arrays):
         if self.params == 1:
             return self._one(*arrays)
+        counts = [self._step_count(t) for t in arrays[4::5]]
+        done = native.adam_steps(arrays, [count[3] for count in counts])
         results = ()
-        for i in range(0, len(arrays), 5):
-            results += self._one(*arrays[i:i + 5])
+        for i in range(self.params):
+            if done is None:
+                results += self._one(*arrays[5 * i:5 * i + 5])
+            else:
+                results += done[3 * i:3 * i + 3] + (counts[i][0].copy(),)
         return results
 
     def _one(self, param, grad, m, v, t):
-        t, correction1, correction2 = self._step_count(t)
-        _, b1, one_minus_b1, b2, one_minus_b2, _, _, eps, alpha = self._consts
-        done = native.adam(param, grad, m, v, np.array(
-            (b1, one_minus_b1, b2, one_minus_b2, correction1, correction2, eps, alpha),
-            _FLOAT32))
+        t, correction1, correction2, constants = self._step_count(t)
+        done = native.adam(param, grad, m, v, constants)
         if done is not None:
             return done + (t.copy(),)
+        _, b1, one_minus_b1, b2, one_minus_b2, _, _, eps, _ = self._consts
         m = np.add(np.multiply(m, b1), np.multiply(grad, one_minus_b1))
         v = np.add(np.multiply(v, b2), np.multiply(np.multiply(grad, grad), one_minus_b2))
         step = np.true_divide(np.true_divide(m, correction1),
