@@ -7,6 +7,9 @@
 """
 from contextlib import contextmanager
 
+# installs its import finder: before any compiled module is imported (imperative/_sources.py)
+from . import _sources  # noqa: F401
+
 try:
     from . import _core  # noqa: F401  (the build's first import: a missing build fails here)
 except ImportError as _error:   # a source tree that was not built: say what to run

@@ -324,7 +324,11 @@ class ModuleList(Module):
     def append(self, module: Module) -> ModuleList:
         """Add `module` at the end, named by its position."""
         if not isinstance(module, Module):
-            raise TypeError(f"{type(self).__name__} takes Modules, got {type(module).__name__} "
+            # (a function, plain or compiled, by its name: F.relu where nn.ReLU() was meant)
+            what = (f"the function {module.__name__}" if callable(module)
+                    and not isinstance(module, type) and hasattr(module, "__name__")
+                    else type(module).__name__)
+            raise TypeError(f"{type(self).__name__} takes Modules, got {what} "
                             f"at position {self._length}")
         setattr(self, str(self._length), module)
         object.__setattr__(self, "_length", self._length + 1)

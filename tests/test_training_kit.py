@@ -108,7 +108,8 @@ def test_module_list_registers_its_modules():
     assert len(blocks) == 3 and isinstance(blocks[-1], nn.LayerNorm)
     assert [type(m) for m in blocks] == [nn.Linear, nn.Linear, nn.LayerNorm]
     assert net(imp.Tensor(randn(2, 4))).shape == (2, 4)
-    with pytest.raises(TypeError, match="ModuleList takes Modules, got function at position 3"):
+    with pytest.raises(TypeError,
+                       match="ModuleList takes Modules, got the function relu at position 3"):
         blocks.append(F.relu)
     with pytest.raises(IndexError):
         blocks[3]

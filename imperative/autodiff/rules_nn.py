@@ -265,7 +265,10 @@ def _layer_norm_backward(op, ctx, dy):
     return tuple(as_input_grad(g, ctx, i) for i, g in enumerate(grads))
 
 
-@defgrad(BatchNormForward, inputs=lambda op: (0, 1) if op.training else (0, 1, 3, 4))
+_BATCH_NORM_SAVES = {True: (0, 1), False: (0, 1, 3, 4)}    # by op.training
+
+
+@defgrad(BatchNormForward, inputs=lambda op: _BATCH_NORM_SAVES[op.training])
 @single_output
 def _batch_norm_backward(op, ctx, dy):
     """Gradients of x, weight and bias from the normalised output; the running statistics
