@@ -25,12 +25,19 @@ IMP_INLINE float row_max(const float *x, long n)
     return imp_lane_max(imp_max(imp_max(m0, m1), imp_max(m2, m3)));
 }
 
-/* the sum of exp(x - m) over a row, also stored in y unless y is NULL */
-IMP_INLINE float row_exp_sum(const float *x, long n, float m, float *y)
+/* the sum of exp(x - m) over a row, also stored in y unless y is NULL; `wide`: sixteen
+ * lanes at a time where there are sixteen (the same values and sums: _vec8.h) */
+IMP_INLINE float row_exp_sum(const float *x, long n, float m, float *y, int wide)
 {
     const imp_v8 vm = imp_splat(m);
     imp_v8 sum = imp_splat(0.f);
     long j = 0;
+    for (; wide && j + 16 <= n; j += 16) {
+        imp_v16 e = imp_exp_nonpos16(imp_load16(x + j) - m);
+        sum += imp_low8(e);
+        sum += imp_high8(e);
+        if (y) imp_store16(y + j, e);
+    }
     for (; j + 8 <= n; j += 8) {
         imp_v8 e = imp_exp_nonpos(imp_load(x + j) - vm);
         sum += e;
@@ -59,33 +66,35 @@ IMP_INLINE void row_finish(const float *x, long n, float m, float s, float *y)
     }
 }
 
-IMP_INLINE void imp_softmax_rows_body(long rows, long n, const float *x, float *y)
+IMP_INLINE void imp_softmax_rows_body(long rows, long n, const float *x, float *y, int wide)
 {
     for (long r = 0; r < rows; r++) {
         const float *row = x + r * n;
         float m = row_max(row, n);
-        row_finish(NULL, n, m, row_exp_sum(row, n, m, y + r * n), y + r * n);
+        row_finish(NULL, n, m, row_exp_sum(row, n, m, y + r * n, wide), y + r * n);
     }
 }
-IMP_ISA_VARIANTS(imp_softmax_rows, (long rows, long n, const float *x, float *y),
+IMP_ISA_VARIANTS_WIDE(imp_softmax_rows, (long rows, long n, const float *x, float *y),
                  (rows, n, x, y))
 
-IMP_INLINE void imp_log_softmax_rows_body(long rows, long n, const float *x, float *y)
+IMP_INLINE void imp_log_softmax_rows_body(long rows, long n, const float *x, float *y,
+                                           int wide)
 {
     for (long r = 0; r < rows; r++) {
         const float *row = x + r * n;
         float m = row_max(row, n);
-        row_finish(row, n, m, logf(row_exp_sum(row, n, m, NULL)), y + r * n);
+        row_finish(row, n, m, logf(row_exp_sum(row, n, m, NULL, wide)), y + r * n);
     }
 }
-IMP_ISA_VARIANTS(imp_log_softmax_rows, (long rows, long n, const float *x, float *y),
+IMP_ISA_VARIANTS_WIDE(imp_log_softmax_rows, (long rows, long n, const float *x, float *y),
                  (rows, n, x, y))
 
 /* loss[r] = -log_softmax(x[r])[labels[r]], the value imp_log_softmax_rows has there; no
  * row of log-probabilities is written. *bad: the first row whose label is not in [0, n),
  * else -1 (then nothing was computed). */
 IMP_INLINE void imp_cross_entropy_rows_body(long rows, long n, const float *x,
-                                            const long long *labels, float *loss, long *bad)
+                                            const long long *labels, float *loss, long *bad,
+                                            int wide)
 {
     *bad = -1;
     for (long r = 0; r < rows; r++)
@@ -96,10 +105,10 @@ IMP_INLINE void imp_cross_entropy_rows_body(long rows, long n, const float *x,
     for (long r = 0; r < rows; r++) {
         const float *row = x + r * n;
         float m = row_max(row, n);
-        float lse = logf(row_exp_sum(row, n, m, NULL));
+        float lse = logf(row_exp_sum(row, n, m, NULL, wide));
         loss[r] = -((row[labels[r]] - m) - lse);
     }
 }
-IMP_ISA_VARIANTS(imp_cross_entropy_rows, (long rows, long n, const float *x,
+IMP_ISA_VARIANTS_WIDE(imp_cross_entropy_rows, (long rows, long n, const float *x,
                                           const long long *labels, float *loss, long *bad),
                  (rows, n, x, labels, loss, bad))

@@ -90,26 +90,55 @@ IMP_INLINE float imp_lane_max(imp_v8 v)
  * tolerance a softmax, sigmoid or GELU is read at. Rounding to an integer adds and subtracts
  * 1.5 * 2^23 (exact for |x log2 e| < 2^22, and the same in every variant where a round
  * instruction might not be). */
-IMP_INLINE imp_v8 imp_exp_nonpos(imp_v8 x)
+#define IMP_EXP_NONPOS_BODY(V, M)                                                             \
+    {                                                                                         \
+        const V lo = (V){0} + -87.33654475f, magic = (V){0} + 12582912.f;                       \
+        M under = x < lo;                                                                     \
+        x = (V)((under & (M)lo) | (~under & (M)x));                                           \
+        V n = (x * 1.44269504088896341f + magic) - magic;                                     \
+        V r = x - n * 0.693359375f;                                                           \
+        r = r - n * -2.12194440e-4f;                                                          \
+        V p = (V){0} + 1.9875691500e-4f;                                                       \
+        p = p * r + 1.3981999507e-3f;                                                         \
+        p = p * r + 8.3334519073e-3f;                                                         \
+        p = p * r + 4.1665795894e-2f;                                                         \
+        p = p * r + 1.6666665459e-1f;                                                         \
+        p = p * r + 5.0000001201e-1f;                                                         \
+        V y = (p * (r * r) + r) + 1.f;                                                        \
+        M e = (__builtin_convertvector(n, M) + 127) << 23;                                    \
+        y = y * (V)e;                                                                         \
+        return (V)(~under & (M)y);                                                            \
+    }
+IMP_INLINE imp_v8 imp_exp_nonpos(imp_v8 x) IMP_EXP_NONPOS_BODY(imp_v8, imp_m8)
+
+/* Sixteen lanes, for the AVX-512 variant of a loop whose work is mostly exp
+ * (IMP_ISA_VARIANTS_WIDE): each lane computes what the eight-lane code computes, so the
+ * bits do not depend on the width, and sums go on over eight lanes (imp_low8, imp_high8)
+ * in the eight-lane order. Only there: GCC splits a 64-byte vector's comparisons into
+ * scalar code under AVX2. */
+typedef float imp_v16 __attribute__((vector_size(64)));
+typedef int imp_m16 __attribute__((vector_size(64)));
+
+IMP_INLINE imp_v16 imp_load16(const float *p)
 {
-    const imp_v8 lo = imp_splat(-87.33654475f);
-    const imp_v8 magic = imp_splat(12582912.f);
-    imp_m8 under = x < lo;
-    x = imp_select(under, lo, x);
-    imp_v8 n = (x * imp_splat(1.44269504088896341f) + magic) - magic;
-    imp_v8 r = x - n * imp_splat(0.693359375f);
-    r = r - n * imp_splat(-2.12194440e-4f);
-    imp_v8 p = imp_splat(1.9875691500e-4f);
-    p = p * r + imp_splat(1.3981999507e-3f);
-    p = p * r + imp_splat(8.3334519073e-3f);
-    p = p * r + imp_splat(4.1665795894e-2f);
-    p = p * r + imp_splat(1.6666665459e-1f);
-    p = p * r + imp_splat(5.0000001201e-1f);
-    imp_v8 y = (p * (r * r) + r) + imp_splat(1.f);
-    imp_m8 e = (__builtin_convertvector(n, imp_m8) + 127) << 23;
-    y = y * (imp_v8)e;
-    return (imp_v8)(~under & (imp_m8)y);
+    imp_v16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
 }
+
+IMP_INLINE void imp_store16(float *p, imp_v16 v) { memcpy(p, &v, sizeof v); }
+
+IMP_INLINE imp_v8 imp_low8(imp_v16 v)
+{
+    return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+}
+
+IMP_INLINE imp_v8 imp_high8(imp_v16 v)
+{
+    return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+IMP_INLINE imp_v16 imp_exp_nonpos16(imp_v16 x) IMP_EXP_NONPOS_BODY(imp_v16, imp_m16)
 
 /* IMP_ISA_VARIANTS(name, (params), (args)): `void name(params)` runs `name##_body(args)`
  * compiled for the instruction set in use, with fused multiply-adds where GCC finds them
@@ -120,13 +149,23 @@ IMP_INLINE imp_v8 imp_exp_nonpos(imp_v8 x)
 #define IMP_ISA_VARIANTS(name, params, args) IMP_ISA_VARIANTS_WITH(IMP_FMA, name, params, args)
 #define IMP_ISA_VARIANTS_EXACT(name, params, args)                                            \
     IMP_ISA_VARIANTS_WITH(IMP_NO_FMA, name, params, args)
-#if IMP_X86_NATIVE
+/* IMP_ISA_VARIANTS_WIDE: as IMP_ISA_VARIANTS, the body taking one more argument, `wide`: 1
+ * in the AVX-512 variant (it may use sixteen lanes), 0 in the others (a constant the
+ * inlined body is specialised on). */
+#define IMP_ARGS(...) __VA_ARGS__
+#define IMP_ISA_VARIANTS_WIDE(name, params, args)                                             \
+    IMP_INLINE void name##_narrow params { name##_body(IMP_ARGS args, 0); }                   \
+    IMP_INLINE void name##_wide params { name##_body(IMP_ARGS args, 1); }                     \
+    IMP_ISA_VARIANTS_WITH_BODIES(IMP_FMA, name, params, args, name##_wide, name##_narrow)
 #define IMP_ISA_VARIANTS_WITH(contract, name, params, args)                                   \
+    IMP_ISA_VARIANTS_WITH_BODIES(contract, name, params, args, name##_body, name##_body)
+#if IMP_X86_NATIVE
+#define IMP_ISA_VARIANTS_WITH_BODIES(contract, name, params, args, wide_body, body)           \
     __attribute__((target("avx512f,fma"))) contract static void name##_avx512 params        \
-    { name##_body args; }                                                                    \
+    { wide_body args; }                                                                      \
     __attribute__((target("avx2,fma"))) contract static void name##_avx2 params              \
-    { name##_body args; }                                                                    \
-    IMP_NO_FMA static void name##_base params { name##_body args; }                           \
+    { body args; }                                                                           \
+    IMP_NO_FMA static void name##_base params { body args; }                                  \
     void name params                                                                          \
     {                                                                                         \
         int isa = imp_native_isa();                                                           \
@@ -135,8 +174,8 @@ IMP_INLINE imp_v8 imp_exp_nonpos(imp_v8 x)
         else name##_base args;                                                                \
     }
 #else
-#define IMP_ISA_VARIANTS_WITH(contract, name, params, args)                                   \
-    IMP_NO_FMA void name params { name##_body args; }
+#define IMP_ISA_VARIANTS_WITH_BODIES(contract, name, params, args, wide_body, body)           \
+    IMP_NO_FMA void name params { body args; }
 #endif
 
 #endif

@@ -533,8 +533,13 @@ x = rng.standard_normal((2, 5, 12, 13)).astype(np.float32)
 w = rng.standard_normal((9, 5, 3, 3)).astype(np.float32)
 y = _kernels.conv2d_s1(x, w, (1, 1), (1, 1))
 gw = _kernels.conv2d_s1_grad_weight(x, y, (3, 3), (1, 1), (1, 1))
+rows = (rng.standard_normal((9, 1037)) * 10).astype(np.float32)   # 16-lane blocks and tails
+rows.flat[::13] = -1e30
+labels = rng.integers(0, 1037, 9)
 np.savez(sys.argv[1], isa=str(_kernels.isa()),
-         ab=_kernels.sgemm(a, b, np.empty((70, 50), np.float32)), y=y, gw=gw)
+         ab=_kernels.sgemm(a, b, np.empty((70, 50), np.float32)), y=y, gw=gw,
+         softmax=_kernels.softmax_rows(rows), log_softmax=_kernels.log_softmax_rows(rows),
+         cross_entropy=_kernels.cross_entropy_rows(rows, labels)[0])
 """
 
 
@@ -567,11 +572,14 @@ def test_native_isa_environment_variable(tmp_path):
                     reason="needs an AVX-512 CPU to compare the two instruction sets")
 def test_avx2_and_avx512_kernels_agree(tmp_path):
     """The sgemm and the convolution sum each value along k in the same order with either
-    instruction set, so they give the same bits; the weight gradient sums positions in 16
-    or 8 lanes first and differs by rounding."""
+    instruction set, so they give the same bits, and so do the row kernels (their exp runs
+    16 lanes at a time under AVX-512, each lane as in 8); the weight gradient sums
+    positions in 16 or 8 lanes first and differs by rounding."""
     _, wide = _run_with_isa(tmp_path, "avx512", "wide")
     _, narrow = _run_with_isa(tmp_path, "avx2", "narrow")
     assert (str(wide["isa"]), str(narrow["isa"])) == ("avx512", "avx2")
     assert np.array_equal(wide["ab"], narrow["ab"])
     assert np.array_equal(wide["y"], narrow["y"])
+    for rows in ("softmax", "log_softmax", "cross_entropy"):    # exp over 16 lanes or 8
+        assert np.array_equal(wide[rows], narrow[rows]), rows
     assert _rel_err(narrow["gw"], wide["gw"].astype(np.float64)) < 1e-5
