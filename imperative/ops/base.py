@@ -69,6 +69,14 @@ def cached_op(cls, *params):
     return cls(*params)
 
 
+def without_dispatch(fn):
+    """numpy's function `fn` without its __array_function__ dispatcher, which runs a Python
+    function each call to find overrides that plain ndarrays never have (0.17 us of a 0.6 us
+    np.concatenate): for direct kernels, whose inputs are the core's ndarrays. `fn` itself
+    where numpy has no such attribute."""
+    return getattr(fn, "_implementation", fn)
+
+
 def writable_view(array, shape):
     """`array` reshaped to `shape` for a kernel that writes its result through the new
     shape. `ndarray.reshape` silently returns a copy when the layout does not allow a view

@@ -312,6 +312,13 @@ class IndexingMultiAxisVec(_IndexOp):
     def kernel(self, x, *indices):
         return np.asarray(x[self.index(indices)])
 
+    def direct_kernel(self, inputs):
+        # x[idx], one index array and nothing else: numpy's own subscript (a copy, as the
+        # kernel's), without the kernel's Python frames
+        if type(self) is IndexingMultiAxisVec and len(self.items) == 1 and self._tensor_slots:
+            return operator.getitem, ()
+        return None
+
 
 class MaskedIndexingMultiAxisVec(IndexingMultiAxisVec):
     """`x[index]` with a boolean-mask tensor among the index inputs: the number of selected

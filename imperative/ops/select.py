@@ -4,7 +4,8 @@ import numbers
 import numpy as np
 
 from ..dtype import dtype_promotion
-from .base import Op, check_arity, promote_inputs, promoted_dtype, reject_quantized
+from .base import (Op, check_arity, promote_inputs, promoted_dtype, reject_quantized,
+                   without_dispatch)
 
 _clip = np._core.umath.clip
 
@@ -33,9 +34,10 @@ class Where(Op):
         # operands of one dtype: np.where's result has it already, astype has nothing to do
         _, x, y = inputs
         same = x.dtype == y.dtype and promoted_dtype((x.dtype, y.dtype)) == x.dtype
-        return (np.where, ()) if same else None
+        return (_WHERE, ()) if same else None
 
 
+_WHERE = without_dispatch(np.where)
 _CLIP_DTYPES = {}   # (plain dtype, type of lower, type of upper) -> the dtype clip computes in
 
 

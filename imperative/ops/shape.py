@@ -6,7 +6,8 @@ import operator
 import numpy as np
 
 from .._core import ArraysAsOne
-from .base import Op, check_arity, normalize_axis, promote_inputs, promoted_dtype
+from .base import (Op, check_arity, normalize_axis, promote_inputs, promoted_dtype,
+                   without_dispatch)
 
 _INT32 = np.dtype(np.int32)
 
@@ -341,7 +342,10 @@ class Concat(Op):
         first = inputs[0].dtype
         if any(i.dtype is not first for i in inputs):
             return None
-        return ArraysAsOne(np.concatenate, self.axis), ()
+        return ArraysAsOne(_CONCATENATE, self.axis), ()
+
+
+_CONCATENATE = without_dispatch(np.concatenate)
 
 
 def _split_points(spec, size, axis):
