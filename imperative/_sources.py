@@ -23,10 +23,13 @@ COMPILED_MODULES = (
     "imperative/autodiff/engine.py", "imperative/autodiff/manager.py",
     "imperative/autodiff/registry.py", "imperative/autodiff/rules_indexing.py",
     "imperative/autodiff/rules_math.py", "imperative/autodiff/rules_nn.py",
-    "imperative/autodiff/rules_shape.py", "imperative/creation.py", "imperative/functional.py",
-    "imperative/nn.py", "imperative/ops/base.py", "imperative/ops/elemwise.py",
-    "imperative/ops/matmul.py", "imperative/ops/softmax.py", "imperative/optim.py",
-    "imperative/scope.py", "imperative/tensor.py",
+    "imperative/autodiff/rules_shape.py", "imperative/backend/epilogue.py",
+    "imperative/backend/native.py", "imperative/creation.py", "imperative/dtype.py",
+    "imperative/functional.py", "imperative/nn.py", "imperative/ops/base.py",
+    "imperative/ops/elemwise.py", "imperative/ops/matmul.py", "imperative/ops/optim.py",
+    "imperative/ops/reduce.py", "imperative/ops/shape.py", "imperative/ops/softmax.py",
+    "imperative/optim.py", "imperative/scope.py", "imperative/tensor.py",
+    "imperative/tensor_index.py",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

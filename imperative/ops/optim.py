@@ -47,8 +47,9 @@ class AdamStep(Op):
         reject_quantized(self, inputs)
         outputs = ()
         for i in range(0, len(inputs), 5):
-            param, grad, m, v, t = inputs[i:i + 5]
-            for name, x in zip(("param", "grad", "m", "v", "t"), inputs[i:i + 5]):
+            group = inputs[i:i + 5]     # (unpacked in two steps: Cython 3.3 crashes on one)
+            param, grad, m, v, t = group
+            for name, x in zip(("param", "grad", "m", "v", "t"), group):
                 if x.dtype != _FLOAT32:
                     raise TypeError(f"{self!r}: {name} must be float32, got {x.dtype}")
             for name, x in (("grad", grad), ("m", m), ("v", v)):
