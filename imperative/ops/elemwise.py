@@ -482,10 +482,13 @@ class ActivationGrad(Op):
         return ((shape, self._dtypes(t.dtype for t in inputs)[1]),)
 
     def kernel(self, dy, y, out=None):
-        compute, out_dtype = self._dtypes((dy.dtype, y.dtype))
-        dy, y = dy.astype(compute, copy=False), y.astype(compute, copy=False)
-        if out is not None and (out.dtype != compute
-                                or out.shape != np.broadcast_shapes(dy.shape, y.shape)):
+        if dy.dtype is _FLOAT32 is y.dtype:     # (the usual case, without Python calls)
+            compute = out_dtype = _FLOAT32
+        else:
+            compute, out_dtype = self._dtypes((dy.dtype, y.dtype))
+            dy, y = dy.astype(compute, copy=False), y.astype(compute, copy=False)
+        if out is not None and (out.dtype != compute or out.shape != (
+                dy.shape if dy.shape == y.shape else np.broadcast_shapes(dy.shape, y.shape))):
             out = None
         r = _ACTIVATION_GRADS[self.mode](dy, y, out)
         return r if r.dtype == out_dtype else r.astype(out_dtype)

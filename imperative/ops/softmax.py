@@ -1,4 +1,6 @@
 """The softmax family: Softmax, LogSoftmax and CrossEntropy."""
+import functools
+
 import numpy as np
 
 from ..backend import native
@@ -166,6 +168,16 @@ class CrossEntropy(Op):
         return np.asarray(loss).astype(out_dtype, copy=False)
 
 
+@functools.lru_cache(maxsize=64)
+def _class_ids(classes, ndim, axis):
+    """0 .. classes - 1 (int32) along `axis` of `ndim` dimensions, the others of length 1:
+    what a one-hot encoding compares labels with (kept: made once per shape, read-only)."""
+    ids = np.arange(classes, dtype=np.int32).reshape(
+        tuple(classes if d == axis else 1 for d in range(ndim)))
+    ids.flags.writeable = False
+    return ids
+
+
 class CrossEntropyGrad(Op):
     """`CrossEntropyGrad(axis=-1)`: inputs (logits, labels, dy), outputs the gradient of
     cross entropy's logits, (softmax(logits) - onehot(labels)) * dy, dy broadcast against
@@ -192,9 +204,9 @@ class CrossEntropyGrad(Op):
 
     def kernel(self, logits, labels, dy):
         axis = normalize_axis(self.axis, logits.ndim, "cross_entropy")
-        classes = logits.shape[axis]
-        class_ids = np.arange(classes, dtype=np.int32).reshape(
-            tuple(classes if d == axis else 1 for d in range(logits.ndim)))
-        onehot = (np.expand_dims(labels, axis) == class_ids).astype(dy.dtype)
+        class_ids = _class_ids(logits.shape[axis], logits.ndim, axis)
+        # (labels with a length-1 class axis: np.expand_dims' view, without its Python)
+        onehot = (labels.reshape(labels.shape[:axis] + (1,) + labels.shape[axis:])
+                  == class_ids).astype(dy.dtype)
         p = self._softmax.kernel(logits.astype(dy.dtype, copy=False))
         return np.multiply(np.subtract(p, onehot), dy)
