@@ -385,19 +385,27 @@ cdef class KernelStep:
     cdef object epilogue
     cdef list epilogue_ins
     cdef object epilogue_kind
+    cdef object direct_fn
+    cdef tuple direct_tail
 
     def __cinit__(self, OpDef op, list ins, list outs, list dies, str where,
                   Py_ssize_t reuse=-1, epilogue=None, list epilogue_ins=None,
-                  epilogue_kind=None):
+                  epilogue_kind=None, direct=None):
         self.op, self.ins, self.outs, self.dies, self.where = op, ins, outs, dies, where
         self.reuse, self.epilogue, self.epilogue_ins = reuse, epilogue, epilogue_ins
         self.epilogue_kind = epilogue_kind
+        # the op's direct kernel for the recorded inputs' shapes and dtypes (OpDef.
+        # direct_kernel: the kernel's bits without its Python frames), for a plain call
+        if direct is not None and reuse < 0 and epilogue is None:
+            self.direct_fn, self.direct_tail = direct
 
     cdef int run(self, list vals) except -1:
         cdef Py_ssize_t i
         arrays = [vals[i] for i in self.ins]
         try:
-            if self.reuse >= 0:
+            if self.direct_fn is not None:
+                result = self.direct_fn(*arrays, *self.direct_tail)
+            elif self.reuse >= 0:
                 target = vals[self.reuse]
                 result = self.op.kernel(*arrays, out=target)
             elif self.epilogue is not None:

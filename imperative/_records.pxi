@@ -354,6 +354,34 @@ cdef class ArraysAsOne:
         return self.fn(arrays, *self.tail)
 
 
+cdef class ProductOfTransposed:
+    """A direct kernel for MatrixMul with transposed operands: numpy.matmul of the inputs,
+    those asked for with their last two axes swapped (a view, as MatrixMul.kernel makes;
+    numpy ignores the transpose of a 1-D operand). A Linear layer's x @ w.T and the two
+    products of its gradients."""
+    cdef bint transpose_a, transpose_b
+
+    def __init__(self, bint transpose_a, bint transpose_b):
+        self.transpose_a, self.transpose_b = transpose_a, transpose_b
+
+    def __call__(self, a, b):
+        if self.transpose_a:
+            a = _swap_last_axes(a)
+        if self.transpose_b:
+            b = _swap_last_axes(b)
+        return _np_matmul(a, b)
+
+
+cdef object _np_matmul = np.matmul
+
+
+cdef inline object _swap_last_axes(object x):
+    cdef int ndim = cnp.PyArray_NDIM(<cnp.ndarray>x)
+    if ndim < 2:
+        return x
+    return x.T if ndim == 2 else x.swapaxes(-1, -2)
+
+
 cdef inline bint _contains(list infos, object info):
     for x in infos:
         if x is info:

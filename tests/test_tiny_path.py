@@ -59,6 +59,12 @@ CALLS = {
     "cross_entropy sum": lambda t: F.cross_entropy(t["x"], t["labels"], reduction="sum"),
     "conv2d": lambda t: F.conv2d(t["img"], t["ker"], padding=1),
     "gelu": lambda t: F.gelu(t["x"]),
+    "matmul transpose_b": lambda t: F.matmul(t["x"], t["y"], transpose_b=True),
+    "matmul transpose_a": lambda t: F.matmul(t["x"], t["y"], transpose_a=True),
+    "matmul 1-d, transpose_a": lambda t: F.matmul(t["g"], t["y"].T, transpose_a=True),
+    "matmul batched, both": lambda t: F.matmul(t["img"][0], t["img"][0], transpose_a=True,
+                                               transpose_b=True),
+    "linear": lambda t: F.linear(t["x"], t["y"][:, :16], t["b"][:4]),
 }
 
 

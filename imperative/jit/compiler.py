@@ -141,9 +141,10 @@ def _compile(program, plan):
         elif _epilogue_fits(step, nxt, values, dies, index, following):
             kind, others = None, list(nxt.inputs[1:])
         else:
-            steps.append(_core.KernelStep(step.op, list(step.inputs), list(step.outputs),
-                                          dies[index], step.where,
-                                          _reusable_input(step, values, dies, index, owned)))
+            steps.append(_core.KernelStep(
+                step.op, list(step.inputs), list(step.outputs), dies[index], step.where,
+                _reusable_input(step, values, dies, index, owned),
+                direct=step.op.direct_kernel(tuple(values[vid] for vid in step.inputs))))
             continue
         skip = following
         steps.append(_core.KernelStep(step.op, list(step.inputs), list(nxt.outputs),

@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from ..dtype import downcast, dtype_promotion
+from .._core import ProductOfTransposed
 from ..backend import native
 from ..backend.epilogue import Epilogue, finish
 from .base import Op, as_buffer, check_arity, reject_quantized
@@ -74,12 +75,16 @@ class MatrixMul(Op):
         return ((_matmul_shape(sa, sb, repr(self)), dt),)
 
     def direct_kernel(self, inputs):
-        # kernel()'s numpy branch: same dtypes, no transposes, and no product native takes
+        # kernel()'s numpy branch: same dtypes and no product native takes (the shapes as
+        # transposed); a transposed operand is the kernel's view of it
         a, b = inputs
-        if (self.transpose_a or self.transpose_b or a.dtype is not b.dtype
-                or len(a.shape) >= 2 and len(b.shape) == 2
-                and _macs(a.shape, b.shape) >= native._MIN_MACS):
+        sa = _t(a.shape) if self.transpose_a else a.shape
+        sb = _t(b.shape) if self.transpose_b else b.shape
+        if (a.dtype is not b.dtype or len(sa) >= 2 and len(sb) == 2
+                and _macs(sa, sb) >= native._MIN_MACS):
             return None
+        if self.transpose_a or self.transpose_b:
+            return ProductOfTransposed(self.transpose_a, self.transpose_b), ()
         return np.matmul, ()
 
     def estimate_flops(self, in_shapes, out_shapes):
