@@ -307,11 +307,13 @@ cdef inline bint _described_by(tuple key, list inputs):
     return True
 
 
+cdef class ArraysAsOne
+
+
 cdef object _direct_result(OpDef op, Inferred inferred, list inputs):
     """Run the op's direct kernel for inputs of these descriptions, asking the op for it
     the first time; returns the kernel's result, or _NO_DIRECT_KERNEL where the op has
     none (it then runs its kernel)."""
-    cdef TensorInfo info
     if not inferred.asked:
         inferred.asked = True
         found = op.direct_kernel(tuple(inputs))
@@ -320,20 +322,23 @@ cdef object _direct_result(OpDef op, Inferred inferred, list inputs):
     fn = inferred.direct_fn
     if fn is None:
         return _NO_DIRECT_KERNEL
-    # the arguments in one tuple made here: `fn(*values, *tail)` made a list and two
-    # tuples more, a sixth of a tiny view's dispatch
+    # the values in one tuple made here (`fn(*values, *tail)` made a list and two tuples
+    # more, a sixth of a tiny view's dispatch), and a second only for trailing arguments
     cdef tuple tail = inferred.direct_tail
+    cdef tuple values = _values_tuple(inputs)
+    if type(fn) is ArraysAsOne:     # (its function called on the values' tuple at once)
+        return (<ArraysAsOne>fn).fn(values, *(<ArraysAsOne>fn).tail)
+    return fn(*values) if not tail else fn(*(values + tail))
+
+
+cdef tuple _values_tuple(list inputs):
     cdef Py_ssize_t n = len(inputs), i
-    cdef tuple args = PyTuple_New(n + len(tail))
+    cdef tuple values = PyTuple_New(n)
     for i in range(n):
         value = (<TensorInfo>inputs[i]).value
         Py_INCREF(value)
-        PyTuple_SET_ITEM(args, i, value)
-    for i in range(len(tail)):
-        value = tail[i]
-        Py_INCREF(value)
-        PyTuple_SET_ITEM(args, n + i, value)
-    return fn(*args)
+        PyTuple_SET_ITEM(values, i, value)
+    return values
 
 
 cdef object _NO_DIRECT_KERNEL = object()
