@@ -50,7 +50,13 @@ cdef inline bint _is_tiny(OpDef op, list inputs, list outputs, bint skip_first,
     """At most _host_max_elements elements together (see _host_elements), or, with
     `medium`, at most _host_medium_elements and no product or convolution of
     _HOST_MAX_FLOPS or more."""
-    cdef Py_ssize_t n = _host_elements(inputs, outputs, skip_first)
+    return _small_enough(op, inputs, outputs, _host_elements(inputs, outputs, skip_first),
+                         medium)
+
+
+cdef inline bint _small_enough(OpDef op, list inputs, list outputs, Py_ssize_t n,
+                               bint medium):
+    """_is_tiny for an op of `n` elements as _host_elements counts them."""
     if n < 0:
         return False
     return n <= _host_max_elements or (medium and n <= _host_medium_elements
@@ -86,10 +92,12 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
     for info in inputs:
         if info.status != PRODUCED or info.packed:
             return False
+    # (counted once: the pool's test takes the same count, a view's source left out)
+    cdef Py_ssize_t n = _host_elements(inputs, outputs, op.cost_by_output)
     if self._opts[OPT_ASYNC_LEVEL] != 0 and not (self._opts[OPT_HOST_COMPUTE]
-                                                   and _is_tiny(op, inputs, outputs, op.cost_by_output)):
+                                                   and _small_enough(op, inputs, outputs, n, True)):
         return False
-    previous_allocator = _enter_pool(_host_elements(inputs, outputs, False))
+    previous_allocator = _enter_pool(n)
     try:
         if fast:
             self._set_value(outputs[0], _ufunc_result(op, inputs, outputs[0]), None)
