@@ -25,14 +25,6 @@ cdef Py_ssize_t _host_medium_elements = HOST_COMPUTE_MEDIUM_ELEMENTS
 cdef double _HOST_MAX_FLOPS = 1e6
 
 
-def _set_host_compute_medium_elements(Py_ssize_t n):
-    """Change the second host-compute limit (for measurements: an A/B in one process);
-    returns the previous one."""
-    global _host_medium_elements
-    previous, _host_medium_elements = _host_medium_elements, n
-    return previous
-
-
 # Called as hook(op, input_infos, output_infos) after every op is issued, while any
 # gradient recording is active (imperative.autodiff); None costs one pointer check per op.
 cdef object _grad_hook = None
@@ -304,21 +296,23 @@ cdef class Channel:
         cdef TensorInfo info
         cdef bint ready = True
         cdef int level = self._opts[OPT_ASYNC_LEVEL]
+        cdef Py_ssize_t n
         for info in cmd.inputs:
             if info.status != PRODUCED:
                 ready = False
                 break
-        if ready and (level == 0 or (self._opts[OPT_HOST_COMPUTE]
-                                     # (under the memory manager as before: views and
-                                     # gathers of large inputs and ops past the first
-                                     # limit go to the worker, where a dying input's Del
-                                     # folds into its reader, which may write in place)
-                                     and _is_tiny(cmd.op, cmd.inputs, cmd.outputs,
-                                                  cmd.op.cost_by_output and not self._memory_on,
-                                                  not self._memory_on)
-                                     and not _worker_busy_under_budget(self))):
-            self._run_inline(cmd, level == 0)
-            return 0
+        if ready:
+            # (under the memory manager as before: views and gathers of large inputs and
+            # ops past the first limit go to the worker, where a dying input's Del folds
+            # into its reader, which may write in place)
+            n = _host_elements(cmd.inputs, cmd.outputs,
+                               cmd.op.cost_by_output and not self._memory_on)
+            if level == 0 or (self._opts[OPT_HOST_COMPUTE]
+                              and _small_enough(cmd.op, cmd.inputs, cmd.outputs, n,
+                                                not self._memory_on)
+                              and not _worker_busy_under_budget(self)):
+                self._run_inline(cmd, level == 0, n)
+                return 0
         for info in cmd.inputs:
             info.pending_uses += 1
         for info in cmd.outputs:
@@ -359,8 +353,7 @@ cdef class Channel:
         except Exception:
             return None
         finally:
-            if previous_allocator is not None:
-                _kernels.pool_leave(previous_allocator)
+            _leave_pool(previous_allocator)
         if type(r) is not _ndarray or _dtype_of(r) is not out_dtype:
             r = _np_asarray(r, dtype=out_dtype)
         r = _c_ordered(r)
@@ -381,17 +374,18 @@ cdef class Channel:
             if _tracing: _trace_op(op, ins, [info])
         return info
 
-    cdef int _run_inline(self, Command cmd, bint raise_original) except -1:
-        """Host compute: run the op on the caller's thread, now."""
+    cdef int _run_inline(self, Command cmd, bint raise_original,
+                         Py_ssize_t elements) except -1:
+        """Host compute: run the op (of `elements`, as _host_elements counted them) on the
+        caller's thread, now."""
         cdef TensorInfo info
         for info in cmd.inputs:
             info.pins += 1
-        previous_allocator = _enter_pool(_host_elements(cmd.inputs, cmd.outputs, False))
+        previous_allocator = _enter_pool(elements)
         try:
             _execute_apply(self, cmd)
         finally:
-            if previous_allocator is not None:
-                _kernels.pool_leave(previous_allocator)
+            _leave_pool(previous_allocator)
             for info in cmd.inputs:
                 info.pins -= 1
         self._raise_error_of(cmd, raise_original)

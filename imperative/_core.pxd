@@ -303,7 +303,8 @@ cdef class Channel:
     cdef int _raise_unusable_input(self, op, TensorInfo info) except -1
     cdef int _submit(self, Command cmd) except -1
     cdef TensorInfo host_ufunc(self, OpDef op, TensorInfo a, TensorInfo b)
-    cdef int _run_inline(self, Command cmd, bint raise_original) except -1
+    cdef int _run_inline(self, Command cmd, bint raise_original,
+                         Py_ssize_t elements) except -1
     cdef int _raise_error_of(self, Command cmd, bint raise_original) except -1
 
     # ---- the buffer that folds Del into the last reader

@@ -303,9 +303,13 @@ cdef int _check_same_size(str fn, object out, tuple names, tuple arrays) except 
     return 0
 
 
+cdef inline bint _is_float32_c(object arr):
+    return (isinstance(arr, np.ndarray) and cnp.PyArray_TYPE(<cnp.ndarray>arr) == cnp.NPY_FLOAT32
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>arr))
+
+
 cdef cnp.ndarray _float32_c_array(str fn, str name, object arr):
-    if (not isinstance(arr, np.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>arr) != cnp.NPY_FLOAT32
-            or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>arr)):
+    if not _is_float32_c(arr):
         raise TypeError(f"{fn}: {name} must be a C-contiguous float32 array")
     return <cnp.ndarray>arr
 

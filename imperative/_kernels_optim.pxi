@@ -18,12 +18,6 @@ def adam(param, grad, m, v, constants):
     return out, m_out, v_out
 
 
-
-cdef inline bint _is_float32_c(object arr):
-    return (isinstance(arr, np.ndarray) and cnp.PyArray_TYPE(<cnp.ndarray>arr) == cnp.NPY_FLOAT32
-            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>arr))
-
-
 def adam_steps(tuple arrays, list constants):
     """`adam` for each of len(constants) parameters in one call (AdamStep over a model's
     parameters: a call each cost more than a small layer's update): `arrays` holds (param,

@@ -371,17 +371,20 @@ cdef class ProductOfTransposed:
 
     def __call__(self, a, b):
         if self.transpose_a:
-            a = _swap_last_axes(a)
+            a = swap_last_axes(a)
         if self.transpose_b:
-            b = _swap_last_axes(b)
+            b = swap_last_axes(b)
         return _np_matmul(a, b)
 
 
 cdef object _np_matmul = np.matmul
 
 
-cdef inline object _swap_last_axes(object x):
-    cdef int ndim = cnp.PyArray_NDIM(<cnp.ndarray>x)
+cpdef object swap_last_axes(cnp.ndarray x):
+    """x with its last two axes swapped (a view; a 0-d or 1-d array as it is): what
+    MatrixMul's kernel and its direct form (ProductOfTransposed) take for a transposed
+    operand."""
+    cdef int ndim = cnp.PyArray_NDIM(x)
     if ndim < 2:
         return x
     return x.T if ndim == 2 else x.swapaxes(-1, -2)

@@ -45,18 +45,11 @@ cdef double _op_flops(OpDef op, list inputs, list outputs):
     return estimate([info.shape for info in inputs], [info.shape for info in outputs])
 
 
-cdef inline bint _is_tiny(OpDef op, list inputs, list outputs, bint skip_first,
-                          bint medium=True):
-    """At most _host_max_elements elements together (see _host_elements), or, with
-    `medium`, at most _host_medium_elements and no product or convolution of
-    _HOST_MAX_FLOPS or more."""
-    return _small_enough(op, inputs, outputs, _host_elements(inputs, outputs, skip_first),
-                         medium)
-
-
 cdef inline bint _small_enough(OpDef op, list inputs, list outputs, Py_ssize_t n,
                                bint medium):
-    """_is_tiny for an op of `n` elements as _host_elements counts them."""
+    """Host compute takes an op of `n` elements (as _host_elements counts them): at most
+    _host_max_elements, or, with `medium`, at most _host_medium_elements and no product or
+    convolution of _HOST_MAX_FLOPS or more."""
     if n < 0:
         return False
     return n <= _host_max_elements or (medium and n <= _host_medium_elements
@@ -76,6 +69,13 @@ cdef inline object _enter_pool(Py_ssize_t elements):
     if elements < _POOLED_ELEMENTS:
         return None
     return _kernels.pool_enter()
+
+
+cdef inline int _leave_pool(object previous) except -1:
+    """Give back what _enter_pool returned (nothing for None)."""
+    if previous is not None:
+        _kernels.pool_leave(previous)
+    return 0
 
 
 cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast,
@@ -114,6 +114,5 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
                 info.status = ALLOCATED
         return False
     finally:
-        if previous_allocator is not None:
-            _kernels.pool_leave(previous_allocator)
+        _leave_pool(previous_allocator)
     return True

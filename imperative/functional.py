@@ -306,16 +306,9 @@ def _tensor_list(tensors, what):
     return _tensors(*tensors)
 
 
-_CONCAT_OPS = {}        # int axis -> its Concat op (cached_op's key costs more than the op)
-
-
 def concat(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
     """Join tensors along an existing axis (numpy.concatenate); dtypes are promoted."""
-    op = _CONCAT_OPS.get(axis) if type(axis) is int else None
-    if op is None:
-        op = cached_op(O.Concat, int(axis))
-        if type(axis) is int and len(_CONCAT_OPS) < 64:
-            _CONCAT_OPS[axis] = op
+    op = cached_op(O.Concat, int(axis))
     out = _core.apply_tensors(op, tensors)       # (a list of Tensors: nothing to convert)
     return out if out is not None else _apply1(op, *_tensor_list(tensors, "concat"))
 

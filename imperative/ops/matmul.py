@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 from ..dtype import downcast, dtype_promotion
-from .._core import ProductOfTransposed
+from .._core import ProductOfTransposed, swap_last_axes
 from ..backend import native
 from ..backend.epilogue import Epilogue, finish
 from .base import Op, as_buffer, check_arity, reject_quantized
@@ -96,10 +96,10 @@ class MatrixMul(Op):
     def kernel(self, a, b, epilogue=None):
         """`epilogue` (a backend.epilogue.Epilogue): the product with it applied, native in the
         product's stores where it can be, else by the follower's own kernel afterwards."""
-        if self.transpose_a and a.ndim >= 2:
-            a = a.T if a.ndim == 2 else np.swapaxes(a, -1, -2)
-        if self.transpose_b and b.ndim >= 2:
-            b = b.T if b.ndim == 2 else np.swapaxes(b, -1, -2)
+        if self.transpose_a:
+            a = swap_last_axes(a)
+        if self.transpose_b:
+            b = swap_last_axes(b)
         if (a.ndim > 2 and b.ndim == 2 and _macs(a.shape, b.shape) >= native._MIN_MACS
                 and a.flags.c_contiguous and _flat_fits(epilogue)):
             # a batch of row blocks times one matrix (a Linear layer on (batch, tokens,
