@@ -568,7 +568,7 @@ cdef class Channel:
 
     def stats(self):
         """Debug counters: live handles, commands issued to the worker so far, queued
-        commands, buffered commands."""
+        commands, buffered commands, commands a waiting caller ran itself."""
         return {"live_handles": self._live, "issued": self._seq,
-                "queued": self._seq - self._processed,
+                "queued": self._seq - self._processed, "run_by_caller": self._run_by_caller,
                 "buffered": len(self._buffer), "pending_errors": len(self._errors)}

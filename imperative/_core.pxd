@@ -252,6 +252,8 @@ cdef class Channel:
     cdef int _worker_sleeping      # [C/W]
     cdef int _worker_awake         # nogil: set by the worker once it holds the GIL again
     cdef int _n_waiters            # [C]
+    cdef int _caller_running       # [C] a caller runs the queue's commands (_run_queue_here)
+    cdef long long _run_by_caller  # [C] commands a waiting caller ran itself (a debug counter)
     cdef int _stopping             # [C]
     cdef int _discarding           # [C] at exit: the worker drops the commands left
     cdef str _closed_by            # [C] who called close(), for the errors after it

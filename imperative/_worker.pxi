@@ -32,18 +32,24 @@ cdef void _enqueue(Channel self, Command cmd):
         self.mm.on_queued(cmd)
     if self._thread is None:
         _start_worker(self)
-    if self._worker_sleeping:
-        self._worker_sleeping = 0
-        self._worker_awake = 0
-        pthread_mutex_lock(&self._mutex)
-        self._wake = 1
-        pthread_cond_signal(&self._wake_cond)
-        pthread_mutex_unlock(&self._mutex)
-        if cmd.kind == CMD_APPLY and _is_heavy(cmd):
-            _hand_gil_to_worker(self)
+    if _wake_worker(self) and cmd.kind == CMD_APPLY and _is_heavy(cmd):
+        _hand_gil_to_worker(self)
     if self._seq - self._processed > self._opts[OPT_QUEUE_SIZE]:
         # Backpressure: let the worker catch up before issuing more.
         _wait_seq(self, self._seq - self._opts[OPT_QUEUE_SIZE], "queue full")
+
+
+cdef bint _wake_worker(Channel self):
+    """Wake the worker if it sleeps; True when it did."""
+    if not self._worker_sleeping:
+        return False
+    self._worker_sleeping = 0
+    self._worker_awake = 0
+    pthread_mutex_lock(&self._mutex)
+    self._wake = 1
+    pthread_cond_signal(&self._wake_cond)
+    pthread_mutex_unlock(&self._mutex)
+    return True
 
 
 cdef void _hand_gil_to_worker(Channel self):
@@ -67,6 +73,10 @@ cdef int _wait_seq(Channel self, long long target, str why="sync") except -1:
     """Block (GIL released) until the worker has run command `target`."""
     if self._processed >= target:
         return 0
+    if why != "queue full" and _worker_not_started(self):
+        _run_queue_here(self)
+        if self._processed >= target:
+            return 0
     cdef long long t0 = _now_ns() if _profiling else 0
     if self._worker_dead:
         raise RuntimeError("the imperative worker thread died (catch_worker_exception=0?)")
@@ -102,10 +112,61 @@ cdef int _wait_seq(Channel self, long long target, str why="sync") except -1:
     return 0
 
 
-def _worker_main(Channel self):
+cdef inline bint _worker_not_started(Channel self):
+    """Commands are queued and the worker has run everything before them: it sleeps, or
+    has woken and waits for the GIL this thread holds."""
+    return (self._pending and not self._caller_running
+            and self._processed + len(self._pending) == self._seq
+            and self._opts[OPT_CATCH] and not _profiling
+            and not self._stopping and not self._worker_dead)
+
+
+cdef int _run_queue_here(Channel self) except -1:
+    """A caller about to wait for queued commands the worker has not started runs them
+    itself, in order, as the worker would (their arrays from the worker's pool). Handing
+    them over costs a wake-up and a hand-back, 50-200 us here (PERF_NOTES), while this
+    thread would only wait: an op followed by a read of its result (`F.softmax(x).numpy()`,
+    a step's final `float(loss)` when nothing else is queued). The worker meanwhile takes
+    nothing from the queue (`_caller_running`) and is woken for what others queue."""
+    cdef list batch = self._pending
+    self._pending = []
+    self._caller_running = 1
+    self._run_by_caller += len(batch)
+    previous = _kernels.pool_enter()
+    try:
+        _run_batch(self, batch)
+    finally:
+        _kernels.pool_leave(previous)
+        self._caller_running = 0
+        if self._pending:
+            _wake_worker(self)
+    return 0
+
+
+cdef int _run_batch(Channel self, list batch) except -1:
+    """Run queued commands in order (the worker's loop, or _run_queue_here)."""
     cdef Command cmd
-    cdef list batch
     cdef Py_ssize_t i
+    for i in range(len(batch)):
+        if self._discarding:
+            break
+        cmd = batch[i]
+        # a finished command must not keep records alive while the rest of its batch
+        # runs (they would pin a whole earlier step in memory)
+        batch[i] = None
+        if i + 1 < len(batch) and cmd.kind == CMD_APPLY and cmd.op.epilogue_capable:
+            _plan_epilogue(self, cmd, batch[i + 1])
+        _execute(self, cmd)
+        cmd.epilogue = None
+        cmd = None
+        self._processed += 1
+        if self._n_waiters:
+            _notify_waiters(self)
+    return 0
+
+
+def _worker_main(Channel self):
+    cdef list batch
     # Floating-point warnings on the worker would print from a foreign thread.
     np.seterr(all="ignore")
     # Arrays the kernels make here come from a caching pool (numpy's allocator is set per
@@ -113,24 +174,10 @@ def _worker_main(Channel self):
     _kernels.install_pool()
     try:
         while True:
-            if self._pending:
+            if self._pending and not self._caller_running:
                 batch = self._pending
                 self._pending = []
-                for i in range(len(batch)):
-                    if self._discarding:
-                        break
-                    cmd = batch[i]
-                    # a finished command must not keep records alive while the rest of
-                    # its batch runs (they would pin a whole earlier step in memory)
-                    batch[i] = None
-                    if i + 1 < len(batch) and cmd.kind == CMD_APPLY and cmd.op.epilogue_capable:
-                        _plan_epilogue(self, cmd, batch[i + 1])
-                    _execute(self, cmd)
-                    cmd.epilogue = None
-                    cmd = None
-                    self._processed += 1
-                    if self._n_waiters:
-                        _notify_waiters(self)
+                _run_batch(self, batch)
                 batch = None
             elif self._stopping:
                 break

@@ -12,6 +12,7 @@ import pytest
 
 import imperative as imp
 from imperative import _core
+from imperative import functional as F
 
 BIG = _core.HOST_COMPUTE_MEDIUM_ELEMENTS + 1   # elements: past the host-compute limit, so ops
                                             # go through the worker
@@ -398,3 +399,74 @@ def test_long_ops_waking_the_worker_from_several_threads():
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads) and not errors
     assert len(results) == 15 and max(results) < 1e-2
+
+
+def _run_by_caller():
+    return _core._channel_stats()["run_by_caller"]
+
+
+def test_a_read_runs_the_queued_ops_on_the_caller_while_the_worker_has_not_started():
+    """An op on the worker's queue whose result is read at once: the reading thread runs
+    it itself (no wake-up round trip) when the worker has not started on the queue, with
+    the results the worker would give."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((512, 640)).astype(np.float32)     # past host compute's sizes
+    b = rng.standard_normal((512, 640)).astype(np.float32)
+    x, y = imp.Tensor(a), imp.Tensor(b)
+    before = _run_by_caller()
+    with imp.option("async_level", 2):
+        for _ in range(20):
+            z = (x * y + x) * 0.5
+            np.testing.assert_array_equal(z.numpy(), (a * b + a) * np.float32(0.5))
+            assert float(z.sum()) == pytest.approx(float(((a * b + a) * 0.5).sum()), rel=1e-4)
+    assert _run_by_caller() > before        # (the worker may win a race now and then)
+
+
+@pytest.mark.parametrize("budget", [None, 6 << 20])
+def test_callers_running_the_queue_from_several_threads(budget):
+    """Threads issuing chains of ops and reading them while others do the same, the GIL
+    switching all the time, with and without a DTR budget: each thread's values are
+    numpy's, no command runs twice or never (no hang), and the worker still serves the
+    queue after a caller ran it."""
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal((256, 512)).astype(np.float32) for _ in range(4)]
+    results, errors = {}, []
+
+    def work(k):
+        try:
+            a = inputs[k]
+            t = imp.Tensor(a)
+            want = a
+            for i in range(12):
+                t = F.relu(t * 1.5 - 0.25) + t
+                want = np.maximum(want * np.float32(1.5) - np.float32(0.25), 0) + want
+                if i % 3 == 2:
+                    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
+            results[k] = float(np.abs(t.numpy() - want).max())
+        except Exception as e:   # pragma: no cover - reported below
+            errors.append(e)
+
+    old_interval = sys.getswitchinterval()
+    old_options = {k: imp.get_option(k) for k in ("dtr_eviction_threshold",
+                                                   "dtr_evictee_minimum_size")}
+    sys.setswitchinterval(1e-6)
+    try:
+        if budget is not None:
+            imp.dtr.enable(eviction_threshold=budget, evictee_minimum_size=0)
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in threads)
+    finally:
+        sys.setswitchinterval(old_interval)
+        if budget is not None:
+            imp.dtr.disable()
+            for k, v in old_options.items():
+                imp.set_option(k, v)
+    assert not errors
+    assert results.keys() == {0, 1, 2, 3} and max(results.values()) == 0.0
+    w = imp.Tensor(inputs[0]) * 2.0                      # the worker takes the next ones
+    imp.sync()
+    np.testing.assert_array_equal(w.numpy(), inputs[0] * 2)
