@@ -380,6 +380,23 @@ cdef class ProductOfTransposed:
 cdef object _np_matmul = np.matmul
 
 
+@cython.final
+cdef class CopyWithAssigned:
+    """A direct kernel for SetSubtensor at a basic index (no index arrays): a copy of x
+    with x[index] = value, the value reshaped to `value_shape` first unless it is None
+    (the kernel's steps, without its Python frames: `t[1] = 0.5` on a tiny tensor)."""
+    cdef object index
+    cdef object value_shape
+
+    def __init__(self, index, value_shape):
+        self.index, self.value_shape = index, value_shape
+
+    def __call__(self, x, value):
+        result = x.copy()
+        result[self.index] = value if self.value_shape is None else value.reshape(self.value_shape)
+        return result
+
+
 cpdef object swap_last_axes(cnp.ndarray x):
     """x with its last two axes swapped (a view; a 0-d or 1-d array as it is): what
     MatrixMul's kernel and its direct form (ProductOfTransposed) take for a transposed

@@ -9,7 +9,7 @@ import operator
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import imperative as imp
@@ -439,3 +439,99 @@ def test_python_number_constants_are_kept_per_value_type_and_dtype():
     np.testing.assert_array_equal(t.numpy(), [0, 2.5, 2.5, 0])
     with pytest.raises(OverflowError, match="does not fit"):
         imp.Tensor(i8) + 2 ** 70
+
+
+_CONCAT_DTYPES = [np.float32, np.float64, np.int8, np.int64, np.bool_, np.complex64]
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_native_concatenate_is_numpys(data):
+    """_kernels.concatenate (Concat's direct kernel) against numpy.concatenate on the same
+    arrays: C-contiguous ones of one dtype (its memcpy path, bit for bit), and anything
+    else (transposed or mixed-dtype inputs, shapes that disagree, a bad axis), which goes
+    to numpy, errors included."""
+    from imperative import _kernels
+    ndim = data.draw(st.integers(1, 4), label="ndim")
+    axis = data.draw(st.integers(-ndim - 1, ndim), label="axis")
+    base = data.draw(st.lists(st.integers(0, 4), min_size=ndim, max_size=ndim), label="shape")
+    dtype = data.draw(st.sampled_from(_CONCAT_DTYPES), label="dtype")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    arrays = []
+    for _ in range(data.draw(st.integers(1, 4), label="count")):
+        shape = list(base)
+        if -ndim <= axis < ndim:
+            shape[axis] = data.draw(st.integers(0, 5), label="extent")
+        a = (rng.standard_normal(shape) * 10).astype(dtype)
+        kind = data.draw(st.sampled_from(["c", "c", "transposed", "other dtype", "other shape"]))
+        if kind == "transposed":
+            a = np.ascontiguousarray(a.T).T                     # same values, Fortran order
+        elif kind == "other dtype":
+            a = a.astype(np.float16)
+        elif kind == "other shape":
+            a = a.reshape(a.shape + (1,))
+        arrays.append(a)
+    try:
+        want = np.concatenate(arrays, axis)
+    except Exception as e:
+        with pytest.raises(type(e)):
+            _kernels.concatenate(tuple(arrays), axis)
+        return
+    got = _kernels.concatenate(tuple(arrays), axis)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert (got.flags.c_contiguous, got.flags.f_contiguous) == (
+        want.flags.c_contiguous, want.flags.f_contiguous)    # (numpy's layout, kept by DTR)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_concat_of_tensors_takes_the_native_copy_and_keeps_values():
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    b = -np.arange(12, dtype=np.float32).reshape(4, 3)
+    got = F.concat([imp.Tensor(a), imp.Tensor(b)], axis=1)
+    np.testing.assert_array_equal(got.numpy(), np.concatenate([a, b], 1))
+    got = F.concat([imp.Tensor(a), imp.Tensor(a[:1])], axis=0)
+    np.testing.assert_array_equal(got.numpy(), np.concatenate([a, a[:1]], 0))
+
+
+def _basic_index(data, shape):
+    items = []
+    for n in shape[:data.draw(st.integers(1, len(shape)), label="items")]:
+        if n and data.draw(st.booleans(), label="int item"):
+            items.append(data.draw(st.integers(-n, n - 1), label="int"))
+        else:
+            start = data.draw(st.none() | st.integers(-n - 1, n + 1), label="start")
+            stop = data.draw(st.none() | st.integers(-n - 1, n + 1), label="stop")
+            step = data.draw(st.sampled_from([None, 1, 2, -1]), label="step")
+            items.append(slice(start, stop, step))
+    return tuple(items)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_setitem_at_basic_indices_is_numpys(data):
+    """`t[index] = value` at random basic indices (SetSubtensor's direct kernel on small
+    tensors, its kernel otherwise) against numpy's assignment on the same array: Python
+    numbers and arrays of the target's shape, with leading 1s or broadcasting."""
+    shape = tuple(data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=3), label="shape"))
+    dtype = data.draw(st.sampled_from([np.float32, np.int32]), label="dtype")
+    a = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
+    index = _basic_index(data, shape)
+    target = a[index].shape
+    form = data.draw(st.sampled_from(["number", "array", "leading ones", "row"]), label="value")
+    if form == "number":
+        value = data.draw(st.integers(-3, 3), label="number")
+    else:
+        vshape = {"array": target, "leading ones": (1, 1) + target,
+                  "row": target[-1:]}[form]
+        value = (np.arange(int(np.prod(vshape))) - 2).astype(dtype).reshape(vshape)
+    want = a.copy()
+    try:
+        want[index] = value
+    except ValueError:          # (numpy refuses a (1, 1) value for one element; we take it)
+        assume(False)
+    t = imp.Tensor(a)
+    t[index] = value if form == "number" else imp.Tensor(value)
+    got = t.numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(a, np.arange(a.size).reshape(shape).astype(dtype) % 7)

@@ -25,6 +25,7 @@ import operator
 import numpy as np
 
 from .. import dtype as D
+from .._core import CopyWithAssigned
 from .base import Op, check_arity, reject_quantized
 from .nn_common import check_int_dtype, check_ndim
 from .shape import Subtensor
@@ -351,6 +352,14 @@ class SetSubtensor(_IndexOp):
         result = out if out is x else x.copy()
         result[self.index(indices)] = value.reshape(_without_leading_ones(value.shape))
         return result
+
+    def direct_kernel(self, inputs):
+        # a basic index (no index arrays): the kernel's copy and write, without its frames
+        if type(self) is not SetSubtensor or self._tensor_slots:
+            return None
+        shape = tuple(inputs[1].shape)
+        trimmed = _without_leading_ones(shape)
+        return CopyWithAssigned(self._numpy_items, None if trimmed == shape else trimmed), ()
 
 
 class IndexingSetMultiAxisVec(SetSubtensor):

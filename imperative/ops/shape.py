@@ -5,9 +5,9 @@ import operator
 
 import numpy as np
 
+from .. import _kernels
 from .._core import ArraysAsOne
-from .base import (Op, check_arity, normalize_axis, promote_inputs, promoted_dtype,
-                   without_dispatch)
+from .base import Op, check_arity, normalize_axis, promote_inputs, promoted_dtype
 
 _INT32 = np.dtype(np.int32)
 
@@ -342,10 +342,7 @@ class Concat(Op):
         first = inputs[0].dtype
         if any(i.dtype is not first for i in inputs):
             return None
-        return ArraysAsOne(_CONCATENATE, self.axis), ()
-
-
-_CONCATENATE = without_dispatch(np.concatenate)
+        return ArraysAsOne(_kernels.concatenate, self.axis), ()
 
 
 def _split_points(spec, size, axis):
