@@ -187,6 +187,10 @@ def make_cases(quick):
             "imperative": lambda: F.sum(tpairs, axis=(3, 5)),
             "numpy": lambda: pairs.sum(axis=(3, 5)),
         },
+        f"add {activations.shape} + itself (past host compute: the worker's hand-off)": {
+            "imperative": lambda: tact + tact,
+            "numpy": lambda: activations + activations,
+        },
         f"upsample {pixels.shape} x2 (broadcast, reshape)": {
             "imperative": lambda: F.broadcast_to(tpix[:, :, :, None, :, None],
                                                  up_shape).reshape(up_out),
@@ -213,7 +217,7 @@ def make_cases(quick):
                      lambda: TF.layer_norm(pt, (768,), pg, pb),
                      lambda: ptab[prows, 1:9], torch_setitem,
                      lambda: TF.gelu(ph), lambda: torch.ops.aten.gelu_backward(pdh, ph),
-                     lambda: pact.sum(0), lambda: ppairs.sum((3, 5)),
+                     lambda: pact.sum(0), lambda: ppairs.sum((3, 5)), lambda: pact + pact,
                      lambda: ppix[:, :, :, None, :, None].expand(up_shape).reshape(up_out)]
         for case, fn in zip(cases.values(), torch_fns):
             case["torch"] = fn
