@@ -127,27 +127,35 @@ cdef int _run_queue_here(Channel self) except -1:
     them over costs a wake-up and a hand-back, 50-200 us here (PERF_NOTES), while this
     thread would only wait: an op followed by a read of its result (`F.softmax(x).numpy()`,
     a step's final `float(loss)` when nothing else is queued). The worker meanwhile takes
-    nothing from the queue (`_caller_running`) and is woken for what others queue."""
+    nothing from the queue (`_caller_running`) and is woken for what others queue. Ctrl-C
+    between two commands stops here and leaves the rest to the worker, as a wait would."""
     cdef list batch = self._pending
     self._pending = []
     self._caller_running = 1
     self._run_by_caller += len(batch)
     previous = _kernels.pool_enter()
     try:
-        _run_batch(self, batch)
+        _run_batch(self, batch, True)
     finally:
         _kernels.pool_leave(previous)
         self._caller_running = 0
+        left = [cmd for cmd in batch if cmd is not None]
+        if left:
+            self._run_by_caller -= len(left)
+            self._pending = left + self._pending
         if self._pending:
             _wake_worker(self)
     return 0
 
 
-cdef int _run_batch(Channel self, list batch) except -1:
-    """Run queued commands in order (the worker's loop, or _run_queue_here)."""
+cdef int _run_batch(Channel self, list batch, bint check_signals=False) except -1:
+    """Run queued commands in order (the worker's loop, or _run_queue_here, which looks
+    for Ctrl-C after each: `check_signals`)."""
     cdef Command cmd
     cdef Py_ssize_t i
     for i in range(len(batch)):
+        if check_signals and i:
+            PyErr_CheckSignals()               # raises KeyboardInterrupt
         if self._discarding:
             break
         cmd = batch[i]
