@@ -73,7 +73,6 @@ extensions = [
 ]
 
 
-
 def _compiled_modules():
     """imperative/_sources.py's COMPILED_MODULES (read, not imported: the package needs its
     build to import); none with IMPERATIVE_PURE_PYTHON=1."""

@@ -132,16 +132,15 @@ cdef int _run_queue_here(Channel self) except -1:
     cdef list batch = self._pending
     self._pending = []
     self._caller_running = 1
-    self._run_by_caller += len(batch)
     previous = _kernels.pool_enter()
     try:
         _run_batch(self, batch, True)
     finally:
         _kernels.pool_leave(previous)
         self._caller_running = 0
-        left = [cmd for cmd in batch if cmd is not None]
+        left = [cmd for cmd in batch if cmd is not None]     # (not run: Ctrl-C)
+        self._run_by_caller += len(batch) - len(left)
         if left:
-            self._run_by_caller -= len(left)
             self._pending = left + self._pending
         if self._pending:
             _wake_worker(self)
