@@ -3,6 +3,9 @@ and its weight gradient, against float64 numpy on the same inputs, and the ops t
 them against their numpy paths, on the instruction set this CPU runs (AVX-512 or AVX2; see
 also test_native_isa_choice). Skipped where the CPU has neither (or the build has no x86-64
 code)."""
+import os
+import platform
+import resource
 import numpy as np
 import pytest
 
@@ -468,6 +471,46 @@ def test_block_cache_under_a_budget_frees_its_oldest_blocks_for_a_miss():
     t.join()
     _kernels.pool_set_reserve(0)
     assert results == {"hits": 2, "misses": 1}
+
+
+def _malloc_tuned_by_the_user():
+    return any(k in os.environ for k in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
+                                          "MALLOC_TOP_PAD_")) or "malloc." in os.environ.get(
+        "GLIBC_TUNABLES", "")
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or not hasattr(resource, "RUSAGE_THREAD")
+                    or _malloc_tuned_by_the_user(),
+                    reason="glibc's malloc settings, counted per thread on Linux")
+def test_blocks_handed_to_malloc_under_a_budget_are_reused_without_page_faults():
+    # Under a budget the cache keeps little and hands blocks to malloc; they must stay
+    # mapped for the next allocation. glibc's own thresholds trimmed the heap's top past
+    # twice the largest block mmap'd so far, and every step faulted it in again.
+    import threading
+    results = {}
+
+    def cycle():
+        held = [np.ones(3 << 20, np.uint8) for _ in range(3)]   # written: faults if fresh
+        del held
+
+    def body():
+        _kernels.install_pool()                                  # this thread's context
+        _kernels.pool_set_limit(0)                               # nothing cached
+        _kernels.pool_set_reserve(16 << 20)                      # a budget of 16 MiB
+        for _ in range(2):
+            cycle()
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        for _ in range(5):
+            cycle()
+        results["faults per cycle"] = (resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+                                       - before) / 5
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    _kernels.pool_set_reserve(0)
+    _kernels.pool_set_limit(64 << 20)
+    assert results["faults per cycle"] < 64        # pages; 2,300 with glibc's own thresholds
 
 
 def test_block_cache_allocator_malloc_calloc_realloc_free_in_a_thread():
