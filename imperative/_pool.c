@@ -60,7 +60,6 @@ static unsigned long long hits, misses;
 static size_t in_use;           /* bytes of large blocks handed out and not yet freed */
 static size_t in_use_highest;   /* the most in_use has been since the reserve was set */
 static size_t reserve_limit;    /* 0, or the memory budget (see cache_room) */
-static size_t largest_block;    /* the largest block handed out so far */
 
 /* How much may stay cached now (the lock is held). Under a memory budget, the blocks handed
  * out plus those cached stay within the budget, or within the most the blocks handed out
@@ -79,7 +78,6 @@ static size_t cache_room(void)
 static void hand_out(size_t size)
 {
     in_use += size;
-    if (size > largest_block) largest_block = size;
     if (in_use > in_use_highest) in_use_highest = in_use;
 }
 
@@ -209,34 +207,27 @@ static PyDataMem_Handler pool_handler = {
 
 static PyObject *pool_capsule;
 
-/* Under a memory budget of `budget` bytes (0: none), let glibc keep freed memory mapped
- * for reuse, unless the user tuned malloc: arrays under 32 MiB from the heap, whose top is
- * handed back only past twice the budget free. Why: glibc's dynamic thresholds trim the top
- * past twice the largest block mmap'd so far (a few MiB here), and under a budget the
- * cache keeps little (it stays within the budget), so evictions and recomputations hand
- * blocks to malloc and take others: a U-Net step at 0.5 P faulted 2,000-3,000 pages back
- * in (6-8 ms of system time in a 55 ms step), a DenseNet's 3,700, a transformer's 2,100;
- * now 0-2 (with the budget's size, 20-1,800). Setting a budget first hands back what
- * malloc holds free (malloc_trim), so that the process's memory still falls with the
- * budget: the zoo's steady RSS at 0.5 P stayed within a few MiB of what it was. Without a
- * budget glibc's own rule is left alone, or (once a budget was set, which ends it) done
- * here: the largest block the cache has handed out stands for glibc's largest mmap'd. */
+/* Let glibc keep freed memory mapped for reuse, unless the user tuned malloc: arrays under
+ * 32 MiB come from the heap, whose top is handed back past 64 MiB free (the most glibc's
+ * own dynamic thresholds grow to), or past twice the budget under a larger memory budget
+ * (`budget` bytes; 0: none). Setting a budget first hands back what malloc holds free
+ * (malloc_trim), so that the process's memory falls with the budget. Why: the dynamic
+ * thresholds start at 128 KiB and trim the top past twice the largest block mmap'd so far,
+ * and what the block cache cannot keep (past its limit, or past the budget) went back to
+ * the system and was faulted in again at the next allocation: the zoo's CNN with Adam
+ * faulted 2,700-4,100 pages a step unconstrained (6 ms of system time in a 22-28 ms step;
+ * now none, the step 20 ms), a DenseNet 1,600; under a budget of 0.5 P a transformer
+ * 2,100-3,100, a U-Net up to 3,000. */
 static void size_malloc_for(size_t budget)
 {
 #ifdef __GLIBC__
-    static int tuned_here;
     const char *tunables = getenv("GLIBC_TUNABLES");
     if (getenv("MALLOC_TRIM_THRESHOLD_") || getenv("MALLOC_MMAP_THRESHOLD_")
             || getenv("MALLOC_TOP_PAD_") || (tunables && strstr(tunables, "malloc.")))
         return;
-    if (!budget && !tuned_here) return;
-    tuned_here = 1;
-    size_t mmap_from = budget || largest_block > (32 << 20) ? (32 << 20) : largest_block;
-    if (mmap_from < (128 << 10)) mmap_from = 128 << 10;
-    size_t keep = budget > mmap_from ? budget : mmap_from;
-    keep = keep < (size_t)INT_MAX / 2 ? 2 * keep : (size_t)INT_MAX;
-    mallopt(M_MMAP_THRESHOLD, (int)mmap_from);
-    mallopt(M_TRIM_THRESHOLD, (int)keep);
+    size_t keep = budget > ((size_t)32 << 20) ? 2 * budget : (size_t)64 << 20;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, keep < (size_t)INT_MAX ? (int)keep : INT_MAX);
     if (budget) malloc_trim(0);
 #else
     (void)budget;
@@ -246,6 +237,7 @@ static void size_malloc_for(size_t budget)
 PyObject *imp_pool_enter(void)
 {
     if (!pool_capsule) {
+        size_malloc_for(0);
         if (PyArray_API == NULL && _import_array() < 0) return NULL;
         pool_capsule = PyCapsule_New(&pool_handler, "mem_handler", NULL);
         if (!pool_capsule) return NULL;
