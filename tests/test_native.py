@@ -482,10 +482,11 @@ def _malloc_tuned_by_the_user():
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or not hasattr(resource, "RUSAGE_THREAD")
                     or _malloc_tuned_by_the_user(),
                     reason="glibc's malloc settings, counted per thread on Linux")
-def test_blocks_handed_to_malloc_under_a_budget_are_reused_without_page_faults():
-    # Under a budget the cache keeps little and hands blocks to malloc; they must stay
-    # mapped for the next allocation. glibc's own thresholds trimmed the heap's top past
-    # twice the largest block mmap'd so far, and every step faulted it in again.
+@pytest.mark.parametrize("budget_mib", [None, 16])
+def test_blocks_handed_to_malloc_are_reused_without_page_faults(budget_mib):
+    # What the cache cannot keep (past its limit, or past a budget) goes to malloc; it must
+    # stay mapped for the next allocation. glibc's own thresholds trimmed the heap's top
+    # past twice the largest block mmap'd so far, and every step faulted it in again.
     import threading
     results = {}
 
@@ -496,7 +497,8 @@ def test_blocks_handed_to_malloc_under_a_budget_are_reused_without_page_faults()
     def body():
         _kernels.install_pool()                                  # this thread's context
         _kernels.pool_set_limit(0)                               # nothing cached
-        _kernels.pool_set_reserve(16 << 20)                      # a budget of 16 MiB
+        if budget_mib:
+            _kernels.pool_set_reserve(budget_mib << 20)
         for _ in range(2):
             cycle()
         before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
