@@ -29,7 +29,7 @@ cimport numpy as cnp
 from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
 from cpython.object cimport PyTypeObject
-from cpython.ref cimport PyObject, Py_INCREF
+from cpython.ref cimport PyObject, Py_INCREF, Py_REFCNT
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.math cimport INFINITY
 from cpython.exc cimport PyErr_CheckSignals
