@@ -61,11 +61,14 @@ class Tensor(TensorBase):
         else:
             array, dt = as_tensor_data(data, dtype)
             dev = _core.get_default_device() if device is None else device
-            if D.is_4bit(dt):
+            if dt.metadata is not None and D.is_4bit(dt):
                 self._init_packed(D.pack_4bit(array), array.shape, dt, dev)
             else:
                 self._init_value(array, dt, dev)
-        self.name = "" if name is None else str(name)
+        if name is not None:
+            self.name = str(name)
+
+    name = ""       # (a class attribute: a Tensor given no name makes no instance dict)
 
     # ---- PyTorch habits (imperative/torch_hints.py)
 
