@@ -236,15 +236,28 @@ def relu(x, out=None):
     return _kernels.relu(x, out if _fits(out, x) else None)   # (a new array made in C)
 
 
+def _activation(kernel, x, *args):
+    """`kernel(x, *args)` of a float32 array of any layout (a strided one copied first, a 0-d
+    one as one element), or None where x is no float32 array, is empty, or the loops are
+    off. So that an activation's bits do not depend on its input's layout: an LSTM's gates,
+    strided views of one product, ran numpy's composite sigmoid (other bits, by an ulp, and
+    eight passes: 0.41 ms on (1024, 64) against 0.03 ms contiguous)."""
+    if _rows_on(x, -1):
+        return kernel(x, *args)
+    if not (_ROWS_ON and type(x) is np.ndarray and x.dtype == _FLOAT32 and x.size):
+        return None
+    return kernel(np.ascontiguousarray(x).reshape(-1), *args).reshape(x.shape)
+
+
 def sigmoid(x):
     """sigmoid of float32 x in one native pass (a vectorised exp), or None."""
-    return _kernels.sigmoid(x) if _rows_on(x, -1) else None
+    return _activation(_kernels.sigmoid, x)
 
 
 def gelu(x, coefficients):
     """x * Phi(x) of float32 x in one native pass, Phi from the erfc polynomial
     `coefficients` (float32, lowest degree first), or None."""
-    return _kernels.gelu(x, coefficients) if _rows_on(x, -1) else None
+    return _activation(_kernels.gelu, x, coefficients)
 
 
 def gelu_grad(dy, x, coefficients, out):
