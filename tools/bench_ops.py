@@ -119,11 +119,13 @@ def make_cases(quick):
     activations = rng.standard_normal((2048, 256), dtype=np.float32)      # a bias gradient's
     pixels = rng.standard_normal((batch // 4, 32, 32, 32), dtype=np.float32)
     pairs = rng.standard_normal((batch // 4, 32, 32, 2, 32, 2), dtype=np.float32)
+    gates = rng.standard_normal((2048, 256), dtype=np.float32)   # an LSTM step's four gates
     T = imp.Tensor
     ti, tf, tl, tt, tg, tb = (T(a) for a in (image, filters, logits, tokens, gamma, beta))
     t_table, t_rows, t_classes = T(table), T(rows), T(classes)
     th, tdh, tact, tpix, tpairs = (T(a) for a in (hidden, grad_hidden, activations, pixels,
                                                   pairs))
+    gate = F.split(T(gates), 4, axis=1)[1]          # a strided view, as F.split makes it
     gelu_grad = ActivationGrad("GELU")
     up_shape = pairs.shape
     up_out = (up_shape[0], 32, 64, 64)
@@ -197,14 +199,18 @@ def make_cases(quick):
             "numpy": lambda: np.broadcast_to(pixels[:, :, :, None, :, None],
                                              up_shape).reshape(up_out),
         },
+        f"sigmoid of an LSTM gate: {gates.shape}[:, 64:128] (strided)": {
+            "imperative": lambda: F.sigmoid(gate),
+            "numpy": lambda: 1 / (1 + np.exp(-gates[:, 64:128])),
+        },
     }
     if torch is not None:
         pi, pf, pl, pt, pg, pb, ptab = (
             torch.from_numpy(a.copy())
             for a in (image, filters, logits, tokens, gamma, beta, table))
         prows, pclasses = torch.from_numpy(rows), torch.from_numpy(classes)
-        ph, pdh, pact, ppix, ppairs = (torch.from_numpy(a.copy()) for a in (
-            hidden, grad_hidden, activations, pixels, pairs))
+        ph, pdh, pact, ppix, ppairs, pgates = (torch.from_numpy(a.copy()) for a in (
+            hidden, grad_hidden, activations, pixels, pairs, gates))
 
         def torch_setitem():
             x = ptab.clone()
@@ -218,7 +224,8 @@ def make_cases(quick):
                      lambda: ptab[prows, 1:9], torch_setitem,
                      lambda: TF.gelu(ph), lambda: torch.ops.aten.gelu_backward(pdh, ph),
                      lambda: pact.sum(0), lambda: ppairs.sum((3, 5)), lambda: pact + pact,
-                     lambda: ppix[:, :, :, None, :, None].expand(up_shape).reshape(up_out)]
+                     lambda: ppix[:, :, :, None, :, None].expand(up_shape).reshape(up_out),
+                     lambda: torch.sigmoid(pgates[:, 64:128])]
         for case, fn in zip(cases.values(), torch_fns):
             case["torch"] = fn
     return cases
