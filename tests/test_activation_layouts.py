@@ -1,7 +1,7 @@
-"""The activations with native loops (sigmoid, gelu) give the same bits whatever the input's
-layout: a strided view (an LSTM's gates, split from one product), a transposed or 0-d
-array is computed as its contiguous copy is, not by numpy's composite formula (an ulp apart,
-and eight passes)."""
+"""The ops with native loops (sigmoid, gelu, softmax, log_softmax) give the same bits
+whatever the input's layout: a strided view (an LSTM's gates, split from one product), a
+transposed or 0-d array is computed as its contiguous copy is (softmax along the last
+axis), not by numpy's composite formula (an ulp apart, and several passes)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -43,3 +43,18 @@ def test_a_strided_gate_takes_the_native_loop():
     with pytest.raises(AssertionError):       # (numpy's composite formula: other bits)
         from imperative.ops.elemwise import _sigmoid
         np.testing.assert_array_equal(F.sigmoid(gate).numpy(), _sigmoid(gate.numpy()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=hnp.arrays(np.float32, hnp.array_shapes(min_dims=0, max_dims=3, max_side=6),
+                    elements=st.floats(-30, 30, width=32)),
+       fn=st.sampled_from(["softmax", "log_softmax"]))
+def test_softmax_along_the_last_axis_is_the_same_on_every_layout(a, fn):
+    """softmax and log_softmax along the last axis give the row loop's bits on a strided or
+    transposed view as on a contiguous array."""
+    f = getattr(F, fn)
+    want = f(imp.Tensor(a), -1).numpy()
+    for layout, t in _layouts(a):
+        got = f(t, -1).numpy()
+        assert got.shape == a.shape
+        assert got.tobytes() == want.tobytes(), layout
