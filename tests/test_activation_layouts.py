@@ -10,6 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import imperative as imp
 from imperative import F
+from imperative.ops.elemwise import ActivationGrad
 
 
 def _layouts(a):
@@ -57,4 +58,16 @@ def test_softmax_along_the_last_axis_is_the_same_on_every_layout(a, fn):
     for layout, t in _layouts(a):
         got = f(t, -1).numpy()
         assert got.shape == a.shape
+        assert got.tobytes() == want.tobytes(), layout
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=hnp.arrays(np.float32, hnp.array_shapes(min_dims=0, max_dims=3, max_side=6),
+                    elements=st.floats(-8, 8, width=32)))
+def test_gelus_gradient_is_the_same_on_every_layout(a):
+    grad = ActivationGrad("GELU")
+    dy = imp.Tensor(np.full(a.shape, 0.75, np.float32))
+    want = imp.apply(grad, dy, imp.Tensor(a))[0].numpy()
+    for layout, t in _layouts(a):
+        got = imp.apply(grad, dy, t)[0].numpy()
         assert got.tobytes() == want.tobytes(), layout
