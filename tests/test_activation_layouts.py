@@ -1,4 +1,4 @@
-"""The ops with native loops (sigmoid, gelu, softmax, log_softmax) give the same bits
+"""The ops with native loops (sigmoid, gelu, softmax, layer_norm, ...) give the same bits
 whatever the input's layout: a strided view (an LSTM's gates, split from one product), a
 transposed or 0-d array is computed as its contiguous copy is (softmax along the last
 axis), not by numpy's composite formula (an ulp apart, and several passes)."""
@@ -71,3 +71,15 @@ def test_gelus_gradient_is_the_same_on_every_layout(a):
     for layout, t in _layouts(a):
         got = imp.apply(grad, dy, t)[0].numpy()
         assert got.tobytes() == want.tobytes(), layout
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=hnp.arrays(np.float32, hnp.array_shapes(min_dims=1, max_dims=3, max_side=6),
+                    elements=st.floats(-30, 30, width=32)), affine=st.booleans())
+def test_layer_norm_is_the_same_on_every_layout(a, affine):
+    n = a.shape[-1]
+    args = ((imp.Tensor(np.linspace(0.5, 2, n, dtype=np.float32)),
+             imp.Tensor(np.linspace(-1, 1, n, dtype=np.float32))) if affine else ())
+    want = F.layer_norm(imp.Tensor(a), (n,), *args).numpy()
+    for layout, t in _layouts(a):
+        assert F.layer_norm(t, (n,), *args).numpy().tobytes() == want.tobytes(), layout

@@ -299,11 +299,14 @@ def layer_norm(x, weight, bias, size, eps, stats=None, stats_given=False):
     """Layer normalisation of float32 x over its trailing `size` values (then * weight + bias
     when given, float32 too), as layer_norm_rows computes it, or None. `stats` (float32, two
     values a row): the rows' statistics written there, or with `stats_given` read."""
-    if not _rows_on(x, -1) or (weight is not None and not (
-            _kernels.rows_apply(weight, -1) and _kernels.rows_apply(bias, -1))):
+    if not (_ROWS_ON and type(x) is np.ndarray and x.dtype == _FLOAT32 and x.ndim and x.size
+            ) or (weight is not None and not (_kernels.rows_apply(weight, -1)
+                                              and _kernels.rows_apply(bias, -1))):
         return None
-    return _kernels.layer_norm_rows(x.reshape(-1, size), weight, bias, eps, stats,
-                                    stats_given).reshape(x.shape)
+    # (a strided x copied contiguous first: numpy's reshape of it into rows could be a
+    # strided view, which the composite formula then normalised, to other bits)
+    return _kernels.layer_norm_rows(np.ascontiguousarray(x).reshape(-1, size), weight, bias,
+                                    eps, stats, stats_given).reshape(x.shape)
 
 
 def layer_norm_grad(x, dy, weight, eps):
