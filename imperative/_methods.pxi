@@ -274,6 +274,8 @@ def tensor_setitem(TensorBase self, index, value):
             and not _tracing):      # (traced: the value is a constant the trace must see made)
         op = _setitem_ops.get(key)
     if op is not None:
+        if _write_in_place(info, <OpDef>op, value):
+            return
         try:
             constant = _scalar_info(value, info.dtype, info.device)
         except OverflowError:
@@ -283,11 +285,10 @@ def tensor_setitem(TensorBase self, index, value):
         if key is not None and not operands and len(_setitem_ops) < _MAX_MEMO:
             _setitem_ops[key] = op
         return
-    if not _write_in_place(info, <OpDef>op, constant):
-        self._set_info_from(_wrap(_channel.dispatch(<OpDef>op, [info, constant])[0]))
+    self._set_info_from(_wrap(_channel.dispatch(<OpDef>op, [info, constant])[0]))
 
 
-cdef bint _write_in_place(TensorInfo info, OpDef op, TensorInfo constant) except -1:
+cdef bint _write_in_place(TensorInfo info, OpDef op, object number) except -1:
     """`x[basic index] = number` written into x's own buffer, as numpy does, where nothing
     but this one Tensor can see x's old value: no other Tensor shares it (a saved-for-
     backward reference is a Tensor too), no queued op reads it, no recipe, trace, profile or
@@ -305,9 +306,9 @@ cdef bint _write_in_place(TensorInfo info, OpDef op, TensorInfo constant) except
     value = info.value
     if Py_REFCNT(value) != 2:          # (info.value and `value` here)
         return False
-    try:
-        value[op._numpy_items] = constant.value
-    except (IndexError, TypeError, ValueError):
+    try:          # (the number cast as the op's constant is: Tensor(number, dtype=))
+        value[op._numpy_items] = _scalar_array(number, info.dtype)
+    except (IndexError, TypeError, ValueError, OverflowError):
         return False
     info.op = op
     info.out_index = 0

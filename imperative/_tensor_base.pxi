@@ -132,10 +132,11 @@ cdef Py_ssize_t _MAX_SCALAR_ARRAYS = 1024
 cdef object _scalar_array(object value, object dtype):
     """`np.array(value, dtype=dtype)`, kept per value and dtype (read-only: every operator
     with a Python number shares it; making it cost as much as the op on a small tensor).
-    Not kept: zeros (-0.0 == 0.0 would share one), NaNs (never equal), quantized dtypes
-    (numpy's dtype equality ignores their metadata)."""
+    Not kept: float zeros (-0.0 == 0.0 would share one), NaNs (never equal), quantized
+    dtypes (numpy's dtype equality ignores their metadata)."""
     tp = type(value)
-    if not (tp is float or tp is int) or value != value or value == 0 or _has_metadata(dtype):
+    if (not (tp is float or tp is int) or value != value or (tp is float and value == 0)
+            or _has_metadata(dtype)):
         return np.array(value, dtype=dtype)
     key = (tp, value, dtype)
     array = _scalar_arrays.get(key)
