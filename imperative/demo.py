@@ -99,7 +99,8 @@ def serve(conn, settings):
         send("overshoot", allocated, needed, threshold)
 
     try:
-        step = trainer(settings["model"], lr=settings["lr"], batch=settings["batch"])
+        make = settings.get("trainer") or trainer      # (bench_dtr --unseen gives its own)
+        step = make(settings["model"], lr=settings["lr"], batch=settings["batch"])
         if settings["budget"]:
             imp.set_option("enable_swap", int(settings.get("swap", False)))
             imp.dtr.enable(eviction_threshold=settings["budget"],

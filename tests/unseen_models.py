@@ -242,6 +242,32 @@ BUILDERS = {
 }
 
 
+# sizes for tools/bench_dtr.py --unseen: P of 5-50 MiB, steps of tens of milliseconds
+BENCH_SIZES = {
+    "lstm": dict(batch=1024, hidden=64, steps=24),
+    "vgg": dict(ch=16, batch=16),
+    "bottleneck": dict(c=64, mid=16, blocks=4, batch=8, size=32),
+    "mixer": dict(tokens=64, ch=64, blocks=4, batch=32),
+    "longattn": dict(dim=64, heads=4, blocks=2, seq=256, batch=4),
+    "deepnarrow": dict(width=128, depth=24, batch=1024),
+    "autoenc": dict(ch=16, batch=16, size=64),
+    "shared": dict(width=256, times=6, batch=512),
+    "embed": dict(vocab=50000, dim=64, hidden=256, seq=64, batch=256),
+    "conv1d": dict(cin=4, c=32, k=9, blocks=6, length=2048, batch=8),
+}
+
+
+def bench_trainer(name, lr=None, batch=None):
+    """`trainer` at BENCH_SIZES, with the zoo trainer's signature (imperative/demo.py's runs
+    call it so; `lr` is the model's own)."""
+    return trainer(name, **dict(BENCH_SIZES[name], **({"batch": batch} if batch else {})))
+
+
+def bench_describe(name):
+    sizes = ", ".join(f"{k} {v}" for k, v in BENCH_SIZES[name].items())
+    return f"{name} (tests/unseen_models.py; {sizes})"
+
+
 def trainer(name, **overrides):
     """A training step of model `name` on fixed data (the same at every call): returns
     the loss. Seeded, so that two trainers of one name give the same losses."""

@@ -8,7 +8,11 @@ dropping).
     python tools/bench_dtr.py [--models relu_wide,mlp,...] [--steps 3] [--pairs 2]
                               [--budgets 0.9,0.7,0.5,0.3,0.2]
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
-                              [--timeout SECONDS] [--json bench_dtr.json]
+                              [--timeout SECONDS] [--json bench_dtr.json] [--unseen]
+
+With --unseen the models are instead the ten of tests/unseen_models.py (an LSTM, a VGG, a
+bottleneck ResNet, an MLP-Mixer, long attention, ...), on which no rule was tuned, at the
+sizes of its BENCH_SIZES (a checkout's tests folder: not in the installed package).
 
 First an unconstrained run of each model in a fresh subprocess measures P, its step time and
 the largest outputs one op writes. Then every point trains in a process of its own beside an
@@ -43,6 +47,13 @@ sys.path.insert(0, ROOT)
 import _harness  # noqa: E402
 _harness.one_blas_thread()     # (before numpy loads: the paired runs' processes inherit it)
 from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
+
+UNSEEN = "--unseen" in sys.argv
+if UNSEEN:       # (before the paired runs start: their processes take this sys.path)
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import unseen_models  # noqa: E402
+    CONFIGS, describe = unseen_models.BENCH_SIZES, unseen_models.bench_describe
+    trainer = unseen_models.bench_trainer
 
 BUDGETS = "0.9,0.7,0.5,0.3,0.2"
 POLICIES = "dtr_eq,lru,size,dtr_eq+swap"
@@ -94,7 +105,8 @@ def run_pair(name, policy, budget, steps, timeout):
         raise TimeoutError
     policy_name, swap = parse_policy(policy)
     settings = dict(model=name, lr=None, batch=None, profile=None, min_evictee=EVICTEE_MINIMUM,
-                    policy=policy_name, swap=swap, stop_at_overshoot=False)
+                    policy=policy_name, swap=swap, stop_at_overshoot=False,
+                    trainer=trainer if UNSEEN else None)
     reference, budgeted = Run("unconstrained", budget=None, **settings), None
     try:
         budgeted = Run("budgeted", budget=budget, **settings)
@@ -270,7 +282,8 @@ def print_model_table(name, record):
 
 def unconstrained(name, args):
     """The model's unconstrained record, alone in a fresh process."""
-    base, _ = run_child(["--unconstrained", name, "--steps", str(args.steps)], None)
+    base, _ = run_child(["--unconstrained", name, "--steps", str(args.steps)]
+                        + (["--unseen"] if UNSEEN else []), None)
     if "step_s" not in base:
         raise RuntimeError(f"{name}: the unconstrained run failed: {base.get('failed')}")
     return base
@@ -339,9 +352,10 @@ def shown_ratio(ratio):
 
 
 def print_summary(rows):
-    print("\nh_DTR^eq over the zoo (median and worst over the feasible points: floor <= budget, "
-          "or floor unknown; a timed-out point counts as a storm; peak ok and same losses over "
-          "all points)")
+    models = "the unseen models" if UNSEEN else "the zoo"
+    print(f"\nh_DTR^eq over {models} (median and worst over the feasible points: floor <= "
+          "budget, or floor unknown; a timed-out point counts as a storm; peak ok and same "
+          "losses over all points)")
     print(f"{'budget':>7}{'median x':>10}{'target':>8}  {'worst model':<24}"
           f"{'peak ok':>9}{'same':>7}"
           f"{'book % max':>11}  hybrid / drop (worst)")
@@ -402,6 +416,8 @@ def storms_named(value):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(CONFIGS), help="default: the whole zoo")
+    parser.add_argument("--unseen", action="store_true",
+                        help="the models of tests/unseen_models.py instead of the zoo")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per point and pair")
     parser.add_argument("--pairs", type=int, default=2,
                         help="pairs of processes (budgeted, unconstrained) per point")
