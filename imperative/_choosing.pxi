@@ -45,6 +45,9 @@ cdef TensorInfo _best_of(MemoryManager self, list pool, vector[long long]& gaps,
         if best is not None and entry.first > best_score:
             break
         k = entry.second
+        if best is not None and self.policy.score_bound(<TensorInfo>pool[k],
+                                                        gaps[k]) > best_score:
+            continue        # (its score is at least that bound: it cannot win, nor tie)
         score = self.policy.score(<TensorInfo>pool[k], gaps[k])
         if best is None or score < best_score or (score == best_score and k < best_k):
             best, best_score, best_k = <TensorInfo>pool[k], score, k

@@ -348,6 +348,7 @@ cdef class MemoryOptions:
 cdef class EvictionPolicy:
     cpdef double score(self, TensorInfo info, long long gap)
     cpdef double score_at_least(self, TensorInfo info, long long gap)
+    cpdef double score_bound(self, TensorInfo info, long long gap)
     cpdef on_evict(self, TensorInfo info)
     cpdef on_restore(self, TensorInfo info)
 

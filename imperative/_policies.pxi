@@ -19,6 +19,12 @@ cdef class EvictionPolicy:
         already loses to the best so far is not scored in full. -inf: no bound known."""
         return -INFINITY
 
+    cpdef double score_bound(self, TensorInfo info, long long gap):
+        """A lower bound of score(info, gap) at least as tight as score_at_least and dearer
+        to compute, looked at before the full score of a candidate whose cheap bound did
+        not lose already."""
+        return self.score_at_least(info, gap)
+
     cpdef on_evict(self, TensorInfo info):
         pass
 
