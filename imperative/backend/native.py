@@ -217,20 +217,23 @@ CROSS_ENTROPY_REDUCTIONS = ({"mean": _kernels.REDUCE_MEAN, "sum": _kernels.REDUC
                              "none": -1} if _ROWS_ON else {})
 
 
-def _along_rows(kernel, x, axis):
-    """`kernel` (a row loop along the last axis) of float32 x along its last axis, whatever
-    x's layout (a strided or transposed x copied contiguous first, a 0-d one as one row);
-    None for another axis, where x is no float32 array or is empty, or the loops are off.
-    A strided input ran numpy's composite formula: other bits (by an ulp), and 33 ms for a
-    transposed (4096, 1000) against 18 ms copied. (Along another axis of a contiguous array
-    numpy's passes, which vectorise across rows, beat moving the axis last: 5 ms to 24.)"""
+def _along_rows(kernel, x, axis, *args):
+    """`kernel(x, *args)`, a loop over rows along the last axis (or an elementwise one), of
+    float32 x along its last axis whatever x's layout: a strided or transposed x copied
+    contiguous first, a 0-d one as one row; None for another axis, where x is no float32
+    array or is empty, or the loops are off. So that the bits do not depend on the layout:
+    such inputs ran numpy's composite formulas, an ulp apart, and slowly (an LSTM's gates,
+    strided views of one product: sigmoid 0.41 ms on (1024, 64) against 0.03 ms; a
+    transposed (4096, 1000)'s softmax 33 ms against 18 ms copied). Along another axis of a
+    contiguous array numpy's passes, which vectorise across rows, beat moving the axis
+    last (5 ms to 24)."""
     if _rows_on(x, axis):
-        return kernel(x)
+        return kernel(x, *args)
     if not (_ROWS_ON and type(x) is np.ndarray and x.dtype == _FLOAT32 and x.size
-            and axis in (-1, x.ndim - 1, 0 if x.ndim == 0 else -1)):
+            and axis in (-1, max(x.ndim - 1, 0))):
         return None
-    return kernel(np.ascontiguousarray(x).reshape(-1, x.shape[-1] if x.ndim else 1)
-                  ).reshape(x.shape)
+    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1] if x.ndim else 1)
+    return kernel(rows, *args).reshape(x.shape)
 
 
 def softmax_rows(x, axis):
@@ -252,28 +255,15 @@ def relu(x, out=None):
     return _kernels.relu(x, out if _fits(out, x) else None)   # (a new array made in C)
 
 
-def _activation(kernel, x, *args):
-    """`kernel(x, *args)` of a float32 array of any layout (a strided one copied first, a 0-d
-    one as one element), or None where x is no float32 array, is empty, or the loops are
-    off. So that an activation's bits do not depend on its input's layout: an LSTM's gates,
-    strided views of one product, ran numpy's composite sigmoid (other bits, by an ulp, and
-    eight passes: 0.41 ms on (1024, 64) against 0.03 ms contiguous)."""
-    if _rows_on(x, -1):
-        return kernel(x, *args)
-    if not (_ROWS_ON and type(x) is np.ndarray and x.dtype == _FLOAT32 and x.size):
-        return None
-    return kernel(np.ascontiguousarray(x).reshape(-1), *args).reshape(x.shape)
-
-
 def sigmoid(x):
     """sigmoid of float32 x in one native pass (a vectorised exp), or None."""
-    return _activation(_kernels.sigmoid, x)
+    return _along_rows(_kernels.sigmoid, x, -1)
 
 
 def gelu(x, coefficients):
     """x * Phi(x) of float32 x in one native pass, Phi from the erfc polynomial
     `coefficients` (float32, lowest degree first), or None."""
-    return _activation(_kernels.gelu, x, coefficients)
+    return _along_rows(_kernels.gelu, x, -1, coefficients)
 
 
 def gelu_grad(dy, x, coefficients, out):
@@ -282,7 +272,7 @@ def gelu_grad(dy, x, coefficients, out):
     if not (_loops_on() and dy.dtype == _FLOAT32 and x.dtype == _FLOAT32
             and dy.shape == x.shape):
         return None
-    # (strided operands copied first, as for gelu: the same bits on every layout)
+    # (strided operands copied first, as in _along_rows: the same bits on every layout)
     return _kernels.gelu_grad(np.ascontiguousarray(dy), np.ascontiguousarray(x), coefficients,
                               _output_like(out, dy))
 
