@@ -31,6 +31,7 @@ from libcpp.vector cimport vector
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject, Py_INCREF, Py_REFCNT
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.dict cimport PyDict_Next
 from libc.math cimport INFINITY
 from cpython.exc cimport PyErr_CheckSignals
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
