@@ -141,9 +141,19 @@ def tensor_T(TensorBase self):
     return tensor_transpose(self)
 
 
+# the last astype call's (argument, input dtype) -> op, checked by identity before the
+# memo's tuple key is made and hashed (numpy hashes a dtype slowly: a tenth of a tiny
+# astype's time)
+cdef object _last_astype_arg = None, _last_astype_in = None, _last_astype_op = None
+
+
 def tensor_astype(TensorBase self, dtype):
     """This tensor converted to `dtype` (itself when it already has that dtype)."""
+    global _last_astype_arg, _last_astype_in, _last_astype_op
     cdef TensorInfo info = self._info
+    if dtype is _last_astype_arg and info.dtype is _last_astype_in:
+        op = _last_astype_op
+        return self if op is None else _one(op, self)
     tp = type(dtype)
     cdef bint cacheable = not info.quantized and (
         tp is str or tp is type or (isinstance(dtype, _np_dtype) and dtype.metadata is None))
@@ -153,6 +163,8 @@ def tensor_astype(TensorBase self, dtype):
         op = _make_astype(dtype, info.dtype)
         if cacheable and len(_astype_ops) < _MAX_MEMO:
             _astype_ops[key] = op
+    if cacheable:
+        _last_astype_arg, _last_astype_in, _last_astype_op = dtype, info.dtype, op
     return self if op is None else _one(op, self)
 
 

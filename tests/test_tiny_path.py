@@ -351,3 +351,19 @@ def test_a_large_op_on_the_callers_thread_uses_the_workers_allocator():
         np.ones(1 << 18, np.float32) + 1.0
         assert _kernels.pool_stats()["hits"] + _kernels.pool_stats()["misses"] == (
             mine["hits"] + mine["misses"])
+
+
+def test_astype_calls_in_turn_each_take_their_own_op():
+    """astype keeps its last (argument, input dtype) -> op by identity: calls alternating
+    arguments and input dtypes, and the same argument on another input dtype, each convert
+    as numpy does."""
+    f = imp.Tensor(np.array([1.5, -2.25, 3.0], np.float32))
+    i = imp.Tensor(np.array([1, -2, 3], np.int32))
+    for _ in range(3):
+        for t, arg in [(f, np.int32), (i, np.int32), (i, np.float32), (f, "int8"), (f, np.bool_),
+                       (i, np.bool_), (f, np.float32)]:
+            got = t.astype(arg)
+            want = t.numpy().astype(arg)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.numpy(), want)
+            assert (got is t) == (t.dtype == want.dtype)
