@@ -96,7 +96,7 @@ cdef int _let_idle_leaves_go(MemoryManager self, Device device) except -1:
     saves nothing)."""
     cdef TensorInfo leaf, held
     cdef list frontier
-    for key, ref in self.kept.copy().items():     # (see live_candidates)
+    for key, ref in self.kept.copy().items():     # (a copy: the loop changes the dict)
         leaf = ref()
         if (leaf is None or _alive(leaf) or leaf.status != PRODUCED or leaf.device is not device
                 or leaf.size < self.opts.min_evictee):

@@ -317,7 +317,7 @@ cdef class MemoryManager:
         """Free the kept leaves no evicted tensor needs any more."""
         cdef TensorInfo leaf
         self.deaths_since_sweep = 0
-        for key, ref in self.kept.copy().items():     # (see live_candidates)
+        for key, ref in self.kept.copy().items():     # (a copy: the loop changes the dict)
             leaf = ref()
             if leaf is None or _alive(leaf) or leaf.status == DELETED:
                 self.kept.pop(key, None)
