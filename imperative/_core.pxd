@@ -106,6 +106,7 @@ cdef class Device:
 
 @cython.final
 @cython.freelist(512)
+@cython.no_gc            # (its objects, a Device and a weak reference, make no cycle)
 cdef class Storage:
     """One allocation. Views (reshape, transpose, slices) share their base's Storage,
     so memory is counted once per storage, not once per tensor."""

@@ -34,6 +34,7 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.dict cimport PyDict_Next
 from libc.math cimport INFINITY
 from cpython.exc cimport PyErr_CheckSignals
+from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 cnp.import_array()

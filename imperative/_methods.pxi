@@ -16,6 +16,7 @@ cdef object _make_astype = None      # (dtype argument, input dtype) -> TypeCvt 
 cdef object _make_getitem = None     # (tensor, index) -> (op, index operand Tensors)
 cdef object _setitem = None          # (tensor, index, value) -> (the op it ran, operands)
 cdef object _keyword_error = None    # (function name, keyword) -> TypeError or None
+cdef object _array_target = None     # an array's dtype -> the Tensor's dtype, or None
 
 cdef dict _reduce_ops = {}
 cdef dict _reshape_ops = {}
@@ -23,20 +24,65 @@ cdef dict _transpose_ops = {}
 cdef dict _astype_ops = {}
 cdef dict _getitem_ops = {}
 cdef dict _setitem_ops = {}
-cdef Py_ssize_t _MAX_MEMO = 1024
 cdef object _np_dtype = np.dtype
 
 
 def bind_methods(make_reduce, make_reshape, make_transpose, make_astype, make_getitem,
-                 setitem, keyword_error):
+                 setitem, keyword_error, array_target):
     """Called once, by imperative/tensor.py at its import: the op factories of the methods
-    below (each validates its arguments as the facade does), the facade's setitem and
-    torch_hints.keyword_error."""
+    below (each validates its arguments as the facade does), the facade's setitem,
+    torch_hints.keyword_error and dtype.array_target."""
     global _make_reduce, _make_reshape, _make_transpose, _make_astype, _make_getitem
-    global _setitem, _keyword_error
+    global _setitem, _keyword_error, _array_target
     _make_reduce, _make_reshape, _make_transpose = make_reduce, make_reshape, make_transpose
     _make_astype, _make_getitem, _setitem = make_astype, make_getitem, setitem
-    _keyword_error = keyword_error
+    _keyword_error, _array_target = keyword_error, array_target
+
+
+cdef object _last_array_dtype = None     # the dtype of the last array Tensor(array) took
+cdef object _last_array_target = None    # and the Tensor's dtype for it (None: general rules)
+
+
+cdef object _c_ordered_copy(cnp.ndarray data):
+    """A C-ordered copy of `data`: a memcpy into a new array where `data` is C-contiguous
+    and the new array has its very dtype (numpy's copy machinery, casts and overlap checks
+    set up for nothing, cost as much as a small array's copy), numpy's copy otherwise."""
+    cdef cnp.ndarray out
+    if cnp.PyArray_IS_C_CONTIGUOUS(data):
+        out = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(data), cnp.PyArray_DIMS(data),
+                                cnp.PyArray_TYPE(data), 0)
+        if _dtype_of(out) is _dtype_of(data):
+            memcpy(cnp.PyArray_DATA(out), cnp.PyArray_DATA(data), cnp.PyArray_NBYTES(data))
+            return out
+    return cnp.PyArray_NewCopy(data, cnp.NPY_CORDER)
+
+
+def tensor_init_from_array(TensorBase self, object data):
+    """`Tensor(data)` of a plain ndarray whose dtype the rules keep, or narrow by a cast
+    alone (float64 -> float32): numpy's copy, C-ordered, made the value of a new record,
+    with the rules asked once per dtype (by identity: numpy hashes a dtype slowly). False,
+    nothing done, for anything else: the facade's rules (dtype.as_tensor_data) take it."""
+    global _last_array_dtype, _last_array_target
+    if type(data) is not _ndarray or self._info is not None:
+        return False
+    dtype = _dtype_of(data)
+    if dtype is _last_array_dtype:
+        target = _last_array_target
+    else:       # (a dtype with metadata, quantized or 4-bit, takes the general rules)
+        target = _array_target(dtype) if dtype.metadata is None else None
+        _last_array_dtype, _last_array_target = dtype, target
+    if target is None:
+        return False
+    if target is dtype:
+        array = _c_ordered_copy(<cnp.ndarray>data)
+    else:
+        array = data.astype(target, order="C")
+    _channel.check_usable()
+    cdef TensorInfo info = _channel.put(array, _shape_of(array), target,
+                                        _channel.default_device)
+    self._info = info
+    info.tensor_refs += 1
+    return True
 
 
 cdef inline object _one(OpDef op, TensorBase x):
@@ -74,8 +120,8 @@ cdef object _memoised(dict memo, object key, bint cacheable, object make, tuple 
     op = memo.get(key) if cacheable else None
     if op is None:
         op = make(*params)
-        if cacheable and len(memo) < _MAX_MEMO:
-            memo[key] = op
+        if cacheable:
+            _remember(memo, key, op)
     return op
 
 
@@ -161,8 +207,8 @@ def tensor_astype(TensorBase self, dtype):
     op = _astype_ops.get(key, False) if cacheable else False
     if op is False:
         op = _make_astype(dtype, info.dtype)
-        if cacheable and len(_astype_ops) < _MAX_MEMO:
-            _astype_ops[key] = op
+        if cacheable:
+            _remember(_astype_ops, key, op)
     if cacheable:
         _last_astype_arg, _last_astype_in, _last_astype_op = dtype, info.dtype, op
     return self if op is None else _one(op, self)
@@ -247,9 +293,8 @@ cdef object _getitem_with_tensors(TensorBase self, tuple index):
     if op is None:
         op, operands = _make_getitem(self, index)
         operands = tuple(operands)
-        if (key is not None and len(_tensor_index_ops) < _MAX_MEMO
-                and _same_objects(operands, tensors)):
-            _tensor_index_ops[key] = op
+        if key is not None and _same_objects(operands, tensors):
+            _remember(_tensor_index_ops, key, op)
         tensors = operands
     return apply_infos(<OpDef>op, _checked_infos(op, (self,) + tensors))[0]
 
@@ -268,8 +313,8 @@ def tensor_getitem(TensorBase self, index):
                 return _getitem_with_tensors(self, <tuple>index)
     op, operands = _make_getitem(self, index)
     if not operands:
-        if key is not None and len(_getitem_ops) < _MAX_MEMO:
-            _getitem_ops[key] = op
+        if key is not None:
+            _remember(_getitem_ops, key, op)
         return _one(<OpDef>op, self)
     return apply_infos(<OpDef>op, _checked_infos(op, (self,) + tuple(operands)))[0]
 
@@ -294,8 +339,8 @@ def tensor_setitem(TensorBase self, index, value):
             op = None       # the facade raises numpy's own words for it
     if op is None:
         op, operands = _setitem(self, index, value)
-        if key is not None and not operands and len(_setitem_ops) < _MAX_MEMO:
-            _setitem_ops[key] = op
+        if key is not None and not operands:
+            _remember(_setitem_ops, key, op)
         return
     self._set_info_from(_wrap(_channel.dispatch(<OpDef>op, [info, constant])[0]))
 

@@ -48,7 +48,6 @@ cdef extern from "pthread.h" nogil:
 
 from cpython.exc cimport PyErr_Occurred
 from libc.stdlib cimport calloc, malloc, free
-from libc.string cimport memcpy
 
 cdef enum:
     BLOCK = 4096            # elements per pass: a few block buffers stay in L1/L2

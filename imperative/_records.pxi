@@ -21,6 +21,18 @@ cdef inline object _dtype_of(object array):
     return <object>cnp.PyArray_DESCR(<cnp.ndarray>array)
 
 
+cdef tuple _shape_of(cnp.ndarray array):
+    """`array.shape`, made from the array's own dimensions (no attribute lookup by name)."""
+    cdef int k, n = cnp.PyArray_NDIM(array)
+    cdef tuple shape = PyTuple_New(n)
+    cdef object dim         # (an object: the tuple takes the reference made here)
+    for k in range(n):
+        dim = cnp.PyArray_DIM(array, k)
+        Py_INCREF(dim)
+        PyTuple_SET_ITEM(shape, k, dim)
+    return shape
+
+
 cdef inline bint _has_shape(cnp.ndarray array, tuple shape):
     """`array.shape == shape`, read from the array's own dimensions (no tuple made)."""
     cdef int k, n = cnp.PyArray_NDIM(array)

@@ -126,7 +126,17 @@ cdef TensorInfo _scalar_info(object value, object dtype, Device device):
 
 
 cdef dict _scalar_arrays = {}       # (type, value, dtype) -> a read-only 0-d array
-cdef Py_ssize_t _MAX_SCALAR_ARRAYS = 1024
+cdef Py_ssize_t _MAX_MEMO = 1024      # entries in each memo of ops or constants
+
+
+cdef inline int _remember(dict memo, object key, object op) except -1:
+    """memo[key] = op; a full memo starts afresh, so that the keys a program uses now are
+    memoised again however many others it used before (a memo that stopped growing once
+    full sent every later new index or shape down the general path for good)."""
+    if len(memo) >= _MAX_MEMO:
+        memo.clear()
+    memo[key] = op
+    return 0
 
 
 cdef object _scalar_array(object value, object dtype):
@@ -143,8 +153,7 @@ cdef object _scalar_array(object value, object dtype):
     if array is None:
         array = np.array(value, dtype=dtype)
         array.flags.writeable = False
-        if len(_scalar_arrays) < _MAX_SCALAR_ARRAYS:
-            _scalar_arrays[key] = array
+        _remember(_scalar_arrays, key, array)
     return array
 
 

@@ -156,11 +156,13 @@ _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 
 # dtype of a user's array (no metadata) -> the dtype its Tensor takes where that needs no look
 # at the values (the array's own, or float64's narrowing), None where it does (int64) or is
-# refused: asked once per dtype, so that Tensor(array) is numpy's copy and a dict lookup
+# refused: asked once per dtype by the core's Tensor(array) (imperative/_methods.pxi)
 _ARRAY_TARGETS = {}
 
 
-def _array_target(dt):
+def array_target(dt):
+    """The dtype of `Tensor(a)` for a plain ndarray `a` of dtype `dt` (no metadata) where
+    no value of `a` needs a look (its own dtype, or float64 narrowed), else None."""
     target = _ARRAY_TARGETS.get(dt, False)
     if target is False:
         try:
@@ -176,11 +178,6 @@ def _array_target(dt):
 
 def as_tensor_data(data, dtype):
     """User data → (a fresh array the runtime owns, its dtype), by API.md §1's rules."""
-    if dtype is None and type(data) is np.ndarray and data.dtype.metadata is None:
-        target = _array_target(data.dtype)
-        if target is not None:
-            return (np.array(data, copy=True) if target == data.dtype
-                    else data.astype(target)), target
     if dtype is not None:
         dt = canonical_dtype(dtype)
         if is_quantize(dt):

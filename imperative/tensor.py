@@ -18,6 +18,7 @@ from .scope import auto_name
 from .torch_hints import (TENSOR_ATTRIBUTE_HINTS, PyTorchFlag, add_pytorch_names, keyword_error,
                           keyword_hints, tensor_attribute_error)
 from ._core import TensorBase, as_device
+from ._core import tensor_init_from_array as _init_from_array
 from .dtype import as_tensor_data
 from ._types import DeviceLike, DTypeLike, ShapeLike
 
@@ -49,7 +50,9 @@ class Tensor(TensorBase):
             keyword = next(iter(torch_keywords))
             raise keyword_error(type(self).__name__, keyword) or TypeError(
                 f"{type(self).__name__}() got an unexpected keyword argument {keyword!r}")
-        if isinstance(data, TensorBase):
+        if dtype is None and device is None and _init_from_array(self, data):
+            pass                                # (a plain ndarray: the core's fast path)
+        elif isinstance(data, TensorBase):
             if dtype is not None and not D.same_dtype(D.canonical_dtype(dtype), data.dtype):
                 raise ValueError(f"Tensor(t, dtype={D.dtype_name(D.canonical_dtype(dtype))}): "
                                  f"t has dtype {D.dtype_name(data.dtype)}; "
@@ -406,7 +409,7 @@ def _setup():
     ops["MATMUL"] = O.MatrixMul()
     _core.bind_facade(Tensor, O.TypeCvt, ops)
     _core.bind_methods(_reduce_op, _reshape_op, _transpose_op, _astype_op, _getitem_op,
-                       _setitem, keyword_error)
+                       _setitem, keyword_error, D.array_target)
 
 
 _setup()

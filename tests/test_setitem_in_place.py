@@ -39,6 +39,22 @@ def test_an_unshared_tensor_is_written_in_its_own_buffer(shape):
     np.testing.assert_array_equal(t.numpy(), expected)
 
 
+def test_indices_met_after_a_full_memo_are_still_written_in_place():
+    """The memo of indices -> ops starts afresh when full: a program that wrote at more
+    indices than it holds (1024) still writes in place at the ones it uses next."""
+    scratch = imp.Tensor(np.zeros(3000, np.float32))
+    for i in range(1100, 2200):
+        scratch[i] = 1.0
+    t = F.zeros((16,)) + 1
+    before = _buffer_address(t)
+    _memoised_write(t, 5, 2.0)
+    assert _buffer_address(t) == before
+    expected = np.ones(16, np.float32)
+    expected[5] = 2.0
+    np.testing.assert_array_equal(t.numpy(), expected)
+    np.testing.assert_array_equal(scratch.numpy()[1100:2200], 1)
+
+
 def test_every_other_holder_keeps_the_old_value():
     t = imp.Tensor(np.arange(6, dtype=np.float32))
     shared = imp.Tensor(t)

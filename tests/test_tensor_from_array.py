@@ -1,17 +1,25 @@
 """`Tensor(array)` takes a short path for plain numpy arrays whose dtype needs no look at the
 values (a copy, or float64 narrowed to float32): the same array, dtype and layout as the
-general rules of API.md §1 (dtype.as_tensor_data, which an ndarray subclass still takes)."""
+general rules of API.md §1 (dtype.as_tensor_data, which an ndarray subclass and a call
+naming a device still take)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import imperative as imp
-from imperative.dtype import as_tensor_data, qint8
+from imperative import _core
+from imperative.dtype import qint8
 
 
 class _Sub(np.ndarray):
-    """An ndarray subclass: as_tensor_data's general path."""
+    """An ndarray subclass: the general path."""
+
+
+def _stored(t):
+    """The array t's record holds (numpy() would hand out a view)."""
+    imp.sync()
+    return _core.channel().lookup(t._handle).value
 
 
 _DTYPES = ["float32", "float64", "float16", "int32", "int64", "int8", "uint8", "uint32",
@@ -30,15 +38,17 @@ def test_plain_arrays_get_the_general_rules_result(dtype, shape, layout):
         a = np.asfortranarray(a)
     elif layout == "strided" and a.ndim:
         a = a[..., ::2]
-    got, got_dtype = as_tensor_data(a, None)
-    want, want_dtype = as_tensor_data(a.view(_Sub), None)
-    assert type(got) is np.ndarray and got_dtype == want_dtype and got.dtype == want.dtype
-    assert got.strides == want.strides
-    np.testing.assert_array_equal(got, want)
-    assert not np.shares_memory(got, a)
     t = imp.Tensor(a)
-    assert t.dtype == want_dtype
-    np.testing.assert_array_equal(t.numpy(), want)
+    for general in (imp.Tensor(a.view(_Sub)), imp.Tensor(a, device="cpu0")):
+        assert t.dtype == general.dtype
+        assert _stored(t).dtype == _stored(general).dtype
+        assert _stored(t).strides == _stored(general).strides
+        np.testing.assert_array_equal(_stored(t), _stored(general))
+    assert not np.shares_memory(_stored(t), a)
+    before = t.numpy().copy()
+    if a.size:
+        a[(0,) * a.ndim] = 1
+    np.testing.assert_array_equal(t.numpy(), before)
 
 
 def test_values_that_need_a_look_take_the_general_path():

@@ -69,6 +69,15 @@ def cached_op(cls, *params):
     return cls(*params)
 
 
+def remember(memo, key, value, limit):
+    """memo[key] = value; a memo holding `limit` entries starts afresh, so that the keys a
+    program uses now are memoised again however many others it met before (one that stopped
+    growing once full left every later shape on the slow path for good)."""
+    if len(memo) >= limit:
+        memo.clear()
+    memo[key] = value
+
+
 def without_dispatch(fn):
     """numpy's function `fn` without its __array_function__ dispatcher, which runs a Python
     function each call to find overrides that plain ndarrays never have (0.17 us of a 0.6 us
@@ -142,8 +151,8 @@ def promoted_dtype(dtypes):
     found = _PROMOTED.get(dtypes)
     if found is None:
         found = dtype_promotion(list(dtypes))
-        if len(_PROMOTED) < 256 and all(d.metadata is None for d in dtypes):
-            _PROMOTED[dtypes] = found
+        if all(d.metadata is None for d in dtypes):
+            remember(_PROMOTED, dtypes, found, 256)
     return found
 
 

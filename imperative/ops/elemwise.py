@@ -6,7 +6,8 @@ import numpy as np
 from ..dtype import downcast, dtype_promotion
 from ..backend import native
 from ..backend.epilogue import AXPY, RELU, RELU_GRAD
-from .base import Op, as_buffer, check_arity, float_dtype, reject_quantized, writable_view
+from .base import (Op, as_buffer, check_arity, float_dtype, reject_quantized, remember,
+                   writable_view)
 
 _FLOAT16 = np.dtype(np.float16)
 _FLOAT32 = np.dtype(np.float32)
@@ -337,8 +338,7 @@ class Elemwise(Op):
                 # in float16: compute in float32, round once at the end
                 compute = _FLOAT32
         found = (compute, out)
-        if len(self._dtypes) < 256:
-            self._dtypes[key] = found
+        remember(self._dtypes, key, found, 256)
         return found
 
     def infer(self, inputs):

@@ -4,7 +4,7 @@ import numbers
 import numpy as np
 
 from ..backend import native
-from .base import Op, cached_op, float_dtype, reject_quantized
+from .base import Op, cached_op, float_dtype, reject_quantized, remember
 from .nn_common import along_axis, compute_dtype
 from .shape import check_shape_arg
 
@@ -274,6 +274,6 @@ def layer_norm_op(normalized_shape, eps):
         if op is not None:
             return op
     op = cached_op(LayerNormForward, check_shape_arg(normalized_shape, "layer_norm"), float(eps))
-    if key is not None and len(_LAYER_NORM_OPS) < 64:
-        _LAYER_NORM_OPS[key] = op
+    if key is not None:
+        remember(_LAYER_NORM_OPS, key, op, 64)
     return op

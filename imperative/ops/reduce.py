@@ -5,7 +5,8 @@ import numpy as np
 
 from ..backend import native
 from ..dtype import downcast
-from .base import Op, check_arity, normalize_axes, normalize_axis, reject_quantized
+from .base import (Op, check_arity, normalize_axes, normalize_axis, reject_quantized,
+                   remember)
 
 _INT32 = np.dtype(np.int32)
 _FLOAT32 = np.dtype(np.float32)
@@ -229,8 +230,7 @@ class Reduce(Op):
         plan = self._plans.get((x.shape, x.dtype))
         if plan is None and x.dtype.metadata is None:
             plan = self._plan(x.shape, x.dtype)
-            if len(self._plans) < 64:
-                self._plans[(x.shape, x.dtype)] = plan
+            remember(self._plans, (x.shape, x.dtype), plan, 64)
         if plan:
             ufunc, axis, acc, out, count = plan
             r = ufunc.reduce(x, axis, acc, None, self.keepdims)   # (positional: parsed faster)

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..dtype import dtype_promotion
 from .base import (Op, check_arity, promote_inputs, promoted_dtype, reject_quantized,
-                   without_dispatch)
+                   remember, without_dispatch)
 
 _clip = np._core.umath.clip
 
@@ -49,8 +49,8 @@ def clip_dtype(dtype, lower, upper):
     found = _CLIP_DTYPES.get(key) if dtype.metadata is None else None
     if found is None:
         found = dtype_promotion([dtype, lower, upper])
-        if dtype.metadata is None and len(_CLIP_DTYPES) < 256:
-            _CLIP_DTYPES[key] = found
+        if dtype.metadata is None:
+            remember(_CLIP_DTYPES, key, found, 256)
     return found
 
 
@@ -96,8 +96,8 @@ class Clip(Op):
         found = self._bounds.get(dtype) if dtype.metadata is None else None
         if found is None:
             found = (self._bound(self.lower, dtype), self._bound(self.upper, dtype))
-            if dtype.metadata is None and len(self._bounds) < 64:
-                self._bounds[dtype] = found
+            if dtype.metadata is None:
+                remember(self._bounds, dtype, found, 64)
         return found
 
     def _call(self, dtype):

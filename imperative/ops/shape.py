@@ -7,7 +7,8 @@ import numpy as np
 
 from .. import _kernels
 from .._core import ArraysAsOne
-from .base import Op, check_arity, normalize_axis, promote_inputs, promoted_dtype
+from .base import (Op, check_arity, normalize_axis, promote_inputs, promoted_dtype,
+                   remember)
 
 _INT32 = np.dtype(np.int32)
 
@@ -102,8 +103,7 @@ class Reshape(Op):
         found = self._resolved.get(in_shape)
         if found is None:
             found = self._resolve(in_shape)
-            if len(self._resolved) < 64:
-                self._resolved[in_shape] = found
+            remember(self._resolved, in_shape, found, 64)
         return found
 
     def _resolve(self, in_shape):
