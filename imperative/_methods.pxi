@@ -199,7 +199,7 @@ def tensor_astype(TensorBase self, dtype):
     cdef TensorInfo info = self._info
     if dtype is _last_astype_arg and info.dtype is _last_astype_in:
         op = _last_astype_op
-        return self if op is None else _one(op, self)
+        return self if op is None else _cast(self, op)
     tp = type(dtype)
     cdef bint cacheable = not info.quantized and (
         tp is str or tp is type or (isinstance(dtype, _np_dtype) and dtype.metadata is None))
@@ -211,7 +211,18 @@ def tensor_astype(TensorBase self, dtype):
             _remember(_astype_ops, key, op)
     if cacheable:
         _last_astype_arg, _last_astype_in, _last_astype_op = dtype, info.dtype, op
-    return self if op is None else _one(op, self)
+    return self if op is None else _cast(self, op)
+
+
+cdef object _cast(TensorBase x, object op):
+    """`x` through its TypeCvt `op`: on the caller's thread where it is small and resident
+    (as a unary elementwise op runs), else dispatched."""
+    if _tracing:
+        _trace_inputs((x,))
+    fast = _channel.host_cast(<OpDef>op, x._info, op.dtype)
+    if fast is not None:
+        return _wrap(fast)
+    return _wrap(_channel.dispatch(<OpDef>op, [x._info])[0])
 
 
 
