@@ -240,6 +240,12 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
         int pair = r + 1 < rows;
         const float *row = x + r * size;
         float mean[2], rstd[2];
+        if (r + 4 < rows)   /* two pairs on, the rows read and written on their way: with
+                             * cold input, the stores waited on their lines first */
+            for (long j = 0; j < 2 * size; j += 16) {
+                __builtin_prefetch(row + 4 * size + j);
+                __builtin_prefetch(y + (r + 4) * size + j, 1);
+            }
         if (stats && stats_given) {
             for (int k = 0; k <= pair; k++) {
                 mean[k] = stats[2 * (r + k)];
@@ -252,8 +258,6 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
                 stats[2 * (r + k) + 1] = rstd[k];
             }
         }
-        if (r + 2 < rows)       /* the next rows on their way while these are written */
-            for (long j = 0; j < 2 * size; j += 16) __builtin_prefetch(row + 2 * size + j);
         for (int k = 0; k <= pair; k++) {
             const float *in = row + k * size;
             float *out = y + (r + k) * size, m = mean[k], s = rstd[k];
