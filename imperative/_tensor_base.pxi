@@ -220,6 +220,10 @@ cdef object _binary(object x, object y, OpDef op, bint reflected):
                 else _channel.host_ufunc(op, (<TensorBase>x)._info, (<TensorBase>y)._info))
         if fast is not None:
             return _wrap(fast)
+    if op is _MATMUL and not reflected and isinstance(y, TensorBase):
+        fast = _host_matmul(_channel, op, (<TensorBase>x)._info, (<TensorBase>y)._info)
+        if fast is not None:
+            return _wrap(fast)
     cdef list infos = _binary_infos(y, x) if reflected else _binary_infos(x, y)
     cdef list outs
     try:
@@ -231,6 +235,37 @@ cdef object _binary(object x, object y, OpDef op, bint reflected):
     finally:
         _release_temporaries(infos)
     return _wrap(outs[0])
+
+
+# products of fewer multiply-adds are numpy's in MatrixMul's direct kernel, larger ones the
+# native kernel's (backend/native.py _MIN_MACS; a test checks that the two agree)
+NUMPY_PRODUCT_MACS = 1 << 18
+cdef double _NUMPY_PRODUCT_MACS = NUMPY_PRODUCT_MACS
+
+
+cdef TensorInfo _host_matmul(Channel ch, OpDef op, TensorInfo a, TensorInfo b):
+    """`a @ b` of two small resident float32 matrices on the caller's thread, as host_ufunc
+    runs an elementwise op: numpy's product, which MatrixMul's direct kernel calls at these
+    sizes (the same bits). None where that does not apply (the general path then runs the
+    op, and reports a shape error) or numpy raised."""
+    cdef long long t0 = _now_ns() if _profiling else 0
+    sa, sb = a.shape, b.shape
+    if (sa is None or sb is None or len(sa) != 2 or len(sb) != 2 or a.dtype is not _FLOAT32
+            or b.dtype is not _FLOAT32 or b.status != PRODUCED or b.device is not a.device):
+        return None
+    cdef Py_ssize_t m = sa[0], k = sa[1], n = sb[1]
+    cdef Py_ssize_t elements = a.numel + b.numel + m * n
+    if (sb[0] != k or <double>m * k * n >= _NUMPY_PRODUCT_MACS
+            or 2.0 * m * k * n > _HOST_MAX_FLOPS or not ch._host_allows(a, elements)):
+        return None
+    previous_allocator = _enter_pool(elements)
+    try:
+        r = _np_matmul(a.value, b.value)
+    except Exception:
+        return None
+    finally:
+        _leave_pool(previous_allocator)
+    return ch._host_result(op, a, b, r, (m, n), _FLOAT32, t0)
 
 
 cdef void _release_temporaries(list infos):
