@@ -174,30 +174,37 @@ void imp_channel_affine(long n, long c, long l, const float *x, const float *mea
         }
 }
 
-/* The mean and rstd of rows a and b as imp_row_sum and imp_row_deviations make them, the
- * two rows' additions interleaved: each of a row's 16 lanes is one chain of dependent
- * adds (their order fixes the bits), which alone keeps the adder a quarter busy; two
- * rows' chains side by side halve the time of both passes, with the same bits. */
-IMP_INLINE void imp_norm_stats_pair(const float *a, const float *b, long l, float eps,
-                                    float *mean, float *rstd)
+/* Layer norm's statistics of two rows at a time: each of a row's 16 lanes sums its values
+ * as one chain of dependent adds (their order fixes the bits), which alone keeps the
+ * adder a quarter busy; two rows' chains side by side give the same bits in half the time.
+ * The first pass, the sums, runs in the loop writing the previous pair's outputs (below):
+ * the loads of the rows to come, from memory when the input is not in cache, proceed
+ * beside the stores of the rows done instead of after them. */
+typedef struct { imp_v8 a_lo, a_hi, b_lo, b_hi; } imp_pair_sums;
+
+IMP_INLINE void imp_pair_sums_add(imp_pair_sums *s, const float *a, const float *b, long j)
 {
-    imp_v8 a_lo = imp_splat(0.f), a_hi = a_lo, b_lo = a_lo, b_hi = a_lo;
-    long j = 0;
-    for (; j + 16 <= l; j += 16) {
-        a_lo += imp_load(a + j);
-        a_hi += imp_load(a + j + 8);
-        b_lo += imp_load(b + j);
-        b_hi += imp_load(b + j + 8);
-    }
-    double sum_a = imp_lanes_added(0.0, a_lo, a_hi), sum_b = imp_lanes_added(0.0, b_lo, b_hi);
+    s->a_lo += imp_load(a + j);
+    s->a_hi += imp_load(a + j + 8);
+    s->b_lo += imp_load(b + j);
+    s->b_hi += imp_load(b + j + 8);
+}
+
+/* The mean and rstd of rows a and b as imp_row_sum, imp_row_deviations and
+ * imp_corrected_moments make them, from their lane sums `s` over the first l - l % 16 */
+IMP_INLINE void imp_norm_stats_pair(imp_pair_sums s, const float *a, const float *b, long l,
+                                    float eps, float *mean, float *rstd)
+{
+    long j = l - l % 16;
+    double sum_a = imp_lanes_added(0.0, s.a_lo, s.a_hi), sum_b = imp_lanes_added(0.0, s.b_lo, s.b_hi);
     for (long k = j; k < l; k++) {
         sum_a += a[k];
         sum_b += b[k];
     }
     float m_a = (float)(sum_a / (double)l), m_b = (float)(sum_b / (double)l), var;
     const imp_v8 vm_a = imp_splat(m_a), vm_b = imp_splat(m_b);
-    imp_v8 sq_a_lo = imp_splat(0.f), sq_a_hi = sq_a_lo, sq_b_lo = sq_a_lo, sq_b_hi = sq_a_lo;
-    a_lo = a_hi = b_lo = b_hi = sq_a_lo;
+    imp_v8 a_lo = imp_splat(0.f), a_hi = a_lo, b_lo = a_lo, b_hi = a_lo;
+    imp_v8 sq_a_lo = a_lo, sq_a_hi = a_lo, sq_b_lo = a_lo, sq_b_hi = a_lo;
     for (j = 0; j + 16 <= l; j += 16) {
         imp_v8 da_lo = imp_load(a + j) - vm_a, da_hi = imp_load(a + j + 8) - vm_a;
         imp_v8 db_lo = imp_load(b + j) - vm_b, db_hi = imp_load(b + j + 8) - vm_b;
@@ -225,46 +232,76 @@ IMP_INLINE void imp_norm_stats_pair(const float *a, const float *b, long l, floa
     rstd[1] = 1.f / sqrtf(var + eps);
 }
 
+/* out[j..j+8) = (x - m) * s * weight + bias (weight NULL: (x - m) * s), rounded as the
+ * scalar expression is */
+IMP_INLINE void imp_norm_out8(float *out, const float *x, long j, imp_v8 m, imp_v8 s,
+                              const float *weight, const float *bias)
+{
+    imp_v8 t = (imp_load(x + j) - m) * s;
+    imp_store(out + j, weight ? t * imp_load(weight + j) + imp_load(bias + j) : t);
+}
+
 /* Layer normalisation of each of `rows` rows of `size` floats: (x - mean) * rstd, then
- * * weight + bias (per column) when weight is given; rows go two at a time through their
- * statistics (imp_norm_stats_pair; a last odd row is paired with itself), each staying in
- * L1 across its three passes (numpy's blocked version made six over cache-sized blocks).
- * Compiled per instruction set without fused multiply-adds: every variant gives the
- * baseline's bits. With `stats` the rows' mean and rstd are written there, or, with
- * stats_given, read from there: a recomputation (DTR) then makes the last pass only. */
+ * * weight + bias (per column) when weight is given; rows two at a time (a last odd row
+ * paired with itself), each pair staying in L1 from its sums to its outputs (numpy's
+ * blocked version made six passes over cache-sized blocks). Compiled per instruction set
+ * without fused multiply-adds: every variant gives the baseline's bits. With `stats` the
+ * rows' mean and rstd are written there, or, with stats_given, read from there: a
+ * recomputation (DTR) then makes the last pass only. */
 IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
                                          const float *weight, const float *bias, float eps,
                                          float *y, float *stats, int stats_given)
 {
+    const long body = size - size % 16;
+    const int given = stats && stats_given;
+    const imp_pair_sums zero = {imp_splat(0.f), imp_splat(0.f), imp_splat(0.f), imp_splat(0.f)};
+    imp_pair_sums sums = zero;
+    if (!given && rows > 0)
+        for (long j = 0; j < body; j += 16)
+            imp_pair_sums_add(&sums, x, x + (rows > 1 ? size : 0), j);
     for (long r = 0; r < rows; r += 2) {
         int pair = r + 1 < rows;
-        const float *row = x + r * size;
+        const float *a = x + r * size, *b = pair ? a + size : a;
+        float *out_a = y + r * size, *out_b = pair ? out_a + size : out_a;
         float mean[2], rstd[2];
         if (r + 4 < rows)   /* two pairs on, the rows read and written on their way: with
                              * cold input, the stores waited on their lines first */
             for (long j = 0; j < 2 * size; j += 16) {
-                __builtin_prefetch(row + 4 * size + j);
-                __builtin_prefetch(y + (r + 4) * size + j, 1);
+                __builtin_prefetch(a + 4 * size + j);
+                __builtin_prefetch(out_a + 4 * size + j, 1);
             }
-        if (stats && stats_given) {
+        if (given) {
             for (int k = 0; k <= pair; k++) {
                 mean[k] = stats[2 * (r + k)];
                 rstd[k] = stats[2 * (r + k) + 1];
             }
         } else {
-            imp_norm_stats_pair(row, pair ? row + size : row, size, eps, mean, rstd);
+            imp_norm_stats_pair(sums, a, b, size, eps, mean, rstd);
             for (int k = 0; stats && k <= pair; k++) {
                 stats[2 * (r + k)] = mean[k];
                 stats[2 * (r + k) + 1] = rstd[k];
             }
         }
+        /* the next pair's sums (past the last pair, the last row's again, unused) */
+        const float *next_a = r + 2 < rows ? a + 2 * size : a;
+        const float *next_b = r + 3 < rows ? next_a + size : next_a;
+        const imp_v8 m_a = imp_splat(mean[0]), s_a = imp_splat(rstd[0]);
+        const imp_v8 m_b = imp_splat(mean[pair]), s_b = imp_splat(rstd[pair]);
+        sums = zero;
+        long j = 0;
+        for (; j < body; j += 16) {
+            if (!given)
+                imp_pair_sums_add(&sums, next_a, next_b, j);
+            imp_norm_out8(out_a, a, j, m_a, s_a, weight, bias);
+            imp_norm_out8(out_a, a, j + 8, m_a, s_a, weight, bias);
+            imp_norm_out8(out_b, b, j, m_b, s_b, weight, bias);
+            imp_norm_out8(out_b, b, j + 8, m_b, s_b, weight, bias);
+        }
         for (int k = 0; k <= pair; k++) {
-            const float *in = row + k * size;
-            float *out = y + (r + k) * size, m = mean[k], s = rstd[k];
-            if (weight)
-                for (long j = 0; j < size; j++) out[j] = (in[j] - m) * s * weight[j] + bias[j];
-            else
-                for (long j = 0; j < size; j++) out[j] = (in[j] - m) * s;
+            const float *in = k ? b : a;
+            float *out = k ? out_b : out_a, m = mean[k], s = rstd[k];
+            for (long t = j; t < size; t++)
+                out[t] = weight ? (in[t] - m) * s * weight[t] + bias[t] : (in[t] - m) * s;
         }
     }
 }

@@ -406,6 +406,29 @@ def test_layer_norm_native_and_numpy_paths_agree(monkeypatch, shape, normalized,
     assert _rel_err(on, off) < 1e-5
 
 
+@needs_native
+@pytest.mark.parametrize("rows,size", [(1, 1), (3, 17), (4, 768), (7, 100), (5, 16)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_from_its_statistics_gives_the_same_bits(rows, size, affine):
+    """A recomputation (DTR) reads the rows' statistics the first run wrote and makes the
+    output pass only: the same bits as the first run, whose rows go two at a time (an odd
+    last one with itself) and whose sums run beside the previous pair's outputs."""
+    rng = np.random.default_rng(rows * size)
+    x = (rng.standard_normal((rows, size)) * 4 - 3).astype(np.float32)
+    w, b = rng.standard_normal((2, size)).astype(np.float32) if affine else (None, None)
+    stats = np.empty(2 * rows, np.float32)
+    first = native.layer_norm(x, w, b, size, 1e-5, stats=stats)
+    again = native.layer_norm(x, w, b, size, 1e-5, stats=stats.copy(), stats_given=True)
+    assert np.array_equal(first.view(np.uint32), again.view(np.uint32))
+    assert np.array_equal(first.view(np.uint32),
+                          native.layer_norm(x, w, b, size, 1e-5).view(np.uint32))
+    x64 = x.astype(np.float64)
+    want = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    if affine:
+        want = want * w + b
+    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-4)
+
+
 # ---- the worker's block cache (_pool.c)
 
 def test_worker_arrays_come_from_the_block_cache():
@@ -581,7 +604,10 @@ gw = _kernels.conv2d_s1_grad_weight(x, y, (3, 3), (1, 1), (1, 1))
 rows = (rng.standard_normal((9, 1037)) * 10).astype(np.float32)   # 16-lane blocks and tails
 rows.flat[::13] = -1e30
 labels = rng.integers(0, 1037, 9)
+norm = (rng.standard_normal((9, 1037)) * 3 + 1).astype(np.float32)   # an odd row count too
+gain, shift = rng.standard_normal((2, 1037)).astype(np.float32)
 np.savez(sys.argv[1], isa=str(_kernels.isa()),
+         layer_norm=_kernels.layer_norm_rows(norm, gain, shift, 1e-5, None, False),
          ab=_kernels.sgemm(a, b, np.empty((70, 50), np.float32)), y=y, gw=gw,
          softmax=_kernels.softmax_rows(rows), log_softmax=_kernels.log_softmax_rows(rows),
          cross_entropy=_kernels.cross_entropy_rows(rows, labels)[0])
@@ -627,4 +653,5 @@ def test_avx2_and_avx512_kernels_agree(tmp_path):
     assert np.array_equal(wide["y"], narrow["y"])
     for rows in ("softmax", "log_softmax", "cross_entropy"):    # exp over 16 lanes or 8
         assert np.array_equal(wide[rows], narrow[rows]), rows
+    assert np.array_equal(wide["layer_norm"], narrow["layer_norm"])
     assert _rel_err(narrow["gw"], wide["gw"].astype(np.float64)) < 1e-5
