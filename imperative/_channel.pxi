@@ -331,55 +331,55 @@ cdef class Channel:
         kernel raised; the general path then runs the op (again) and reports any error. A
         one-argument op that is no ufunc runs its `host_fn` (its kernel) the same way."""
         cdef long long t0 = _now_ns() if _profiling else 0
+        if not self._host_ready(a):
+            return None
         fn = op.ufunc if op.ufunc is not None else op.host_fn
-        if fn is None or (b is not None and op.ufunc is None) or a.quantized:
+        if fn is None or (b is not None and op.ufunc is None):
             return None
         cdef TensorInfo big = a if b is None else _ufunc_result_operand(a, b)
         out_dtype = None if big is None else _ufunc_out_dtype(op, a, b)
-        cdef Py_ssize_t elements = 0 if big is None else big.numel * (2 if b is None else 3)
-        if out_dtype is None or not self._host_allows(a, elements):
+        if out_dtype is None:
             return None
-        previous_allocator = _enter_pool(elements)
-        try:
-            r = fn(a.value) if b is None else fn(a.value, b.value)
-        except Exception:
+        cdef Py_ssize_t elements = big.numel * (2 if b is None else 3)
+        if not self._host_small(elements):
             return None
-        finally:
-            _leave_pool(previous_allocator)
-        return self._host_result(op, a, b, r, big.shape, out_dtype, t0)
+        return self._host_run(op, a, b, fn, None if b is None else b.value, big.shape,
+                              out_dtype, elements, t0)
 
     cdef TensorInfo host_cast(self, OpDef op, TensorInfo a, object dtype):
-        """`x.astype(dtype)` (op: its TypeCvt) on the caller's thread, as host_ufunc runs a
-        one-argument op: the op's own direct kernel, ndarray.astype. None where that does
-        not apply (quantized dtypes, not resident, too large) or numpy raised."""
+        """`x.astype(dtype)` (op: its TypeCvt) as host_ufunc runs a one-argument op, by the
+        op's direct kernel, ndarray.astype; None where that does not apply."""
         cdef long long t0 = _now_ns() if _profiling else 0
         cdef Py_ssize_t elements = 2 * a.numel
-        if _has_metadata(dtype) or not self._host_allows(a, elements):
+        if _has_metadata(dtype) or not (self._host_ready(a) and self._host_small(elements)):
             return None
-        previous_allocator = _enter_pool(elements)
-        try:
-            r = a.value.astype(dtype)
-        except Exception:
-            return None
-        finally:
-            _leave_pool(previous_allocator)
-        return self._host_result(op, a, None, r, a.shape, dtype, t0)
+        return self._host_run(op, a, None, _ndarray_astype, dtype, a.shape, dtype, elements, t0)
 
-    cdef bint _host_allows(self, TensorInfo a, Py_ssize_t elements):
-        """Whether an op on `a` touching `elements` (inputs and output) runs now on the
-        caller's thread: nothing queued or failed, `a` resident and plain, no memory
-        manager or serving replay watching, and small enough (any size at level 0)."""
-        if (self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on
-                or _serving):
-            return False
+    cdef bint _host_ready(self, TensorInfo a):
+        """Whether an op on `a` may run now on the caller's thread: nothing queued or
+        failed, `a` resident and plain, no memory manager or serving replay watching."""
+        return not (self._state != 0 or a.status != PRODUCED or a.quantized or self._memory_on
+                    or _serving)
+
+    cdef bint _host_small(self, Py_ssize_t elements):
+        """Whether an op touching `elements` (inputs and output) is small enough for the
+        caller's thread (at async level 0, any size is)."""
         return self._opts[OPT_ASYNC_LEVEL] == 0 or elements <= (
             _host_max_elements if self._opts[OPT_HOST_COMPUTE] else -1)
 
-    cdef TensorInfo _host_result(self, OpDef op, TensorInfo a, TensorInfo b, object r,
-                                 tuple shape, object out_dtype, long long t0):
-        """The record of an op's result `r` computed on the caller's thread: made C-ordered
-        in `out_dtype`, profiled, and reported to the gradient and trace recorders as the
-        general path reports an op."""
+    cdef TensorInfo _host_run(self, OpDef op, TensorInfo a, TensorInfo b, object fn,
+                              object second, tuple shape, object out_dtype,
+                              Py_ssize_t elements, long long t0):
+        """`fn(a.value)`, or `fn(a.value, second)`, run now on the caller's thread, and its
+        result's record, C-ordered in `out_dtype`, profiled and reported to the gradient
+        and trace recorders as the general path reports an op; None where fn raised."""
+        previous_allocator = _enter_pool(elements)
+        try:
+            r = fn(a.value) if second is None else fn(a.value, second)
+        except Exception:
+            return None
+        finally:
+            _leave_pool(previous_allocator)
         if type(r) is not _ndarray or _dtype_of(r) is not out_dtype:
             r = _np_asarray(r, dtype=out_dtype)
         r = _c_ordered(r)

@@ -307,9 +307,11 @@ cdef class Channel:
     cdef int _submit(self, Command cmd) except -1
     cdef TensorInfo host_ufunc(self, OpDef op, TensorInfo a, TensorInfo b)
     cdef TensorInfo host_cast(self, OpDef op, TensorInfo a, object dtype)
-    cdef bint _host_allows(self, TensorInfo a, Py_ssize_t elements)
-    cdef TensorInfo _host_result(self, OpDef op, TensorInfo a, TensorInfo b, object r,
-                                 tuple shape, object out_dtype, long long t0)
+    cdef bint _host_ready(self, TensorInfo a)
+    cdef bint _host_small(self, Py_ssize_t elements)
+    cdef TensorInfo _host_run(self, OpDef op, TensorInfo a, TensorInfo b, object fn,
+                              object second, tuple shape, object out_dtype,
+                              Py_ssize_t elements, long long t0)
     cdef int _run_inline(self, Command cmd, bint raise_original,
                          Py_ssize_t elements) except -1
     cdef int _raise_error_of(self, Command cmd, bint raise_original) except -1

@@ -77,11 +77,7 @@ def tensor_init_from_array(TensorBase self, object data):
         array = _c_ordered_copy(<cnp.ndarray>data)
     else:
         array = data.astype(target, order="C")
-    _channel.check_usable()
-    cdef TensorInfo info = _channel.put(array, _shape_of(array), target,
-                                        _channel.default_device)
-    self._info = info
-    info.tensor_refs += 1
+    _take_value(self, array, _shape_of(array), target, _channel.default_device)
     return True
 
 

@@ -390,6 +390,7 @@ cdef class ProductOfTransposed:
 
 
 cdef object _np_matmul = np.matmul
+cdef object _ndarray_astype = np.ndarray.astype    # (TypeCvt's direct kernel)
 
 
 @cython.final

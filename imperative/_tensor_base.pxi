@@ -256,16 +256,20 @@ cdef TensorInfo _host_matmul(Channel ch, OpDef op, TensorInfo a, TensorInfo b):
     cdef Py_ssize_t m = sa[0], k = sa[1], n = sb[1]
     cdef Py_ssize_t elements = a.numel + b.numel + m * n
     if (sb[0] != k or <double>m * k * n >= _NUMPY_PRODUCT_MACS
-            or 2.0 * m * k * n > _HOST_MAX_FLOPS or not ch._host_allows(a, elements)):
+            or 2.0 * m * k * n > _HOST_MAX_FLOPS
+            or not (ch._host_ready(a) and ch._host_small(elements))):
         return None
-    previous_allocator = _enter_pool(elements)
-    try:
-        r = _np_matmul(a.value, b.value)
-    except Exception:
-        return None
-    finally:
-        _leave_pool(previous_allocator)
-    return ch._host_result(op, a, b, r, (m, n), _FLOAT32, t0)
+    return ch._host_run(op, a, b, _np_matmul, b.value, (m, n), _FLOAT32, elements, t0)
+
+
+cdef int _take_value(TensorBase t, object array, tuple shape, object dtype,
+                     Device device) except -1:
+    """Make a runtime-owned array the value of a new record, held by the new Tensor `t`."""
+    _channel.check_usable()
+    cdef TensorInfo info = _channel.put(array, shape, dtype, device)
+    t._info = info
+    info.tensor_refs += 1
+    return 0
 
 
 cdef void _release_temporaries(list infos):
@@ -408,17 +412,11 @@ cdef class TensorBase:
         """Initialise from a runtime-owned array (already copied and converted)."""
         if self._info is not None:
             raise RuntimeError("tensor already initialised")
-        _channel.check_usable()
-        cdef TensorInfo info = _channel.put(array, tuple(array.shape), dtype, as_device(device))
-        self._info = info
-        info.tensor_refs += 1
+        _take_value(self, array, tuple(array.shape), dtype, as_device(device))
 
     def _init_packed(self, packed, shape, dtype, device):
         """Initialise a 4-bit tensor from its packed bytes and logical shape."""
-        _channel.check_usable()
-        cdef TensorInfo info = _channel.put(packed, tuple(shape), dtype, as_device(device))
-        self._info = info
-        info.tensor_refs += 1
+        _take_value(self, packed, tuple(shape), dtype, as_device(device))
 
     # ---- operators
 
