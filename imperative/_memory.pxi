@@ -357,10 +357,14 @@ cdef class MemoryManager:
         and dropped already (a temporary can die before its input does) the resident ones
         beyond; a resident reader whose path of dead records grows too long is cut."""
         cdef TensorInfo d, out
-        cdef list stack = [dead]
+        cdef list stack = [dead], too_long = None
+        cdef vector[PyObject*] outs
+        cdef size_t k
         while stack:
             d = stack.pop()
-            for out in _consumer_outputs(d):
+            _consumer_outputs(d, outs)
+            for k in range(outs.size()):
+                out = <TensorInfo>outs[k]
                 if out.dead_chain > d.dead_chain:
                     continue
                 out.dead_chain = d.dead_chain + 1
@@ -368,7 +372,11 @@ cdef class MemoryManager:
                     if not _alive(out):
                         stack.append(out)
                 elif out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None:
-                    self.cut(out)
+                    if too_long is None:
+                        too_long = []
+                    too_long.append(out)
+        for out in too_long or ():     # (after the walk: a cut may let recipes go)
+            self.cut(out)
 
     def remove_swap_files(self):
         """At close (and so at exit): remove the swap files and the private folders."""

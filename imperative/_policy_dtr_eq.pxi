@@ -3,6 +3,7 @@
 
 
 @cython.final
+@cython.no_gc        # (a class points only to its parent class: no cycle to collect)
 cdef class EvictedClass:
     """A union-find class of evicted tensors that touch each other. Classes point only to
     classes (never to tensor records), so they cannot tie records into reference cycles.
@@ -83,7 +84,8 @@ cdef class DTREqPolicy(EvictionPolicy):
 
     cpdef on_evict(self, TensorInfo info):
         cdef EvictedClass mine = EvictedClass.__new__(EvictedClass)
-        cdef EvictedClass other
+        cdef vector[PyObject*] neighbours
+        cdef size_t k
         mine.cost = info.cost
         # (alive as the worker sees it: a tensor the caller let go of while queued ops and
         # its own queued deletion still wait is needed until those have run; the caller's
@@ -92,19 +94,28 @@ cdef class DTREqPolicy(EvictionPolicy):
         mine.alive = mine.member_alive
         info.uf_class = mine
         cdef Producer p = info.producer
-        for n in (p.inputs if p is not None else []) + _consumer_outputs(info):
-            if (<TensorInfo>n).status == DROPPED and (<TensorInfo>n).uf_class is not None:
-                other = _class_root((<TensorInfo>n).uf_class)
-                if other is not mine:
-                    other.parent = mine
-                    mine.cost += other.cost
-                    mine.alive += other.alive
+        _consumer_outputs(info, neighbours)
+        if p is not None:
+            _push_all(neighbours, p.inputs)
+        for k in range(neighbours.size()):
+            _join_class(mine, <TensorInfo>neighbours[k])
 
     cpdef on_restore(self, TensorInfo info):
         # the eq approximation: a class is never split, its cost just loses this member's
         if info.uf_class is not None:
             _leave_evicted_class(info.uf_class, info.cost)
             info.uf_class = None
+
+
+cdef inline void _join_class(EvictedClass mine, TensorInfo n):
+    """An evicted neighbour's class joins `mine` (a root)."""
+    cdef EvictedClass other
+    if n.status == DROPPED and n.uf_class is not None:
+        other = _class_root(n.uf_class)
+        if other is not mine:
+            other.parent = mine
+            mine.cost += other.cost
+            mine.alive += other.alive
 
 
 cdef double _consumers_cost(TensorInfo info, list seen):

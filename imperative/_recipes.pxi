@@ -164,21 +164,22 @@ cdef bint _only_on_the_way(Storage storage, list inputs):
     return holders == storage.refs
 
 
-cdef list _consumer_outputs(TensorInfo info):
-    """The other outputs of the recorded ops that read `info`."""
-    cdef list out = []
+cdef void _consumer_outputs(TensorInfo info, vector[PyObject*]& out):
+    """Set `out` to the other outputs of the recorded ops that read `info`: borrowed
+    pointers, valid while the caller frees no record (its loop lets no recipe go and makes
+    no object the garbage collector tracks, so that no collection runs midway). A list
+    each call made 1.5% of a GRU's step at 0.3 P, and a share of its collections."""
     cdef Producer user
-    cdef TensorInfo rec
-    cdef size_t k = 0
+    cdef PyObject* rec
+    cdef size_t k
     cdef Py_ssize_t j
-    while k < info.users.size():    # (re-read: a collection may free a reader midway)
+    out.clear()
+    for k in range(info.users.size()):
         user = <Producer>info.users[k]
         for j in range(user.n_outputs()):
-            rec = user.output(j)
-            if rec is not None and rec is not info:
-                out.append(rec)
-        k += 1
-    return out
+            rec = user.outs[j]
+            if rec != NULL and rec != <PyObject*>info:
+                out.push_back(rec)
 
 
 cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None) except -1:
@@ -186,27 +187,35 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None) 
     would be recomputed on the way), to the records something still holds. True when one
     of those is evicted (dropped or swapped out): it needs `leaf` to come back. Otherwise
     `frontier` gets the held records, all resident or about to be. With `evicted`, the walk
-    goes on past the first such record and collects them all there."""
-    cdef list stack = [leaf]
-    cdef set seen = {_key(leaf)}
+    goes on past the first such record and collects them all there. (The walk keeps
+    borrowed pointers in C containers, as _consumer_outputs allows: with a set of keys and
+    a list, the walks from the bases a GRU keeps, through its unrolled sequence, were a
+    third of its time choosing victims.)"""
+    cdef vector[PyObject*] stack, outs
+    cdef unordered_set[PyObject*] seen
     cdef TensorInfo r, out
-    while stack:
-        r = stack.pop()
-        for out in _consumer_outputs(r):
-            if _key(out) in seen:
+    cdef size_t k
+    stack.push_back(<PyObject*>leaf)
+    seen.insert(<PyObject*>leaf)
+    while not stack.empty():
+        r = <TensorInfo>stack.back()
+        stack.pop_back()
+        _consumer_outputs(r, outs)
+        for k in range(outs.size()):
+            out = <TensorInfo>outs[k]
+            if not seen.insert(<PyObject*>out).second:
                 continue
-            seen.add(_key(out))
             if out.status == DROPPED or out.status == SWAPPED:
                 if _alive(out):
                     if evicted is None:
                         return True
                     evicted.append(out)
                 else:
-                    stack.append(out)
+                    stack.push_back(<PyObject*>out)
             elif _alive(out):
                 frontier.append(out)
             elif out.producer is not None and out.status != DELETED and out.status != INVALID:
-                stack.append(out)
+                stack.push_back(<PyObject*>out)
     return bool(evicted)
 
 

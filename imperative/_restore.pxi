@@ -171,7 +171,11 @@ cdef bint _viewed_on_the_way(TensorInfo base, list stack):
     each gate recomputed them and the two products before them: 17 times a time step at
     0.3 P."""
     cdef TensorInfo o
-    for o in _consumer_outputs(base):
+    cdef vector[PyObject*] outs
+    cdef size_t k
+    _consumer_outputs(base, outs)
+    for k in range(outs.size()):
+        o = <TensorInfo>outs[k]
         if (o.status == PRODUCED and o.storage is base.storage
                 and _read_on_the_stack(o, stack)):
             return True
