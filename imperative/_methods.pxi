@@ -57,11 +57,12 @@ cdef object _c_ordered_copy(cnp.ndarray data):
     return cnp.PyArray_NewCopy(data, cnp.NPY_CORDER)
 
 
-def tensor_init_from_array(TensorBase self, object data):
+cdef bint _init_from_array(TensorBase self, object data) except -1:
     """`Tensor(data)` of a plain ndarray whose dtype the rules keep, or narrow by a cast
     alone (float64 -> float32): numpy's copy, C-ordered, made the value of a new record,
     with the rules asked once per dtype (by identity: numpy hashes a dtype slowly). False,
-    nothing done, for anything else: the facade's rules (dtype.as_tensor_data) take it."""
+    nothing done, for anything else: the facade's rules (dtype.as_tensor_data) take it.
+    (TensorBase.__init__ calls it, in C, before any frame of the facade's.)"""
     global _last_array_dtype, _last_array_target
     if type(data) is not _ndarray or self._info is not None:
         return False

@@ -324,6 +324,15 @@ cdef class TensorBase:
 
     __array_priority__ = 1000        # ndarray <op> Tensor defers to the Tensor
 
+    def __init__(self, data, dtype=None, device=None, **options):
+        """`Tensor(ndarray)` takes the core's short path here (_init_from_array), as the
+        type's own C initialiser: through the facade's `__init__`, a Python-level method
+        with keyword-only arguments, the call alone cost more than a third of numpy's
+        copy. Everything else is the subclass's `_init` (imperative.tensor.Tensor)."""
+        if dtype is None and device is None and not options and _init_from_array(self, data):
+            return
+        self._init(data, dtype, device, **options)
+
     def __dealloc__(self):
         cdef TensorInfo info = self._info
         if info is None:

@@ -18,7 +18,6 @@ from .scope import auto_name
 from .torch_hints import (TENSOR_ATTRIBUTE_HINTS, PyTorchFlag, add_pytorch_names, keyword_error,
                           keyword_hints, tensor_attribute_error)
 from ._core import TensorBase, as_device
-from ._core import tensor_init_from_array as _init_from_array
 from .dtype import as_tensor_data
 from ._types import DeviceLike, DTypeLike, ShapeLike
 
@@ -43,16 +42,16 @@ class Tensor(TensorBase):
     """A value computed by the runtime. `Tensor(data, dtype=None, device=None, *, is_const=False,
     no_cache=False, name=None)`: the data is copied (or shared, for a Tensor)."""
 
-    def __init__(self, data: Any, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
-                 *, is_const: bool = False, no_cache: bool = False, name: str | None = None,
-                 **torch_keywords: Any) -> None:
+    # `Tensor(data, ...)` runs TensorBase.__init__, which takes a plain ndarray on the
+    # core's short path and passes anything else here
+    def _init(self, data: Any, dtype: DTypeLike | None = None, device: DeviceLike | None = None,
+              *, is_const: bool = False, no_cache: bool = False, name: str | None = None,
+              **torch_keywords: Any) -> None:
         if torch_keywords:                   # requires_grad=True and friends: say what to do
             keyword = next(iter(torch_keywords))
             raise keyword_error(type(self).__name__, keyword) or TypeError(
                 f"{type(self).__name__}() got an unexpected keyword argument {keyword!r}")
-        if dtype is None and device is None and _init_from_array(self, data):
-            pass                                # (a plain ndarray: the core's fast path)
-        elif isinstance(data, TensorBase):
+        if isinstance(data, TensorBase):
             if dtype is not None and not D.same_dtype(D.canonical_dtype(dtype), data.dtype):
                 raise ValueError(f"Tensor(t, dtype={D.dtype_name(D.canonical_dtype(dtype))}): "
                                  f"t has dtype {D.dtype_name(data.dtype)}; "
