@@ -30,7 +30,7 @@ from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
 from libcpp.unordered_set cimport unordered_set
 from cpython.object cimport PyTypeObject
-from cpython.ref cimport PyObject, Py_INCREF, Py_REFCNT
+from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF, Py_REFCNT
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.dict cimport PyDict_Next
 from libc.math cimport INFINITY

@@ -29,15 +29,11 @@ cdef bint _keep_dense_dead(MemoryManager self, TensorInfo info) except -1:
     or readers 4 ops away, a weight-shared MLP recomputed twice as often at 0.5 P, a VGG
     2.7 times at 0.4 P, and a GRU's peak passed its budget by 10-15% at 0.7 P."""
     cdef TensorInfo out
-    cdef vector[PyObject*] outs
-    cdef size_t k
     if (self.opts.budget == 0 or self.victim_density <= 0 or info.storage is None
             or info.storage.refs != 1 or _key(info) not in self.candidates
             or info.cost < _DENSER_THAN_VICTIMS * self.victim_density * info.size):
         return False
-    _consumer_outputs(info, outs)
-    for k in range(outs.size()):
-        out = <TensorInfo>outs[k]
+    for out in _consumer_output_list(info):     # (self.gap may make objects)
         if _alive(out) and (out.status == DROPPED or out.status == SWAPPED or (
                 out.status == PRODUCED and _key(out) in self.candidates
                 and self.gap(out) >= _READ_FAR)):

@@ -357,8 +357,8 @@ cdef class MemoryManager:
         and dropped already (a temporary can die before its input does) the resident ones
         beyond; a resident reader whose path of dead records grows too long is cut."""
         cdef TensorInfo d, out
-        cdef list stack = [dead], too_long = None
-        cdef vector[PyObject*] outs
+        cdef list stack = [dead]
+        cdef vector[PyObject*] outs, too_long
         cdef size_t k
         while stack:
             d = stack.pop()
@@ -372,11 +372,14 @@ cdef class MemoryManager:
                     if not _alive(out):
                         stack.append(out)
                 elif out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None:
-                    if too_long is None:
-                        too_long = []
-                    too_long.append(out)
-        for out in too_long or ():     # (after the walk: a cut may let recipes go)
-            self.cut(out)
+                    too_long.push_back(<PyObject*>out)
+        # Cut after the walk, each held until its cut: a cut may let recipes, and the
+        # records only they held, go.
+        for k in range(too_long.size()):
+            Py_INCREF(<object>too_long[k])
+        for k in range(too_long.size()):
+            self.cut(<TensorInfo>too_long[k])
+            Py_DECREF(<object>too_long[k])
 
     def remove_swap_files(self):
         """At close (and so at exit): remove the swap files and the private folders."""

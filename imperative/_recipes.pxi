@@ -182,6 +182,18 @@ cdef void _consumer_outputs(TensorInfo info, vector[PyObject*]& out):
                 out.push_back(rec)
 
 
+cdef list _consumer_output_list(TensorInfo info):
+    """_consumer_outputs as a list that holds them, for a loop that may make objects (and
+    so let a collection run). The list is made before the pointers are read."""
+    cdef list held = []
+    cdef vector[PyObject*] outs
+    cdef size_t k
+    _consumer_outputs(info, outs)
+    for k in range(outs.size()):
+        held.append(<object>outs[k])
+    return held
+
+
 cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None) except -1:
     """Walk forward from `leaf` over the recipes that read it, through dead records (which
     would be recomputed on the way), to the records something still holds. True when one
