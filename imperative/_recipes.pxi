@@ -182,6 +182,9 @@ cdef void _consumer_outputs(TensorInfo info, vector[PyObject*]& out):
                 out.push_back(rec)
 
 
+cdef long long _walks = 0              # walks made by _needed_by_evicted (their marks)
+
+
 cdef list _consumer_output_list(TensorInfo info):
     """_consumer_outputs as a list that holds them, for a loop that may make objects (and
     so let a collection run). The list is made before the pointers are read."""
@@ -200,23 +203,26 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None) 
     of those is evicted (dropped or swapped out): it needs `leaf` to come back. Otherwise
     `frontier` gets the held records, all resident or about to be. With `evicted`, the walk
     goes on past the first such record and collects them all there. (The walk keeps
-    borrowed pointers in C containers, as _consumer_outputs allows: with a set of keys and
-    a list, the walks from the bases a GRU keeps, through its unrolled sequence, were a
-    third of its time choosing victims.)"""
+    borrowed pointers in a C vector, as _consumer_outputs allows, and marks the records it
+    reached with its number: with a set of keys and a list, the walks from the bases a
+    GRU keeps, through its unrolled sequence, were a third of its time choosing victims.)"""
+    global _walks
     cdef vector[PyObject*] stack, outs
-    cdef unordered_set[PyObject*] seen
     cdef TensorInfo r, out
     cdef size_t k
+    _walks += 1
+    cdef long long walk = _walks     # (no walk starts inside another: nothing here calls one)
     stack.push_back(<PyObject*>leaf)
-    seen.insert(<PyObject*>leaf)
+    leaf.walk_mark = walk
     while not stack.empty():
         r = <TensorInfo>stack.back()
         stack.pop_back()
         _consumer_outputs(r, outs)
         for k in range(outs.size()):
             out = <TensorInfo>outs[k]
-            if not seen.insert(<PyObject*>out).second:
+            if out.walk_mark == walk:
                 continue
+            out.walk_mark = walk
             if out.status == DROPPED or out.status == SWAPPED:
                 if _alive(out):
                     if evicted is None:
