@@ -488,7 +488,7 @@ cdef class MemoryManager:
     cdef bint read_next(self, TensorInfo info)
     cdef long long next_op(self)
     cdef void pass_queued_ops(self)
-    cdef TensorInfo choose(self, Device device, list pool)
+    cdef TensorInfo choose(self, Device device, list pool, object ranking)
     cdef long long gap(self, TensorInfo info)
     cdef int evict(self, TensorInfo victim) except -1
 

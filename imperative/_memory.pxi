@@ -446,14 +446,16 @@ cdef class MemoryManager:
         # (one snapshot for the evictions below: a victim leaves it by its status)
         cdef list pool = self.live_candidates()
         self.floor_now(device, pool, needed)
+        ranking = _round_ranking(self, device, pool)      # (_choosing.pxi)
         while (device.stats.allocated + needed > limit
                and device.stats.allocated > self.highest_floor):
-            victim = self.choose(device, pool)
+            victim = self.choose(device, pool, ranking)
             if victim is None:
                 break
             self.evict(victim)
-            if victim.status == PRODUCED:    # it stayed (another thread reads it, or it
-                pool.remove(victim)          # could not be swapped out): not again here
+            if victim.status == PRODUCED and ranking is None:   # it stayed (another thread
+                pool.remove(victim)          # reads it, or it could not be swapped out): not
+                                             # again here (a ranking leaves it out itself)
         if device.stats.allocated + needed > threshold:
             self.overshoot(device, needed, threshold)
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
@@ -539,15 +541,16 @@ cdef class MemoryManager:
         while not self.queued_ops.empty() and self.queued_ops.front() <= self.running:
             self.queued_ops.pop_front()
 
-    cdef TensorInfo choose(self, Device device, list pool):
+    cdef TensorInfo choose(self, Device device, list pool, object ranking):
         """The evictable candidate with the lowest score (_choosing.pxi). A value no op has
         read yet is taken only when nothing else is left: it was made to be used next (a
         gradient flowing back, an output just recomputed), and evicting it makes its op
         wait on a recomputation whose inputs may be gone by then. `pool`: the live
-        candidates."""
-        if self.opts.sqrt_sampling and len(pool) > 16:
+        candidates, `ranking` the round's (_rank), or None to sample the pool."""
+        if ranking is None:
             pool = self._rng.sample(pool, <Py_ssize_t>sqrt(<double>len(pool)) + 1)
-        return _lowest_score(self, device, pool)
+            ranking = _rank(self, device, pool)
+        return _lowest_score(self, device, <Ranking>ranking)
 
     cdef long long gap(self, TensorInfo info):
         """How many ops from now `info` will be read again, as far as the manager can tell:
