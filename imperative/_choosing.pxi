@@ -14,9 +14,12 @@ cdef class Ranking:
     times. The bounds hold for the whole round: a candidate's cost, size and gap do not
     change while a round evicts, except the gap of a base kept for its evicted readers
     (_gap_of_evicted_readers), which only shrinks as more are evicted, so that its bound
-    only grows; that gap is taken afresh for its score."""
+    only grows; that gap is taken afresh for its score. Nor does the policy's dearer
+    bound (score_bound) fall while a round only evicts (h_DTR^eq's: the evicted classes
+    around a candidate only grow): found once, it is the candidate's key from then on."""
     cdef list pool
     cdef vector[long long] gaps
+    cdef vector[double] dear_bounds      # score_bound once found in this round, else -inf
     cdef vector[_Bound] read, unread     # heaps of (-bound, -position): the lowest on top
 
 
@@ -38,6 +41,7 @@ cdef Ranking _rank(MemoryManager self, Device device, list pool):
     cdef double bound
     r.pool = pool
     r.gaps.resize(len(pool))
+    r.dear_bounds.resize(len(pool), -INFINITY)      # (-inf: no bound known)
     for k in range(len(pool)):
         info = <TensorInfo>pool[k]
         if info.status != PRODUCED or info.device is not device:
@@ -92,14 +96,18 @@ cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
         if not self.evictable(info, device):
             continue
         gap = self.gap(info) if info.ghost_kept else r.gaps[k]
-        if best is not None and self.policy.score_bound(info, gap) > best_score:
-            continue        # (its score is at least that bound: it cannot win, nor tie)
+        if best is not None:
+            if r.dear_bounds[k] == -INFINITY:
+                r.dear_bounds[k] = self.policy.score_bound(info, gap)
+            if r.dear_bounds[k] > best_score:
+                continue    # (its score is at least that bound: it cannot win, nor tie)
         score = self.policy.score(info, gap)
         if best is None or score < best_score or (score == best_score and k < best_k):
             best, best_score, best_k = info, score, k
-    for j in range(popped.size()):
-        if -popped[j].second != best_k or best is None:
-            heap.push_back(popped[j])
+    for j in range(popped.size()):          # (back with the dearer bound where found)
+        k = -popped[j].second
+        if k != best_k or best is None:
+            heap.push_back(_Bound(min(popped[j].first, -r.dear_bounds[k]), -k))
             _push_heap(heap.begin(), heap.end())
     return best
 
