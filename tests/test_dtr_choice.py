@@ -4,8 +4,6 @@ has), the first in the manager's order among equal ones. The manager takes it fr
 ranked once per round of evictions, popped until one loses; this checks, over random
 programs and each policy, that the shortcut never changes the choice. At async level 0, so
 that no op is queued between a round's ranking and its choices."""
-import functools
-
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -13,24 +11,7 @@ from hypothesis import strategies as st
 import imperative as imp
 import memory_programs as mp
 from imperative import _core
-
-
-@functools.lru_cache(maxsize=None)
-def _integers(lo, hi):
-    return st.integers(lo, hi)
-
-
-class _DrawChooser(mp.Chooser):
-    def __init__(self, draw):
-        self.draw = draw
-
-    def integer(self, lo, hi):
-        return self.draw(_integers(lo, hi))
-
-
-@st.composite
-def _programs(draw):
-    return mp.draw_program(_DrawChooser(draw), min_ops=20, max_ops=60)
+from memory_strategies import programs
 
 
 def _brute_force_victim():
@@ -45,7 +26,7 @@ def _brute_force_victim():
           phases=(Phase.explicit, Phase.generate),
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large, HealthCheck.large_base_example])
-@given(program=_programs(), fraction=st.sampled_from([0.2, 0.35, 0.5]))
+@given(program=programs(min_ops=20), fraction=st.sampled_from([0.2, 0.35, 0.5]))
 def test_each_victim_is_the_brute_force_choice(policy, program, fraction):
     reference = mp.run_program(program)
     setting = mp.Setting(enable_swap=0, dtr=True, budget_fraction=fraction, policy=policy)

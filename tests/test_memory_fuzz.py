@@ -9,7 +9,6 @@ thousands of programs). This quick profile runs a few hundred programs; shrinkin
 that a failure costs seconds (the tool and hypothesis' printed example reproduce it).
 """
 import ctypes
-import functools
 import gc
 import platform
 import sys
@@ -24,6 +23,7 @@ from hypothesis import strategies as st
 
 import imperative as imp
 import memory_programs as mp
+from memory_strategies import DrawChooser, programs
 from imperative import _core
 
 F = imp.F
@@ -33,28 +33,6 @@ QUICK = settings(max_examples=45, deadline=None, derandomize=True, database=None
                  suppress_health_check=[HealthCheck.function_scoped_fixture,
                                         HealthCheck.too_slow, HealthCheck.data_too_large,
                                         HealthCheck.large_base_example])
-
-
-@functools.lru_cache(maxsize=None)
-def integers(lo, hi):
-    """One strategy per range: building a new one for each of a program's hundreds of
-    draws costs more than running small programs."""
-    return st.integers(lo, hi)
-
-
-class DrawChooser(mp.Chooser):
-    """The generator's integers drawn by hypothesis."""
-
-    def __init__(self, draw):
-        self.draw = draw
-
-    def integer(self, lo, hi):
-        return self.draw(integers(lo, hi))
-
-
-@st.composite
-def programs(draw):
-    return mp.draw_program(DrawChooser(draw))
 
 
 @st.composite
