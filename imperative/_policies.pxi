@@ -16,7 +16,9 @@ cdef class EvictionPolicy:
 
     cpdef double score_at_least(self, TensorInfo info, long long gap):
         """A lower bound of score(info, gap), cheaper to compute: a candidate whose bound
-        already loses to the best so far is not scored in full. -inf: no bound known."""
+        already loses to the best so far is not scored in full. -inf: no bound known. Taken
+        once for a round of evictions (_choosing.pxi): it must not fall while one only
+        evicts, nor must score_bound."""
         return -INFINITY
 
     cpdef double score_bound(self, TensorInfo info, long long gap):
