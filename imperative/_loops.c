@@ -264,12 +264,6 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
         const float *a = x + r * size, *b = pair ? a + size : a;
         float *out_a = y + r * size, *out_b = pair ? out_a + size : out_a;
         float mean[2], rstd[2];
-        if (r + 4 < rows)   /* two pairs on, the rows read and written on their way: with
-                             * cold input, the stores waited on their lines first */
-            for (long j = 0; j < 2 * size; j += 16) {
-                __builtin_prefetch(a + 4 * size + j);
-                __builtin_prefetch(out_a + 4 * size + j, 1);
-            }
         if (given) {
             for (int k = 0; k <= pair; k++) {
                 mean[k] = stats[2 * (r + k)];
@@ -289,7 +283,16 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
         const imp_v8 m_b = imp_splat(mean[pair]), s_b = imp_splat(rstd[pair]);
         sums = zero;
         long j = 0;
+        const int ahead = r + 5 < rows;
         for (; j < body; j += 16) {
+            /* the input two pairs on, one cache line of each row per step: with cold input
+             * the next pair's loads stalled (a burst of prefetches at each pair's start
+             * overflowed the miss buffers, and the output lines are cheaper left to the
+             * stores) */
+            if (ahead) {
+                __builtin_prefetch(a + 4 * size + j);
+                __builtin_prefetch(a + 5 * size + j);
+            }
             if (!given)
                 imp_pair_sums_add(&sums, next_a, next_b, j);
             imp_norm_out8(out_a, a, j, m_a, s_a, weight, bias);
