@@ -128,6 +128,7 @@ class _Engine:
         self.comm_seconds = 0.0      # data phase: from start to completion, summed
         self.blocked_seconds = 0.0   # worker time spent in waits
         self.bytes = 0
+        self.waiters = 0             # workers blocked in wait(): poll without naps
         self.thread = threading.Thread(target=self._main, name="imperative-mpi", daemon=True)
         self.thread.start()
 
@@ -151,9 +152,16 @@ class _Engine:
     def wait(self, job):
         """Worker: block (GIL released) until `job` has completed; raise its error."""
         t0 = time.perf_counter()
-        while not job.done.wait(0.5):
-            if not self.thread.is_alive():
-                raise RuntimeError(f"{job.name}: the MPI thread of rank {self.rank} died")
+        with self.lock:
+            self.waiters += 1
+            self.lock.notify()
+        try:
+            while not job.done.wait(0.5):
+                if not self.thread.is_alive():
+                    raise RuntimeError(f"{job.name}: the MPI thread of rank {self.rank} died")
+        finally:
+            with self.lock:
+                self.waiters -= 1
         self.blocked_seconds += time.perf_counter() - t0
         if job.error is not None:
             raise job.error
@@ -181,6 +189,8 @@ class _Engine:
                 self._check_timeouts(now)
                 if progressed:
                     nap = 2e-5
+                elif self.waiters:
+                    time.sleep(0)
                 elif self.jobs:
                     time.sleep(nap)
                     nap = min(nap * 2, 1e-3)
