@@ -128,8 +128,9 @@ def _fits(out, x):
 
 
 def _output_like(out, x):
-    """`out` when it fits a result like x, else a fresh array."""
-    return out if _fits(out, x) else np.empty_like(x)
+    """`out` when it fits a result like x, else a fresh C-ordered array (the kernels write
+    C order: np.empty_like would keep a transposed x's order)."""
+    return out if _fits(out, x) else np.empty(x.shape, x.dtype)
 
 
 def relu_grad(dy, y, out):
