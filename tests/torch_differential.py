@@ -421,12 +421,22 @@ def _index_arrays(d, shape):
     return tuple(index)
 
 
+def _index_for(F, index):
+    """`index` as framework F takes it with numpy's meaning (the contract's): beside an
+    integer array, numpy counts an int as an advanced index too, so that an int and an
+    array apart (`x[2, :, [1, 3]]`) put their dimension first; PyTorch takes the int as a
+    basic index there. As a one-element array it is advanced in both, with numpy's result."""
+    if F is IMP or not any(isinstance(ix, np.ndarray) for ix in index):
+        return index
+    return tuple(np.array([ix]) if isinstance(ix, int) else ix for ix in index)
+
+
 def op_getitem(d):
     if d.draw(st.booleans()):
         # a boolean Tensor mask: the result's shape depends on values
         return Step("x[x > 0]", lambda F, x, L: x[x > 0], smooth=False)
     index = _index_arrays(d, tuple(d.x.shape))
-    return Step(f"x[{_show(index)}]", lambda F, x, L: x[index])
+    return Step(f"x[{_show(index)}]", lambda F, x, L: x[_index_for(F, index)])
 
 
 def op_setitem(d):
@@ -443,7 +453,7 @@ def op_setitem(d):
     value = target[d.draw(st.integers(0, len(target))):]
     i = d.new_leaf(value)
     return Step(f"y[{_show(index)}] = leaf{i}{value}",
-                lambda F, x, L: _assign(x, lambda y: index, L[i]))
+                lambda F, x, L: _assign(x, lambda y: _index_for(F, index), L[i]))
 
 
 def _assign(x, index_of, value):
