@@ -108,6 +108,35 @@ def test_gelu_tanh_second_derivative_of_a_scalar():
     np.testing.assert_allclose(got, (d1.item(), d2.item()), rtol=1e-5)
 
 
+def _gelu_tanh_derivatives_float64(x):
+    """The tanh-approximate GELU's first and second derivatives in float64, with
+    1 - tanh^2 u as 1 / cosh^2 u (no cancellation in the tails)."""
+    c, a = math.sqrt(2 / math.pi), 0.044715
+    u = c * (x + a * x ** 3)
+    du, ddu = c * (1 + 3 * a * x * x), 6 * c * a * x
+    t, sech2 = np.tanh(u), 1 / np.cosh(u) ** 2
+    d1 = 0.5 * (1 + t) + 0.5 * x * sech2 * du
+    d2 = sech2 * du - x * t * sech2 * du * du + 0.5 * x * sech2 * ddu
+    return d1, d2
+
+
+def test_gelu_tanh_derivatives_hold_in_the_tails():
+    """As accurate as float32 allows out to |x| = 9 (1 + tanh u and 1 - tanh^2 u cancelled:
+    the first derivative was 30% off at x = -5, the second in both tails)."""
+    xs = np.linspace(-9, 9, 73).astype(np.float32)
+    p = imp.Parameter(xs)
+    outer = imp.autodiff.GradManager().attach([p])
+    inner = imp.autodiff.GradManager().attach([p])
+    with outer:
+        with inner:
+            inner.backward(F.gelu(p, approximate="tanh").sum())
+        first, p.grad = p.grad, None
+        outer.backward(first.sum())
+    d1, d2 = _gelu_tanh_derivatives_float64(xs.astype(np.float64))
+    np.testing.assert_allclose(first.numpy(), d1, rtol=2e-6, atol=2e-7)
+    np.testing.assert_allclose(p.grad.numpy(), d2, rtol=1e-5, atol=5e-7)
+
+
 def test_vector_dot_vector_with_relu_on_the_worker():
     a, b = np.float32([1, -2, 3]), np.float32([1, 1, -1])
     with imp.option("enable_host_compute", 0):

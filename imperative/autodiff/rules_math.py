@@ -178,11 +178,15 @@ def _d_gelu(dy, x, out):
 
 @_elemwise_grad("GELU_TANH", inputs=(0,))
 def _d_gelu_tanh(dy, x, out):
-    # y = x/2 (1 + tanh u), u = c (x + 0.044715 x^3)
+    # y = x/2 (1 + tanh u), u = c (x + 0.044715 x^3), so y' = (1 + tanh u)/2 + x/2 (1 -
+    # tanh^2 u) u'. In sigmoids: (1 + tanh u)/2 = s(2u), (1 - tanh^2 u)/2 = 2 s(2u) s(-2u),
+    # which do not cancel where tanh u is near -1 or 1 (as 1 + t and 1 - t * t did: 30% off
+    # at x = -5, and the second derivative so in both tails)
     x2 = x * x
-    t = F.tanh(_GELU_TANH_C * x * (1 + 0.044715 * x2))
+    two_u = (2 * _GELU_TANH_C) * x * (1 + 0.044715 * x2)
+    rise, fall = F.sigmoid(two_u), F.sigmoid(-two_u)
     du = _GELU_TANH_C * (1 + 3 * 0.044715 * x2)
-    return (dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du),)
+    return (dy * (rise + 2 * x * rise * fall * du),)
 
 
 @_elemwise_grad("SOFTPLUS", inputs=(0,))
