@@ -186,10 +186,24 @@ def all_reduce(t, op="sum"):
     if op == "mean" and t.dtype.kind != "f":
         raise TypeError(f"all_reduce: op='mean' needs a float tensor, got dtype {t.dtype}")
     shape, dtype = t.shape, t.dtype
-    (r,) = _collective("all_reduce", [t], op, 0, shape, dtype,
-                       lambda a: np.array(a, dtype=dtype, order="C", copy=True),
-                       lambda buf: (buf,), [(shape, dtype)])
+
+    def pack(a):
+        buf = np.empty(shape, dtype)
+        _pack_into(buf, a, op)
+        return buf
+    (r,) = _collective("all_reduce", [t], op, 0, shape, dtype, pack, lambda buf: (buf,),
+                       [(shape, dtype)])
     return r
+
+
+def _pack_into(dst, a, op):
+    """Copy `a` into the all-reduce buffer `dst`, scaled already for a mean over a
+    power-of-two number of ranks (see _Engine.mean_scale)."""
+    scale = _engine.mean_scale if op == "mean" else None
+    if scale is None or scale == 1.0:
+        dst[...] = a
+    else:
+        np.multiply(a, dst.dtype.type(scale), out=dst)
 
 
 def broadcast(t, root=0):
@@ -330,10 +344,12 @@ class _Bucket:
         dtype, shapes = self.dtype, self.shapes
         self.job = _require().issue("all_reduce", self.owner.op, 0, (total,), dtype)
 
+        op = self.owner.op
+
         def pack(*arrays):
             buf = np.empty(total, dtype)
             for a, o, n in zip(arrays, offsets, sizes):
-                buf[o:o + n] = a.reshape(-1)
+                _pack_into(buf[o:o + n], a.reshape(-1), op)
             return buf
 
         def unpack(buf):
