@@ -49,10 +49,14 @@ def test_collectives(tmp_path):
     p = run("collectives", tmp_path)
     assert p.returncode == 0, p.stderr
     base = np.arange(6, dtype=np.float32).reshape(2, 3)
-    for rank in (0, 1):
-        res = json.load(open(tmp_path / f"coll{rank}.json"))
+    results = [json.load(open(tmp_path / f"coll{rank}.json")) for rank in (0, 1)]
+    values = [np.array(r["values_bits"], np.uint32).view(np.float32) for r in results]
+    for rank, res in enumerate(results):
         np.testing.assert_array_equal(res["sum"], base * 3)
         np.testing.assert_array_equal(res["mean"], base * 1.5)
+        # (a mean scaled before the sum: the bits of the sum divided after it)
+        want = (values[0] + values[1]) / np.float32(2)
+        assert res["mean_bits"] == want.view(np.uint32).tolist()
         np.testing.assert_array_equal(res["max"], base * 2)
         np.testing.assert_array_equal(res["min"], base)
         assert res["bcast"] == [1, 1, 1]

@@ -114,10 +114,21 @@ def main():
                .numpy().tolist(),
                "gather": dist.all_gather(imp.Tensor([rank, 10 + rank])).numpy().tolist(),
                "scalar": float(dist.all_reduce(imp.Tensor(np.float32(rank + 1)))),
-               "shard": [list(dist.shard(10)), list(dist.shard(10, 4))]}
+               "shard": [list(dist.shard(10)), list(dist.shard(10, 4))],
+               # (float values with all their bits: a mean scaled before the sum must
+               # give the bits of the sum divided after it)
+               "values_bits": _rank_values(rank).view(np.uint32).tolist(),
+               "mean_bits": dist.all_reduce(imp.Tensor(_rank_values(rank)), "mean")
+               .numpy().view(np.uint32).tolist()}
         dist.barrier()
         with open(os.path.join(out, f"coll{rank}.json"), "w") as f:
             json.dump(res, f)
+
+
+def _rank_values(rank):
+    """Float32 values of every magnitude (and sign) for rank `rank`'s mean."""
+    rng = np.random.default_rng(rank)
+    return (rng.standard_normal(64) * 10.0 ** rng.integers(-30, 30, 64)).astype(np.float32)
 
 
 if __name__ == "__main__":
