@@ -427,6 +427,28 @@ def test_max_reduction_shares_ties():
     np.testing.assert_allclose(g, [[0, 0.5, 0.5], [2, 0, 0]])
 
 
+@pytest.mark.parametrize("mode", ["MAX", "MIN"])
+def test_elementwise_max_min_route_ties_and_nans_as_pytorch(mode):
+    """The winner takes dy, a tie halves it, and a NaN (neither input lost) gives it to
+    both; the tie once went all to the first input."""
+    x = np.array([1, 2, np.nan, 3, -1, 0], np.float32)
+    y = np.array([1, 1, 0.5, 4, np.nan, 0], np.float32)
+    dy = np.arange(1, 7, dtype=np.float32)
+    gx, gy = run_rule(E(mode), [x, y], [dy])
+    with np.errstate(invalid="ignore"):
+        x_lost, y_lost = (x < y, x > y) if mode == "MAX" else (x > y, x < y)
+    share = np.where(x == y, dy / 2, dy)
+    np.testing.assert_array_equal(gx, np.where(x_lost, 0, share))
+    np.testing.assert_array_equal(gy, np.where(y_lost, 0, share))
+    np.testing.assert_array_equal(gx[[0, 2, 4]], [0.5, 3, 5])
+    torch = pytest.importorskip("torch")
+    tx, ty = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
+    fn = torch.maximum if mode == "MAX" else torch.minimum
+    (fn(tx, ty) * torch.tensor(dy)).sum().backward()
+    np.testing.assert_array_equal(gx, tx.grad.numpy())
+    np.testing.assert_array_equal(gy, ty.grad.numpy())
+
+
 def test_rules_declare_minimal_saves():
     def saved(op):
         rule = get_rule(op)

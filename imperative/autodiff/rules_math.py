@@ -65,17 +65,20 @@ def _d_pow(dy, x, y, out):
 
 @_elemwise_grad("MAX", inputs=(0, 1))
 def _d_max(dy, x, y, out):
-    return _pick(x >= y, dy)
+    return _share(dy, x, y, x < y, x > y)
 
 
 @_elemwise_grad("MIN", inputs=(0, 1))
 def _d_min(dy, x, y, out):
-    return _pick(x <= y, dy)
+    return _share(dy, x, y, x > y, x < y)
 
 
-def _pick(first_wins, dy):
-    """Route dy to the first input where it won, to the second elsewhere (ties: first)."""
-    return F.where(first_wins, dy, 0), F.where(first_wins, 0, dy)
+def _share(dy, x, y, x_lost, y_lost):
+    """dy to the input that won, half to each at a tie, and all of it to both where a NaN
+    made neither lose, as PyTorch routes maximum's and minimum's gradient (and as a
+    reduction's tied extremes share theirs)."""
+    g = F.where(x == y, dy * 0.5, dy)
+    return F.where(x_lost, 0, g), F.where(y_lost, 0, g)
 
 
 @_elemwise_grad("MOD", inputs=(0, 1))
