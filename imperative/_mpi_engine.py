@@ -24,6 +24,12 @@ _TAG_FAIL, _TAG_BEAT = 11, 12
 _DEFAULT_BUCKET = 25 << 20
 
 
+# How long the MPI thread polls without naps while a worker waits: the end of a step's
+# all-reduce takes milliseconds here; past that a peer is behind, and naps leave the cores
+# to it (with more ranks than cores, a spinning thread would slow the rank it waits for).
+_SPIN_S = 0.01
+
+
 def _timeout():
     text = os.environ.get("IMPERATIVE_DIST_TIMEOUT", "300")
     try:
@@ -133,7 +139,8 @@ class _Engine:
         self.comm_seconds = 0.0      # data phase: from start to completion, summed
         self.blocked_seconds = 0.0   # worker time spent in waits
         self.bytes = 0
-        self.waiters = 0             # workers blocked in wait(): poll without naps
+        self.waiters = 0             # workers blocked in wait(): poll without naps ...
+        self.waiting_since = 0.0     # ... for _SPIN_S from the first one's start
         self.thread = threading.Thread(target=self._main, name="imperative-mpi", daemon=True)
         self.thread.start()
 
@@ -158,6 +165,8 @@ class _Engine:
         """Worker: block (GIL released) until `job` has completed; raise its error."""
         t0 = time.perf_counter()
         with self.lock:
+            if not self.waiters:
+                self.waiting_since = time.monotonic()
             self.waiters += 1
             self.lock.notify()
         try:
@@ -194,7 +203,7 @@ class _Engine:
                 self._check_timeouts(now)
                 if progressed:
                     nap = 2e-5
-                elif self.waiters:
+                elif self.waiters and now - self.waiting_since < _SPIN_S:
                     time.sleep(0)
                 elif self.jobs:
                     time.sleep(nap)
