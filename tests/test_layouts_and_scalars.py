@@ -68,17 +68,24 @@ def test_writable_view_refuses_a_reshape_that_copies():
         writable_view(a.T, -1)
 
 
-def _first_and_second_derivative(fn, value):
-    """fn'(x) and fn''(x) at a 0-d float32 x, through two nested GradManagers."""
-    p = imp.Parameter(np.float32(value))
+def _first_and_second_derivatives(fn, values):
+    """fn' and fn'' of an elementwise fn at float32 `values` (any shape, 0-d included),
+    through two nested GradManagers."""
+    p = imp.Parameter(np.asarray(values, np.float32))
     outer = imp.autodiff.GradManager().attach([p])
     inner = imp.autodiff.GradManager().attach([p])
     with outer:
         with inner:
-            inner.backward(fn(p))
+            inner.backward(fn(p).sum())
         first, p.grad = p.grad, None
-        outer.backward(first)
-    return float(first.numpy()), float(p.grad.numpy())
+        outer.backward(first.sum())
+    return first.numpy(), p.grad.numpy()
+
+
+def _first_and_second_derivative(fn, value):
+    """fn'(x) and fn''(x) at a 0-d float32 x."""
+    first, second = _first_and_second_derivatives(fn, value)
+    return float(first), float(second)
 
 
 @pytest.mark.parametrize("value", [0.3, -1.7])
@@ -124,17 +131,10 @@ def test_gelu_tanh_derivatives_hold_in_the_tails():
     """As accurate as float32 allows out to |x| = 9 (1 + tanh u and 1 - tanh^2 u cancelled:
     the first derivative was 30% off at x = -5, the second in both tails)."""
     xs = np.linspace(-9, 9, 73).astype(np.float32)
-    p = imp.Parameter(xs)
-    outer = imp.autodiff.GradManager().attach([p])
-    inner = imp.autodiff.GradManager().attach([p])
-    with outer:
-        with inner:
-            inner.backward(F.gelu(p, approximate="tanh").sum())
-        first, p.grad = p.grad, None
-        outer.backward(first.sum())
+    first, second = _first_and_second_derivatives(lambda p: F.gelu(p, approximate="tanh"), xs)
     d1, d2 = _gelu_tanh_derivatives_float64(xs.astype(np.float64))
-    np.testing.assert_allclose(first.numpy(), d1, rtol=2e-6, atol=2e-7)
-    np.testing.assert_allclose(p.grad.numpy(), d2, rtol=1e-5, atol=5e-7)
+    np.testing.assert_allclose(first, d1, rtol=2e-6, atol=2e-7)
+    np.testing.assert_allclose(second, d2, rtol=1e-5, atol=5e-7)
 
 
 def test_vector_dot_vector_with_relu_on_the_worker():
