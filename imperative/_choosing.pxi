@@ -3,7 +3,7 @@
 from libcpp.algorithm cimport make_heap as _make_heap, pop_heap as _pop_heap, push_heap as _push_heap
 from libcpp.pair cimport pair
 
-ctypedef pair[double, Py_ssize_t] _Bound      # (a lower bound of a score, position in pool)
+ctypedef pair[double, Py_ssize_t] _Bound      # (-(a score's lower bound), -(position in pool))
 
 
 @cython.final
