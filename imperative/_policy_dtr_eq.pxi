@@ -59,13 +59,12 @@ cdef class DTREqPolicy(EvictionPolicy):
         # holds (which would need it): a class of dead intermediates alone, such as the
         # matmul output between a ReLU and the next bias add, is recomputed only on the
         # way to a live tensor, and that tensor's own score counts it.
-        # (called for every candidate before every eviction: no list is made unless an
-        # input or a consumer's output is evicted, the rare case)
-        cdef list seen = None
+        # (called for every candidate before every eviction: the classes counted are kept
+        # in a C vector, borrowed: a Python list a call made allocation a share of it)
+        cdef vector[PyObject*] seen
         cdef double cost = info.cost
         cdef Producer p = info.producer
         if p is not None and _any_evicted(p.inputs):
-            seen = []
             cost += _ancestors_cost(info, seen)
         cost += _consumers_cost(info, seen)
         return cost / (<double>max(info.size, 1) * <double>gap)
@@ -79,7 +78,8 @@ cdef class DTREqPolicy(EvictionPolicy):
         # adds its whole cost there, so the full score loses nothing it counts here (an
         # LSTM's candidates, whose walks go back through the recurrence, were scored in
         # full 48 times a choice of 110: 9% of its step at 0.5 P)
-        return (info.cost + _consumers_cost(info, None)) / (<double>max(info.size, 1)
+        cdef vector[PyObject*] seen
+        return (info.cost + _consumers_cost(info, seen)) / (<double>max(info.size, 1)
                                                           * <double>gap)
 
     cpdef on_evict(self, TensorInfo info):
@@ -118,10 +118,10 @@ cdef inline void _join_class(EvictedClass mine, TensorInfo n):
             mine.alive += other.alive
 
 
-cdef double _consumers_cost(TensorInfo info, list seen):
+cdef double _consumers_cost(TensorInfo info, vector[PyObject*]& seen):
     """The costs of the evicted classes of the outputs of the ops reading `info` that hold
     a tensor someone still holds (those would need it), each class once (`seen`: the
-    classes counted already, or None)."""
+    classes counted already)."""
     cdef double cost = 0.0
     cdef Producer user
     cdef TensorInfo out
@@ -134,8 +134,6 @@ cdef double _consumers_cost(TensorInfo info, list seen):
             out = user.output(j)
             if out is None or out is info or out.status != DROPPED:
                 continue
-            if seen is None:
-                seen = []
             cost += _unseen_class_cost(out, seen, True)
     return cost
 
@@ -151,7 +149,7 @@ cdef inline bint _any_evicted(list infos):
 cdef int _ANCESTOR_WALK = 32        # evicted ancestors costed one by one, before the classes
 
 
-cdef double _ancestors_cost(TensorInfo info, list seen):
+cdef double _ancestors_cost(TensorInfo info, vector[PyObject*]& seen):
     """What recomputing `info` would first recompute: its evicted ancestors, walked back
     through the recipes one by one (their costs summed exactly), beyond _ANCESTOR_WALK of
     them their classes. Exact because a class joins everything evicted that touches: a
@@ -172,7 +170,7 @@ cdef double _ancestors_cost(TensorInfo info, list seen):
     while not stack.empty():
         n = <TensorInfo>stack.back()
         stack.pop_back()
-        if n.status != DROPPED or _among(walked, n) or _revivable(n):
+        if n.status != DROPPED or _among(walked, <PyObject*>n) or _revivable(n):
             continue
         if <Py_ssize_t>walked.size() >= _ANCESTOR_WALK:
             cost += _unseen_class_cost(n, seen, False)
@@ -189,23 +187,23 @@ cdef inline void _push_all(vector[PyObject*]& stack, list infos):
         stack.push_back(<PyObject*>info)
 
 
-cdef inline bint _among(vector[PyObject*]& walked, TensorInfo n):
+cdef inline bint _among(vector[PyObject*]& walked, PyObject* n):
     cdef size_t k
     for k in range(walked.size()):
-        if walked[k] == <PyObject*>n:
+        if walked[k] == n:
             return True
     return False
 
 
-cdef double _unseen_class_cost(TensorInfo n, list seen, bint only_if_alive):
+cdef double _unseen_class_cost(TensorInfo n, vector[PyObject*]& seen, bint only_if_alive):
     """The cost of the evicted class of `n` (0 if `n` is resident or its class was counted
     already), optionally only when someone still holds a member of that class."""
     if n.status != DROPPED or n.uf_class is None:
         return 0.0
     cdef EvictedClass root = _class_root(n.uf_class)
-    if _contains(seen, root) or (only_if_alive and root.alive <= 0):
+    if _among(seen, <PyObject*>root) or (only_if_alive and root.alive <= 0):
         return 0.0
-    seen.append(root)
+    seen.push_back(<PyObject*>root)
     return root.cost
 
 
