@@ -4,6 +4,7 @@
  * attributes) and chosen at run time with the products' instruction set (imp_native_isa,
  * _sgemm.c). Declared in _loops.h. */
 #include <math.h>
+#include <stdint.h>
 
 #include "_loops.h"
 #include "_sgemm.h"     /* IMP_X86_NATIVE */
@@ -235,11 +236,28 @@ IMP_INLINE void imp_norm_stats_pair(imp_pair_sums s, const float *a, const float
 /* out[j..j+8) = (x - m) * s * weight + bias (weight NULL: (x - m) * s), rounded as the
  * scalar expression is */
 IMP_INLINE void imp_norm_out8(float *out, const float *x, long j, imp_v8 m, imp_v8 s,
-                              const float *weight, const float *bias)
+                              const float *weight, const float *bias, int stream)
 {
     imp_v8 t = (imp_load(x + j) - m) * s;
-    imp_store(out + j, weight ? t * imp_load(weight + j) + imp_load(bias + j) : t);
+    imp_v8 v = weight ? t * imp_load(weight + j) + imp_load(bias + j) : t;
+#if IMP_X86_NATIVE
+    if (stream) {
+        __m128 lo, hi;
+        memcpy(&lo, &v, sizeof lo);
+        memcpy(&hi, (const char *)&v + sizeof lo, sizeof hi);
+        _mm_stream_ps(out + j, lo);
+        _mm_stream_ps(out + j + 4, hi);
+        return;
+    }
+#endif
+    imp_store(out + j, v);
 }
+
+/* Outputs of at least this many bytes are written past the caches (non-temporal stores):
+ * a store to a line not in cache first reads it, a third of the memory traffic of a pass
+ * reading one array and writing another, and an output this large leaves the caches
+ * before it is read anyway. */
+#define IMP_STREAM_BYTES (8L << 20)
 
 /* Layer normalisation of each of `rows` rows of `size` floats: (x - mean) * rstd, then
  * * weight + bias (per column) when weight is given; rows two at a time (a last odd row
@@ -254,6 +272,9 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
 {
     const long body = size - size % 16;
     const int given = stats && stats_given;
+    /* (16-byte aligned stores only: every row's start, when the first's is and size % 4 == 0) */
+    const int stream = (double)rows * (double)size * sizeof(float) >= (double)IMP_STREAM_BYTES
+                       && (uintptr_t)y % 16 == 0 && size % 4 == 0;
     const imp_pair_sums zero = {imp_splat(0.f), imp_splat(0.f), imp_splat(0.f), imp_splat(0.f)};
     imp_pair_sums sums = zero;
     if (!given && rows > 0)
@@ -295,10 +316,10 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
             }
             if (!given)
                 imp_pair_sums_add(&sums, next_a, next_b, j);
-            imp_norm_out8(out_a, a, j, m_a, s_a, weight, bias);
-            imp_norm_out8(out_a, a, j + 8, m_a, s_a, weight, bias);
-            imp_norm_out8(out_b, b, j, m_b, s_b, weight, bias);
-            imp_norm_out8(out_b, b, j + 8, m_b, s_b, weight, bias);
+            imp_norm_out8(out_a, a, j, m_a, s_a, weight, bias, stream);
+            imp_norm_out8(out_a, a, j + 8, m_a, s_a, weight, bias, stream);
+            imp_norm_out8(out_b, b, j, m_b, s_b, weight, bias, stream);
+            imp_norm_out8(out_b, b, j + 8, m_b, s_b, weight, bias, stream);
         }
         for (int k = 0; k <= pair; k++) {
             const float *in = k ? b : a;
@@ -307,6 +328,10 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
                 out[t] = weight ? (in[t] - m) * s * weight[t] + bias[t] : (in[t] - m) * s;
         }
     }
+#if IMP_X86_NATIVE
+    if (stream)
+        _mm_sfence();     /* the streamed lines reach memory before any reader looks */
+#endif
 }
 IMP_ISA_VARIANTS_EXACT(imp_layer_norm_rows, (long rows, long size, const float *x,
                                              const float *weight, const float *bias, float eps,

@@ -429,6 +429,23 @@ def test_layer_norm_from_its_statistics_gives_the_same_bits(rows, size, affine):
     np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-4)
 
 
+@needs_native
+@pytest.mark.parametrize("rows,size", [(4097, 768), (2049, 1540), (1025, 2055)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_streamed_past_the_caches_gives_the_same_bits(rows, size, affine):
+    """An output of 8 MiB or more is written with non-temporal stores (where its rows are
+    16-byte aligned: size % 4 == 0), a smaller one with plain stores: the same bits either
+    way, an odd last row and a row's tail past its 16-float blocks included."""
+    rng = np.random.default_rng(rows + size)
+    x = (rng.standard_normal((rows, size)) * 2 + 1).astype(np.float32)
+    w, b = rng.standard_normal((2, size)).astype(np.float32) if affine else (None, None)
+    whole = native.layer_norm(x, w, b, size, 1e-5)
+    assert whole.nbytes >= 8 << 20
+    in_pieces = np.concatenate([native.layer_norm(x[r:r + 255], w, b, size, 1e-5)
+                                for r in range(0, rows, 255)])
+    assert np.array_equal(whole.view(np.uint32), in_pieces.view(np.uint32))
+
+
 # ---- the worker's block cache (_pool.c)
 
 def test_worker_arrays_come_from_the_block_cache():
