@@ -283,6 +283,20 @@ def test_transpose_and_python_numbers():
         float(t)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=0, max_size=11), st.booleans())
+def test_T_reverses_the_axes_of_every_rank(shape, twice):
+    """`.T` takes its op from a table by rank up to 8 and the general path beyond: numpy's
+    result and layout either way, and the table's op the same for a second tensor."""
+    a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    t = imp.Tensor(a)
+    got = t.T.T if twice else t.T
+    want = a.T.T if twice else a.T
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(imp.Tensor(a + 1).T.numpy(), (a + 1).T)
+
+
 # ---- the softmax family: one block of rows (tiny inputs) vs the blocked loop
 
 @pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
