@@ -20,7 +20,7 @@ from . import random as _random
 from . import ops as O
 from ._core import TensorBase
 from .device import get_device
-from .ops.base import cached_op, float_dtype, normalize_axes, normalize_axis
+from .ops.base import cached_op, float_dtype, normalize_axes, normalize_axis, remember
 from .ops.shape import check_int_tuple, check_shape_arg
 from .creation import (_as_tensor, arange, copy, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, zeros, zeros_like)
@@ -306,9 +306,16 @@ def _tensor_list(tensors, what):
     return _tensors(*tensors)
 
 
+_concat_ops: dict = {}     # axis (a plain int) -> its Concat, without the op class's call
+
+
 def concat(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
     """Join tensors along an existing axis (numpy.concatenate); dtypes are promoted."""
-    op = cached_op(O.Concat, int(axis))
+    op = _concat_ops.get(axis) if type(axis) is int else None
+    if op is None:
+        op = cached_op(O.Concat, int(axis))
+        if type(axis) is int:
+            remember(_concat_ops, axis, op, 64)
     out = _core.apply_tensors(op, tensors)       # (a list of Tensors: nothing to convert)
     return out if out is not None else _apply1(op, *_tensor_list(tensors, "concat"))
 

@@ -366,6 +366,10 @@ def test_concat_matches_numpy_and_promotes():
     assert_same(F.concat([T(a), T(a)], axis=-1), np.concatenate([a, a], -1))
     assert_same(F.concat([T(a[:0]), T(a)]), a)
     assert_same(F.concat((T(a),)), a)
+    for axis in (0, 1, -1, -2, np.int64(1), np.int32(-2)):     # (a plain int's op memoised)
+        for _ in range(2):
+            assert_same(F.concat([T(a), T(a + 1)], axis=axis),
+                        np.concatenate([a, a + 1], int(axis)))
 
 
 def test_concat_errors():
