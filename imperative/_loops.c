@@ -192,9 +192,10 @@ IMP_INLINE void imp_pair_sums_add(imp_pair_sums *s, const float *a, const float 
 }
 
 /* The mean and rstd of rows a and b as imp_row_sum, imp_row_deviations and
- * imp_corrected_moments make them, from their lane sums `s` over the first l - l % 16 */
+ * imp_corrected_moments make them, from their lane sums `s` over the first l - l % 16;
+ * one cache line of `ahead` (a row to come, or NULL) prefetched per 16 floats */
 IMP_INLINE void imp_norm_stats_pair(imp_pair_sums s, const float *a, const float *b, long l,
-                                    float eps, float *mean, float *rstd)
+                                    float eps, float *mean, float *rstd, const float *ahead)
 {
     long j = l - l % 16;
     double sum_a = imp_lanes_added(0.0, s.a_lo, s.a_hi), sum_b = imp_lanes_added(0.0, s.b_lo, s.b_hi);
@@ -207,6 +208,8 @@ IMP_INLINE void imp_norm_stats_pair(imp_pair_sums s, const float *a, const float
     imp_v8 a_lo = imp_splat(0.f), a_hi = a_lo, b_lo = a_lo, b_hi = a_lo;
     imp_v8 sq_a_lo = a_lo, sq_a_hi = a_lo, sq_b_lo = a_lo, sq_b_hi = a_lo;
     for (j = 0; j + 16 <= l; j += 16) {
+        if (ahead)
+            __builtin_prefetch(ahead + j);
         imp_v8 da_lo = imp_load(a + j) - vm_a, da_hi = imp_load(a + j + 8) - vm_a;
         imp_v8 db_lo = imp_load(b + j) - vm_b, db_hi = imp_load(b + j + 8) - vm_b;
         a_lo += da_lo;
@@ -291,7 +294,8 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
                 rstd[k] = stats[2 * (r + k) + 1];
             }
         } else {
-            imp_norm_stats_pair(sums, a, b, size, eps, mean, rstd);
+            imp_norm_stats_pair(sums, a, b, size, eps, mean, rstd,
+                                r + 5 < rows ? a + 4 * size : NULL);
             for (int k = 0; stats && k <= pair; k++) {
                 stats[2 * (r + k)] = mean[k];
                 stats[2 * (r + k) + 1] = rstd[k];
@@ -306,12 +310,14 @@ IMP_INLINE void imp_layer_norm_rows_body(long rows, long size, const float *x,
         long j = 0;
         const int ahead = r + 5 < rows;
         for (; j < body; j += 16) {
-            /* the input two pairs on, one cache line of each row per step: with cold input
-             * the next pair's loads stalled (a burst of prefetches at each pair's start
-             * overflowed the miss buffers, and the output lines are cheaper left to the
-             * stores) */
+            /* the input two pairs on, one cache line per step: with cold input the next
+             * pair's loads stalled (a burst of prefetches at each pair's start overflowed
+             * the miss buffers). The pair's first row is fetched during the statistics'
+             * pass (imp_norm_stats_pair), its second here, so that misses are in flight
+             * through both loops: with both here, the pass between left memory idle. */
             if (ahead) {
-                __builtin_prefetch(a + 4 * size + j);
+                if (given)
+                    __builtin_prefetch(a + 4 * size + j);
                 __builtin_prefetch(a + 5 * size + j);
             }
             if (!given)
