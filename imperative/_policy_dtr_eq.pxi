@@ -59,8 +59,8 @@ cdef class DTREqPolicy(EvictionPolicy):
         # holds (which would need it): a class of dead intermediates alone, such as the
         # matmul output between a ReLU and the next bias add, is recomputed only on the
         # way to a live tensor, and that tensor's own score counts it.
-        # (called for every candidate before every eviction: the classes counted are kept
-        # in a C vector, borrowed: a Python list a call made allocation a share of it)
+        # (called for every candidate before every eviction: the classes counted go in a
+        # C vector of borrowed pointers, where a list was made for each call)
         cdef vector[PyObject*] seen
         cdef double cost = info.cost
         cdef Producer p = info.producer
