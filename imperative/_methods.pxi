@@ -186,13 +186,15 @@ cdef list _reversal_ops = [None] * 9
 def tensor_T(TensorBase self):
     """The tensor with its axes reversed."""
     cdef TensorInfo info = self._info
-    cdef Py_ssize_t rank
-    if info.shape is None or _tracing or len(info.shape) >= 9:
+    if info.shape is None or _tracing:
         return tensor_transpose(self)       # (the shape waited for, or read by a trace)
-    rank = len(info.shape)
+    cdef Py_ssize_t rank = len(info.shape)
+    if rank >= len(_reversal_ops):
+        return tensor_transpose(self)
     op = _reversal_ops[rank]
-    if op is None:
-        op = _reversal_ops[rank] = _make_transpose((), rank)
+    if op is None:       # (transpose()'s op for the same reversal: one inference cache)
+        key = ((), rank)
+        op = _reversal_ops[rank] = _memoised(_transpose_ops, key, True, _make_transpose, key)
     return _one(op, self)
 
 
