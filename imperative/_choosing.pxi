@@ -1,9 +1,10 @@
 # Included by _core.pyx: MemoryManager.choose's search for the evictable candidate with the
 # lowest score. Module functions that take the manager as `self`.
-from libcpp.algorithm cimport make_heap as _make_heap, pop_heap as _pop_heap, push_heap as _push_heap
+from libcpp.algorithm cimport make_heap as _make_heap, pop_heap as _pop_heap
 from libcpp.pair cimport pair
 
-ctypedef pair[double, Py_ssize_t] _Bound      # (-(a score's lower bound), -(position in pool))
+ctypedef pair[double, Py_ssize_t] _Bound      # (a score's lower bound, position in pool)
+                                              # (negated both in a heap: the lowest on top)
 
 
 @cython.final
@@ -17,11 +18,20 @@ cdef class Ranking:
     only grows; that gap is taken afresh for its score. Nor does the policy's dearer
     bound (score_bound) fall while a round only evicts (h_DTR^eq's: the evicted classes
     around a candidate only grow), nor its full score: the higher found is the candidate's
-    key from then on (an LSTM at 0.5 P scored 10 candidates in full a choice, now 6)."""
+    bound from then on (an LSTM at 0.5 P scored 10 candidates in full a choice, now 6).
+
+    Each choice walks the candidates in that order from the front, each taken from a heap
+    only the first time a choice reaches it: a choice looks at half of an LSTM's
+    candidates, and popping each from a heap and pushing it back, choice after choice, was
+    a fifth of the choosing, sorting them all each round a tenth. A candidate whose
+    dearer bound rules it out is passed over with one look at `dear_bounds`."""
     cdef list pool
     cdef vector[long long] gaps
     cdef vector[double] dear_bounds      # score_bound or score once found this round, else -inf
-    cdef vector[_Bound] read, unread     # heaps of (-bound, -position): the lowest on top
+    cdef vector[char] out                # chosen in this round: not looked at again
+    cdef vector[_Bound] read_heap, unread_heap   # those no choice has reached yet
+    cdef vector[_Bound] read, unread     # taken from those in order: ascending bounds
+    cdef size_t read_from, unread_from   # entries before these are out or no longer resident
 
 
 cdef object _round_ranking(MemoryManager self, Device device, list pool):
@@ -43,6 +53,7 @@ cdef Ranking _rank(MemoryManager self, Device device, list pool):
     r.pool = pool
     r.gaps.resize(len(pool))
     r.dear_bounds.resize(len(pool), -INFINITY)      # (-inf: no bound known)
+    r.out.resize(len(pool), 0)
     for k in range(len(pool)):
         info = <TensorInfo>pool[k]
         if info.status != PRODUCED or info.device is not device:
@@ -50,11 +61,11 @@ cdef Ranking _rank(MemoryManager self, Device device, list pool):
         r.gaps[k] = self.gap(info)
         bound = self.policy.score_at_least(info, r.gaps[k])
         if info.read_since_produced:
-            r.read.push_back(_Bound(-bound, -k))
+            r.read_heap.push_back(_Bound(-bound, -k))
         else:
-            r.unread.push_back(_Bound(-bound, -k))
-    _make_heap(r.read.begin(), r.read.end())
-    _make_heap(r.unread.begin(), r.unread.end())
+            r.unread_heap.push_back(_Bound(-bound, -k))
+    _make_heap(r.read_heap.begin(), r.read_heap.end())
+    _make_heap(r.unread_heap.begin(), r.unread_heap.end())
     return r
 
 
@@ -65,35 +76,47 @@ cdef TensorInfo _lowest_score(MemoryManager self, Device device, Ranking r):
     increasing order of the bounds, until a bound passes the best score found: the choice
     of scoring them all, in a fraction of the walks (a GRU's 340 candidates, scored in the
     pool's order, took 60 us a choice, 6.5 ms of a 250 ms step at 0.5 P)."""
-    cdef TensorInfo best = _best_of(self, device, r, r.read)
+    cdef TensorInfo best = _best_of(self, device, r, r.read_heap, r.read, r.read_from)
     if best is None:
-        best = _best_of(self, device, r, r.unread)
+        best = _best_of(self, device, r, r.unread_heap, r.unread, r.unread_from)
     return best
 
 
 cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
-                         vector[_Bound]& heap):
-    """The lowest-scoring evictable candidate of `heap` (see _lowest_score). The entries
-    popped and not chosen go back for the round's next choice; the chosen one does not
-    (evicted, or staying because evict could not take it: not again in this round), nor
-    one evicted already."""
+                         vector[_Bound]& heap, vector[_Bound]& ranked, size_t& first):
+    """The lowest-scoring evictable candidate of `ranked` and then of `heap` (see
+    _lowest_score), taken out of the round; those looked at and not chosen stay for the
+    round's next choice, with the dearer bound found. `first`: where the entries of
+    `ranked` still in the round begin."""
     cdef TensorInfo best = None, info
     cdef double score, best_score = 0, bound
     cdef Py_ssize_t k, best_k = 0
     cdef long long gap
-    cdef vector[_Bound] popped
-    cdef size_t j
-    while not heap.empty():
-        _pop_heap(heap.begin(), heap.end())
-        bound, k = -heap.back().first, -heap.back().second
-        info = <TensorInfo>r.pool[k]
-        if info.status != PRODUCED:
-            heap.pop_back()             # (evicted in this round)
-            continue
-        popped.push_back(heap.back())
-        heap.pop_back()
+    cdef size_t j = first
+    cdef bint leading = True            # every entry before j is out of the round
+    while j < ranked.size() or not heap.empty():
+        if j == ranked.size():          # (the next lowest bound, from the heap)
+            _pop_heap(heap.begin(), heap.end())
+            ranked.push_back(_Bound(-heap.back().first, -heap.back().second))
+            heap.pop_back()
+        bound, k = ranked[j].first, ranked[j].second
+        j += 1
         if best is not None and bound > best_score:
             break
+        if r.out[k]:
+            if leading:
+                first = j
+            continue
+        if best is not None and r.dear_bounds[k] > best_score:
+            leading = False
+            continue    # (its score is at least that bound: it cannot win, nor tie)
+        info = <TensorInfo>r.pool[k]
+        if info.status != PRODUCED:     # (evicted in this round)
+            r.out[k] = 1
+            if leading:
+                first = j
+            continue
+        leading = False
         if not self.evictable(info, device):
             continue
         gap = self.gap(info) if info.ghost_kept else r.gaps[k]
@@ -101,16 +124,13 @@ cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
             if r.dear_bounds[k] == -INFINITY:
                 r.dear_bounds[k] = self.policy.score_bound(info, gap)
             if r.dear_bounds[k] > best_score:
-                continue    # (its score is at least that bound: it cannot win, nor tie)
+                continue
         score = self.policy.score(info, gap)
         r.dear_bounds[k] = max(r.dear_bounds[k], score)
         if best is None or score < best_score or (score == best_score and k < best_k):
             best, best_score, best_k = info, score, k
-    for j in range(popped.size()):          # (back with the dearer bound where found)
-        k = -popped[j].second
-        if k != best_k or best is None:
-            heap.push_back(_Bound(min(popped[j].first, -r.dear_bounds[k]), -k))
-            _push_heap(heap.begin(), heap.end())
+    if best is not None:
+        r.out[best_k] = 1       # (evicted, or staying because evict could not take it)
     return best
 
 
