@@ -32,6 +32,7 @@ cdef class Ranking:
     cdef vector[_Bound] read_heap, unread_heap   # those no choice has reached yet
     cdef vector[_Bound] read, unread     # taken from those in order: ascending bounds
     cdef size_t read_from, unread_from   # entries before these are out or no longer resident
+    cdef Py_ssize_t evictable_bytes      # of those evictable when ranked (make_room's floor)
 
 
 cdef object _round_ranking(MemoryManager self, Device device, list pool):
@@ -45,7 +46,9 @@ cdef object _round_ranking(MemoryManager self, Device device, list pool):
 cdef Ranking _rank(MemoryManager self, Device device, list pool):
     """The candidates of `pool` resident on `device`, by their scores' cheap lower bounds,
     values some op has read apart from those none has (see choose). Whether each is
-    evictable is asked as it is considered (a victim dropped may leave a view evictable)."""
+    evictable is asked as it is considered (a victim dropped may leave a view evictable);
+    the bytes evictable now are summed on the way (a pass of its own was a twentieth of
+    an LSTM's choosing)."""
     cdef Ranking r = Ranking.__new__(Ranking)
     cdef TensorInfo info
     cdef Py_ssize_t k
@@ -58,6 +61,8 @@ cdef Ranking _rank(MemoryManager self, Device device, list pool):
         info = <TensorInfo>pool[k]
         if info.status != PRODUCED or info.device is not device:
             continue
+        if self.evictable(info, device):
+            r.evictable_bytes += info.size
         r.gaps[k] = self.gap(info)
         bound = self.policy.score_at_least(info, r.gaps[k])
         if info.read_since_produced:

@@ -445,8 +445,9 @@ cdef class MemoryManager:
             _let_idle_leaves_go(self, device)
         # (one snapshot for the evictions below: a victim leaves it by its status)
         cdef list pool = self.live_candidates()
-        self.floor_now(device, pool, needed)
         ranking = _round_ranking(self, device, pool)      # (_choosing.pxi)
+        self.floor_now(device, self.evictable_bytes(device, pool) if ranking is None
+                       else (<Ranking>ranking).evictable_bytes, needed)
         while (device.stats.allocated + needed > limit
                and device.stats.allocated > self.highest_floor):
             victim = self.choose(device, pool, ranking)
@@ -461,10 +462,10 @@ cdef class MemoryManager:
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
         return 0
 
-    cdef void floor_now(self, Device device, list pool, Py_ssize_t needed):
-        """What cannot be evicted on `device` now (`pool`: the live candidates), for the
+    cdef void floor_now(self, Device device, Py_ssize_t evictable, Py_ssize_t needed):
+        """What cannot be evicted on `device` now (all but the `evictable` bytes), for the
         peak_floor statistic and, where it and `needed` pass the budget, for make_room."""
-        cdef long long floor = device.stats.allocated - self.evictable_bytes(device, pool)
+        cdef long long floor = device.stats.allocated - evictable
         if floor > self.peak_floor:
             self.peak_floor = floor
         if (floor + needed > self.opts.budget and floor > self.highest_floor

@@ -45,6 +45,12 @@ cdef void _leave_evicted_class(EvictedClass member, double cost):
     root.cost = max(root.cost - cost, 0.0)
 
 
+# The walks' working vectors, cleared for each walk and kept (a walk's own vectors grew by
+# reallocation, call after call: a twentieth of an LSTM's choosing). One walk at a time:
+# they hold the GIL throughout and run no Python code.
+cdef vector[PyObject*] _seen, _stack, _walked
+
+
 cdef class DTREqPolicy(EvictionPolicy):
     """h_DTR^eq: (cost of the tensor and of the evicted tensors around it) / (size x
     the gap to its next read: staleness where nothing queued reads it). Around it: the
@@ -61,12 +67,12 @@ cdef class DTREqPolicy(EvictionPolicy):
         # way to a live tensor, and that tensor's own score counts it.
         # (called for every candidate before every eviction: the classes counted go in a
         # C vector of borrowed pointers, where a list was made for each call)
-        cdef vector[PyObject*] seen
         cdef double cost = info.cost
         cdef Producer p = info.producer
+        _seen.clear()
         if p is not None and _any_evicted(p.inputs):
-            cost += _ancestors_cost(info, seen)
-        cost += _consumers_cost(info, seen)
+            cost += _ancestors_cost(info, _seen)
+        cost += _consumers_cost(info, _seen)
         return cost / (<double>max(info.size, 1) * <double>gap)
 
     cpdef double score_at_least(self, TensorInfo info, long long gap):
@@ -78,9 +84,9 @@ cdef class DTREqPolicy(EvictionPolicy):
         # adds its whole cost there, so the full score loses nothing it counts here (an
         # LSTM's candidates, whose walks go back through the recurrence, were scored in
         # full 48 times a choice of 110: 9% of its step at 0.5 P)
-        cdef vector[PyObject*] seen
-        return (info.cost + _consumers_cost(info, seen)) / (<double>max(info.size, 1)
-                                                          * <double>gap)
+        _seen.clear()
+        return (info.cost + _consumers_cost(info, _seen)) / (<double>max(info.size, 1)
+                                                           * <double>gap)
 
     cpdef on_evict(self, TensorInfo info):
         cdef EvictedClass mine = EvictedClass.__new__(EvictedClass)
@@ -162,23 +168,24 @@ cdef double _ancestors_cost(TensorInfo info, vector[PyObject*]& seen):
     walks a step, the GRU at 0.5 P spent 14-27 ms a step choosing victims; now 7-16."""
     cdef double cost = 0.0
     cdef Producer p = info.producer
-    cdef vector[PyObject*] stack, walked
     cdef TensorInfo n
     if p is None:
         return 0.0
-    _push_all(stack, p.inputs)
-    while not stack.empty():
-        n = <TensorInfo>stack.back()
-        stack.pop_back()
-        if n.status != DROPPED or _among(walked, <PyObject*>n) or _revivable(n):
+    _stack.clear()
+    _walked.clear()
+    _push_all(_stack, p.inputs)
+    while not _stack.empty():
+        n = <TensorInfo>_stack.back()
+        _stack.pop_back()
+        if n.status != DROPPED or _among(_walked, <PyObject*>n) or _revivable(n):
             continue
-        if <Py_ssize_t>walked.size() >= _ANCESTOR_WALK:
+        if <Py_ssize_t>_walked.size() >= _ANCESTOR_WALK:
             cost += _unseen_class_cost(n, seen, False)
             continue
-        walked.push_back(<PyObject*>n)
+        _walked.push_back(<PyObject*>n)
         cost += n.cost
         if n.producer is not None:
-            _push_all(stack, (<Producer>n.producer).inputs)
+            _push_all(_stack, (<Producer>n.producer).inputs)
     return cost
 
 
