@@ -74,6 +74,18 @@ cdef Ranking _rank(MemoryManager self, Device device, list pool):
     return r
 
 
+cdef Py_ssize_t _evictable_bytes(MemoryManager self, Device device, list pool, ranking):
+    """The bytes of `pool` evictable on `device` now: the ranking's sum, where there is one."""
+    if ranking is not None:
+        return (<Ranking>ranking).evictable_bytes
+    cdef TensorInfo info
+    cdef Py_ssize_t total = 0
+    for info in pool:
+        if self.evictable(info, device):
+            total += info.size
+    return total
+
+
 cdef TensorInfo _lowest_score(MemoryManager self, Device device, Ranking r):
     """The evictable candidate of the ranking with the lowest score (the first in its pool
     among equal ones); one no op has read yet only where no read one is evictable (see

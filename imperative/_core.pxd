@@ -484,7 +484,6 @@ cdef class MemoryManager:
     cdef void new_window(self)
     cdef void overshoot(self, Device device, Py_ssize_t needed, long long threshold)
     cdef list live_candidates(self)
-    cdef Py_ssize_t evictable_bytes(self, Device device, list pool)
     cdef bint read_next(self, TensorInfo info)
     cdef long long next_op(self)
     cdef void pass_queued_ops(self)

@@ -446,8 +446,7 @@ cdef class MemoryManager:
         # (one snapshot for the evictions below: a victim leaves it by its status)
         cdef list pool = self.live_candidates()
         ranking = _round_ranking(self, device, pool)      # (_choosing.pxi)
-        self.floor_now(device, self.evictable_bytes(device, pool) if ranking is None
-                       else (<Ranking>ranking).evictable_bytes, needed)
+        self.floor_now(device, _evictable_bytes(self, device, pool, ranking), needed)
         while (device.stats.allocated + needed > limit
                and device.stats.allocated > self.highest_floor):
             victim = self.choose(device, pool, ranking)
@@ -510,14 +509,6 @@ cdef class MemoryManager:
             if self.candidates.get(dead_keys[i]) is dead_refs[i]:
                 del self.candidates[dead_keys[i]]
         return out
-
-    cdef Py_ssize_t evictable_bytes(self, Device device, list pool):
-        cdef TensorInfo info
-        cdef Py_ssize_t total = 0
-        for info in pool:
-            if self.evictable(info, device):
-                total += info.size
-        return total
 
     cdef bint read_next(self, TensorInfo info):
         """The queued op after the running one reads `info`: it belongs to the floor. Evicted
