@@ -76,23 +76,35 @@ def _set_recorders(keys):
 class _Node:
     """One recorded op: what its rule needs, and the records it links."""
 
-    __slots__ = ("seq", "op", "rule", "inputs", "outputs", "ctx", "site")
+    __slots__ = ("seq", "op", "rule", "inputs", "outputs", "ctx", "site", "tracked")
 
-    def __init__(self, seq, op, rule, inputs, outputs, site):
+    def __init__(self, seq, op, rule, inputs, outputs, site, tracked):
         self.seq = seq
         self.op = op
         self.rule = rule
         self.site = site          # _core.OpSite: the op's scope and file:line
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
+        self.tracked = None       # which inputs were tracked, where that narrowed what is kept
+        keep = rule.save_inputs(op)
+        if rule.needed_by is not None and keep:
+            needers = rule.needed_by(op)
+            if needers:
+                mask = tuple([info in tracked for info in inputs])
+                narrowed = tuple([i for i in keep
+                                  if i not in needers or any(mask[j] for j in needers[i])])
+                if narrowed != keep:
+                    keep, self.tracked = narrowed, mask
         # Output shapes may be unknown until the op runs (value-dependent): read them lazily.
         # (comprehensions, not generators: this runs for every recorded op)
-        self.ctx = (_saved(inputs, rule.save_inputs(op)), _saved(outputs, rule.save_outputs(op)),
+        self.ctx = (_saved(inputs, keep), _saved(outputs, rule.save_outputs(op)),
                     tuple([i.shape for i in inputs]), tuple([i.dtype for i in inputs]),
                     tuple([o.dtype for o in outputs]))
 
     def context(self, needs):
         saved_in, saved_out, in_shapes, in_dtypes, out_dtypes = self.ctx
+        if self.tracked is not None:      # (not kept for an input tracked only later)
+            needs = tuple([n and t for n, t in zip(needs, self.tracked)])
         out_shapes = tuple(o.shape for o in self.outputs)
         return registry.GradContext(saved_in, saved_out, in_shapes, in_dtypes,
                                       out_shapes, out_dtypes, needs)
@@ -173,7 +185,7 @@ class GradKey:
         return False
 
     def _record(self, op, rule, inputs, outputs, site):
-        node = _Node(next(self._seq), op, rule, inputs, outputs, site)
+        node = _Node(next(self._seq), op, rule, inputs, outputs, site, self._producer)
         for info in outputs:
             if _is_float(info):
                 self._producer[info] = node

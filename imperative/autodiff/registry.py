@@ -4,7 +4,12 @@ saves. The rules themselves are in rules_*.py, one file per family of ops.
 A rule is registered with `@defgrad(OpClass, ..., inputs=..., outputs=...)` where `inputs` /
 `outputs` are the indices of the op's inputs / outputs the rule needs (a tuple, or a
 function `op -> tuple` when it depends on the op's parameters). The autodiff engine keeps
-exactly those alive after the forward pass and frees the rest at once.
+exactly those alive after the forward pass and frees the rest at once. `needed_by=` (a dict,
+or a function `op -> dict`) narrows `inputs`: {saved input: the inputs whose gradients alone
+read it}. Such a saved input is kept only where one of those is tracked when the op runs, as
+PyTorch saves `x` of `x * y` only for `y`'s gradient: `h * 0.1`, a dropout's `h * mask`,
+keep their mask or constant, not `h`. (An input tracked only after the op ran then gets no
+gradient through it, as in PyTorch: the rule sees `ctx.needs` False for it.)
 
 The rule is called as `rule(op, ctx, grads)`:
   * `ctx.inputs` / `ctx.outputs`: tuples with a Tensor at each saved index, None elsewhere
@@ -44,6 +49,7 @@ class GradRule(NamedTuple):
     backward: Callable
     save_inputs: Callable      # op -> tuple of input indices to keep
     save_outputs: Callable     # op -> tuple of output indices to keep
+    needed_by: Callable = None     # op -> {saved input: inputs whose gradients alone read it}
 
 
 RULES = {}
@@ -53,10 +59,18 @@ def _as_selector(spec):
     return spec if callable(spec) else (lambda op, _spec=tuple(spec): _spec)
 
 
-def defgrad(*op_classes, inputs=(), outputs=()):
+def _needers_selector(spec):
+    if spec is None or callable(spec):
+        return spec
+    needers = {i: tuple(js) for i, js in spec.items()}
+    return lambda op: needers
+
+
+def defgrad(*op_classes, inputs=(), outputs=(), needed_by=None):
     """Register the decorated function as the backward rule of `op_classes`."""
     def register(fn):
-        rule = GradRule(fn, _as_selector(inputs), _as_selector(outputs))
+        rule = GradRule(fn, _as_selector(inputs), _as_selector(outputs),
+                        _needers_selector(needed_by))
         for cls in op_classes:
             RULES[cls] = rule
         return fn

@@ -26,10 +26,10 @@ _SQRT_2_PI = math.sqrt(2.0 * math.pi)
 _GELU_TANH_C = math.sqrt(2.0 / math.pi)
 
 
-def _elemwise_grad(*modes, inputs=(), outputs=()):
+def _elemwise_grad(*modes, inputs=(), outputs=(), needed_by=None):
     def register(fn):
         for mode in modes:
-            _ELEMWISE[mode] = (inputs, outputs, fn)
+            _ELEMWISE[mode] = (inputs, outputs, fn, needed_by)
         return fn
     return register
 
@@ -44,12 +44,12 @@ def _d_sub(dy, x, y, out):
     return dy, -dy
 
 
-@_elemwise_grad("MUL", inputs=(0, 1))
+@_elemwise_grad("MUL", inputs=(0, 1), needed_by={0: (1,), 1: (0,)})
 def _d_mul(dy, x, y, out):
     return dy * y, dy * x
 
 
-@_elemwise_grad("TRUE_DIV", inputs=(0, 1))
+@_elemwise_grad("TRUE_DIV", inputs=(0, 1), needed_by={0: (1,)})
 def _d_div(dy, x, y, out):
     dx = dy / y
     return dx, -dx * x / y
@@ -256,7 +256,8 @@ def _elemwise_saved(kind):
     return lambda op: _ELEMWISE[op.mode][index] if op.mode in _ELEMWISE else ()
 
 
-@defgrad(Elemwise, inputs=_elemwise_saved("inputs"), outputs=_elemwise_saved("outputs"))
+@defgrad(Elemwise, inputs=_elemwise_saved("inputs"), outputs=_elemwise_saved("outputs"),
+         needed_by=lambda op: _ELEMWISE[op.mode][3] if op.mode in _ELEMWISE else None)
 @single_output
 def _elemwise_backward(op, ctx, dy):
     entry = _ELEMWISE.get(op.mode)
@@ -355,7 +356,7 @@ def _reduce_backward(op, ctx, dy):
 # Matrix products
 
 
-@defgrad(MatrixMul, BatchedMatrixMul, inputs=(0, 1))
+@defgrad(MatrixMul, BatchedMatrixMul, inputs=(0, 1), needed_by={0: (1,), 1: (0,)})
 @single_output
 def _matmul_backward(op, ctx, dy):
     """dA' = dy B'^T and dB' = A'^T dy for A' = op(a), B' = op(b); a 1-D operand is a row
