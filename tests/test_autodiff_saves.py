@@ -86,3 +86,28 @@ def test_product_gradients_whichever_operands_are_tracked(op, tracked, through_s
         if through_sin:
             g = g * np.cos(value)
         np.testing.assert_allclose(leaf.grad.numpy(), g, rtol=2e-5, atol=1e-5)
+
+
+def test_a_convolution_with_a_frozen_filter_keeps_not_its_input_and_gives_the_same_bits():
+    rng = np.random.default_rng(1)
+    xv = f32(rng.standard_normal((2, 3, 9, 9)))
+    wv = f32(rng.standard_normal((4, 3, 3, 3)))
+
+    def input_grad(track_filter):
+        x, w = imp.Parameter(xv), imp.Parameter(wv)
+        gm = GradManager().attach([x, w] if track_filter else [x])
+        with gm:
+            h = F.sin(x)
+            y = F.conv2d(h, w, padding=1)
+            h_ref = imp.TensorWeakRef(h)
+            del h
+            gc.collect()
+            imp.sync()
+            kept = h_ref() is not None
+            gm.backward((y * y).sum())
+        return kept, x.grad.numpy()
+
+    kept_frozen, g_frozen = input_grad(track_filter=False)
+    kept_trained, g_trained = input_grad(track_filter=True)
+    assert not kept_frozen and kept_trained
+    np.testing.assert_array_equal(g_frozen, g_trained)

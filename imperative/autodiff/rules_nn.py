@@ -44,7 +44,7 @@ def _conv(params, x, w):
     return apply(cached_op(Convolution, *params), x, w)[0]
 
 
-@defgrad(Convolution, inputs=(0, 1))
+@defgrad(Convolution, inputs=(0, 1), needed_by={0: (1,), 1: (0,)})
 @single_output
 def _conv_backward(op, ctx, dy):
     """gx = ConvolutionBackwardData(dy, w), gw = ConvolutionBackwardFilter(x, dy), each
