@@ -111,3 +111,26 @@ def test_a_convolution_with_a_frozen_filter_keeps_not_its_input_and_gives_the_sa
     kept_trained, g_trained = input_grad(track_filter=True)
     assert not kept_frozen and kept_trained
     np.testing.assert_array_equal(g_frozen, g_trained)
+
+
+@pytest.mark.parametrize("exponent_tracked", [False, True])
+def test_a_power_keeps_not_its_output(exponent_tracked):
+    rng = np.random.default_rng(2)
+    w = imp.Parameter(f32(rng.uniform(0.5, 2.0, (8, 8))))
+    e = imp.Parameter(f32([2.5]))
+    gm = GradManager().attach([w, e] if exponent_tracked else [w])
+    with gm:
+        y = F.sin(w) ** e
+        y_ref = imp.TensorWeakRef(y)
+        loss = y.sum()
+        del y
+        gc.collect()
+        imp.sync()
+        assert y_ref() is None
+        gm.backward(loss)
+    h = np.sin(w.numpy())
+    np.testing.assert_allclose(w.grad.numpy(), 2.5 * h ** 1.5 * np.cos(w.numpy()), rtol=2e-5)
+    if exponent_tracked:
+        np.testing.assert_allclose(e.grad.numpy(), [np.sum(h ** 2.5 * np.log(h))], rtol=2e-5)
+    else:
+        assert e.grad is None

@@ -55,12 +55,20 @@ def _d_div(dy, x, y, out):
     return dx, -dx * x / y
 
 
-@_elemwise_grad("POW", inputs=(0, 1), outputs=(0,))
+@_elemwise_grad("POW", inputs=(0, 1))
 def _d_pow(dy, x, y, out):
+    return _pow_needed(dy, x, y, True, True)
+
+
+def _pow_needed(dy, x, y, want_x, want_y):
     # d/dy x**y = x**y log x; where x <= 0 it is undefined, and we give 0 (log of 1)
-    # rather than nan, as PyTorch does at x == 0
-    log_x = F.log(F.where(x > 0, x, 1))
-    return dy * y * x ** (y - 1), dy * out * log_x
+    # rather than nan, as PyTorch does at x == 0. x**y is computed again (the same op on
+    # the same inputs: the forward's bits) only for an exponent's gradient: keeping the
+    # output for it kept the output of every `h ** 2` until backward.
+    gx = dy * y * x ** (y - 1) if want_x else None
+    if not want_y:
+        return gx, None
+    return gx, dy * x ** y * F.log(F.where(x > 0, x, 1))
 
 
 @_elemwise_grad("MAX", inputs=(0, 1))
@@ -280,7 +288,7 @@ def _div_needed(dy, x, y, want_x, want_y):
 
 
 # binary modes whose rule computes only the gradients the engine uses
-_SKIPPABLE = {"MUL": _mul_needed, "TRUE_DIV": _div_needed}
+_SKIPPABLE = {"MUL": _mul_needed, "TRUE_DIV": _div_needed, "POW": _pow_needed}
 
 
 def _elemwise_input_grad(g, ctx, i):
