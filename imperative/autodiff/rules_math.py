@@ -15,10 +15,12 @@ from .registry import (as_input_grad, defgrad, is_float, no_grads, single_output
 
 
 # ---------------------------------------------------------------------------------------
-# Elemwise: a table mode -> (saved inputs, saved outputs, derivative). A derivative gets
-# (dy, *inputs, output), the unsaved ones None, and returns one gradient per input in the
-# output's (broadcast) shape, or _ZERO for a piecewise-constant function (zero gradient,
-# as PyTorch gives). Modes not in the table (comparisons, logic, bits) get no gradient.
+# Elemwise: a table mode -> (saved inputs, saved outputs, derivative, needed_by (see
+# registry.defgrad), skips_unwanted). A derivative gets (dy, *inputs, output), or (dy, x, y,
+# want_x, want_y) where it skips unwanted gradients, the unsaved ones None, and returns one
+# gradient per input (None where not wanted) in the output's (broadcast) shape, or _ZERO for
+# a piecewise-constant function (zero gradient, as PyTorch gives). Modes not in the table
+# (comparisons, logic, bits) get no gradient.
 
 _ZERO = object()
 _ELEMWISE = {}
@@ -26,10 +28,13 @@ _SQRT_2_PI = math.sqrt(2.0 * math.pi)
 _GELU_TANH_C = math.sqrt(2.0 / math.pi)
 
 
-def _elemwise_grad(*modes, inputs=(), outputs=(), needed_by=None):
+def _elemwise_grad(*modes, inputs=(), outputs=(), needed_by=None, skips_unwanted=False):
+    """`skips_unwanted`: the derivative takes (dy, x, y, want_x, want_y) instead of the
+    output, and computes only the gradients wanted (a binary op's other product is as dear
+    as the forward)."""
     def register(fn):
         for mode in modes:
-            _ELEMWISE[mode] = (inputs, outputs, fn, needed_by)
+            _ELEMWISE[mode] = (inputs, outputs, fn, needed_by, skips_unwanted)
         return fn
     return register
 
@@ -44,23 +49,19 @@ def _d_sub(dy, x, y, out):
     return dy, -dy
 
 
-@_elemwise_grad("MUL", inputs=(0, 1), needed_by={0: (1,), 1: (0,)})
-def _d_mul(dy, x, y, out):
-    return dy * y, dy * x
+@_elemwise_grad("MUL", inputs=(0, 1), needed_by={0: (1,), 1: (0,)}, skips_unwanted=True)
+def _d_mul(dy, x, y, want_x, want_y):
+    return (dy * y if want_x else None), (dy * x if want_y else None)
 
 
-@_elemwise_grad("TRUE_DIV", inputs=(0, 1), needed_by={0: (1,)})
-def _d_div(dy, x, y, out):
+@_elemwise_grad("TRUE_DIV", inputs=(0, 1), needed_by={0: (1,)}, skips_unwanted=True)
+def _d_div(dy, x, y, want_x, want_y):
     dx = dy / y
-    return dx, -dx * x / y
+    return (dx if want_x else None), (-dx * x / y if want_y else None)
 
 
-@_elemwise_grad("POW", inputs=(0, 1))
-def _d_pow(dy, x, y, out):
-    return _pow_needed(dy, x, y, True, True)
-
-
-def _pow_needed(dy, x, y, want_x, want_y):
+@_elemwise_grad("POW", inputs=(0, 1), skips_unwanted=True)
+def _d_pow(dy, x, y, want_x, want_y):
     # d/dy x**y = x**y log x; where x <= 0 it is undefined, and we give 0 (log of 1)
     # rather than nan, as PyTorch does at x == 0. x**y is computed again (the same op on
     # the same inputs: the forward's bits) only for an exponent's gradient: keeping the
@@ -271,24 +272,11 @@ def _elemwise_backward(op, ctx, dy):
     entry = _ELEMWISE.get(op.mode)
     if entry is None or not any(map(is_float, ctx.in_dtypes)):
         return no_grads(ctx)
-    if op.mode in _SKIPPABLE:
-        raw = _SKIPPABLE[op.mode](dy, *ctx.inputs, wants(ctx, 0), wants(ctx, 1))
+    if entry[4]:
+        raw = entry[2](dy, *ctx.inputs, wants(ctx, 0), wants(ctx, 1))
     else:
         raw = entry[2](dy, *ctx.inputs, ctx.outputs[0])
     return tuple(_elemwise_input_grad(g, ctx, i) for i, g in enumerate(raw))
-
-
-def _mul_needed(dy, x, y, want_x, want_y):
-    return (dy * y if want_x else None), (dy * x if want_y else None)
-
-
-def _div_needed(dy, x, y, want_x, want_y):
-    dx = dy / y
-    return (dx if want_x else None), (-dx * x / y if want_y else None)
-
-
-# binary modes whose rule computes only the gradients the engine uses
-_SKIPPABLE = {"MUL": _mul_needed, "TRUE_DIV": _div_needed, "POW": _pow_needed}
 
 
 def _elemwise_input_grad(g, ctx, i):
