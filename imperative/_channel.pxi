@@ -259,9 +259,9 @@ cdef class Channel:
             if _tracing: _trace_op(op, inputs, outputs)
             return outputs
         cdef Command cmd = Command.__new__(Command)
-        # the queued op's lists of records leave the garbage collector's sight, as the
-        # Command does (_records.pxi): records hold no reference back to them, so they can
-        # be in no cycle (the hooks above copy what they keep)
+        # the queued op's lists leave the garbage collector's sight, as the Command does
+        # (_records.pxi): in no cycle, as the inputs cannot lead to the new outputs, whose
+        # recipe keeps `inputs` too (so no caller may change that list after dispatch)
         PyObject_GC_UnTrack(<void*>inputs)
         PyObject_GC_UnTrack(<void*>outputs)
         cmd.kind = CMD_APPLY

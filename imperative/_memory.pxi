@@ -38,6 +38,7 @@ def set_overshoot_hook(hook):
 
 
 cdef object _decision_hook = None     # debugging: called as hook(action, info, clock)
+cdef vector[PyObject*] _chain_stack, _chain_outs     # lengthen_chains' working vectors
 
 
 def set_decision_hook(hook):
@@ -357,20 +358,24 @@ cdef class MemoryManager:
         and dropped already (a temporary can die before its input does) the resident ones
         beyond; a resident reader whose path of dead records grows too long is cut."""
         cdef TensorInfo d, out
-        cdef list stack = [dead]
-        cdef vector[PyObject*] outs, too_long
+        cdef vector[PyObject*] too_long
         cdef size_t k
-        while stack:
-            d = stack.pop()
-            _consumer_outputs(d, outs)
-            for k in range(outs.size()):
-                out = <TensorInfo>outs[k]
+        # (borrowed pointers in the walks' kept vectors: the walk frees no record and runs
+        # no Python code; a list and two vectors made per dead value were a fifth of it)
+        _chain_stack.clear()
+        _chain_stack.push_back(<PyObject*>dead)
+        while not _chain_stack.empty():
+            d = <TensorInfo>_chain_stack.back()
+            _chain_stack.pop_back()
+            _consumer_outputs(d, _chain_outs)
+            for k in range(_chain_outs.size()):
+                out = <TensorInfo>_chain_outs[k]
                 if out.dead_chain > d.dead_chain:
                     continue
                 out.dead_chain = d.dead_chain + 1
                 if out.status == DROPPED or out.status == SWAPPED:
                     if not _alive(out):
-                        stack.append(out)
+                        _chain_stack.push_back(<PyObject*>out)
                 elif out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None:
                     too_long.push_back(<PyObject*>out)
         # Cut after the walk, each held until its cut: a cut may let recipes, and the

@@ -48,7 +48,7 @@ cdef void _leave_evicted_class(EvictedClass member, double cost):
 # The walks' working vectors, cleared for each walk and kept (a walk's own vectors grew by
 # reallocation, call after call: a twentieth of an LSTM's choosing). One walk at a time:
 # they hold the GIL throughout and run no Python code.
-cdef vector[PyObject*] _seen, _stack, _walked
+cdef vector[PyObject*] _seen, _stack, _walked, _neighbours
 
 
 cdef class DTREqPolicy(EvictionPolicy):
@@ -90,7 +90,6 @@ cdef class DTREqPolicy(EvictionPolicy):
 
     cpdef on_evict(self, TensorInfo info):
         cdef EvictedClass mine = EvictedClass.__new__(EvictedClass)
-        cdef vector[PyObject*] neighbours
         cdef size_t k
         mine.cost = info.cost
         # (alive as the worker sees it: a tensor the caller let go of while queued ops and
@@ -100,11 +99,11 @@ cdef class DTREqPolicy(EvictionPolicy):
         mine.alive = mine.member_alive
         info.uf_class = mine
         cdef Producer p = info.producer
-        _consumer_outputs(info, neighbours)
+        _consumer_outputs(info, _neighbours)
         if p is not None:
-            _push_all(neighbours, p.inputs)
-        for k in range(neighbours.size()):
-            _join_class(mine, <TensorInfo>neighbours[k])
+            _push_all(_neighbours, p.inputs)
+        for k in range(_neighbours.size()):
+            _join_class(mine, <TensorInfo>_neighbours[k])
 
     cpdef on_restore(self, TensorInfo info):
         # the eq approximation: a class is never split, its cost just loses this member's

@@ -40,7 +40,8 @@ cdef _Ghost _ghost_of(TensorInfo info):
     except TypeError:
         return None
     g.storage = st
-    g.offset = value.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    g.offset = (<char*>cnp.PyArray_DATA(<cnp.ndarray>value)
+                - <char*>cnp.PyArray_DATA(<cnp.ndarray>root))   # (__array_interface__ makes dicts)
     g.shape = value.shape
     g.strides = value.strides
     g.dtype = value.dtype

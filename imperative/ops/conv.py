@@ -1,4 +1,5 @@
 """Convolution and its two gradients (ConvolutionBackwardData, ConvolutionBackwardFilter)."""
+import math
 import numbers
 
 import numpy as np
@@ -20,7 +21,7 @@ _FLOAT32 = np.dtype(np.float32)
 def _conv_flops(y_shape, w_shape):
     """Multiply-adds of a convolution (either gradient costs the same): 2 x outputs x
     (C/groups x kh x kw); for the memory manager's recompute-cost estimate."""
-    return 2.0 * float(np.prod(y_shape)) * float(np.prod(w_shape[1:]))
+    return 2.0 * math.prod(y_shape) * math.prod(w_shape[1:])   # (np.prod: microseconds)
 
 
 class Convolution(Op):
