@@ -14,8 +14,14 @@ cdef double _MEMORY_BYTES_PER_S = 5e9       # bytes an elementwise kernel moves 
 cdef double _FLOPS_PER_S = 1e11             # one-thread sgemm here (PERF_NOTES: 134 GFLOP/s)
 
 
+# A recipe is no garbage collector object: one made per op and held to the step's end,
+# each made object counted towards the next collection (they set off most of a small LSTM's,
+# 2% of its step under a budget), and each collection walked them all. It can be in no
+# cycle: its inputs existed before its op ran, so they cannot lead to its outputs, and an
+# op holds only values fixed when it was made (an index tensor too existed before).
 @cython.final
-@cython.no_gc_clear      # __dealloc__ must still see `inputs` to leave their `users`
+@cython.freelist(512)
+@cython.no_gc
 cdef class Producer:
     """How to recompute some tensors: an op, its input records (kept alive) and its output
     records (borrowed: an output nobody holds need not be recomputed, and clears its slot
