@@ -221,6 +221,8 @@ cdef class OpDef:
     cdef dict _infer_cache             # input descriptions -> Inferred (infer's result, the
                                        #     direct kernel; _records.pxi)
     cdef dict _fastest                 # [W] input descriptions -> the fastest run seen, seconds
+    cdef tuple _fastest_key            # [W] ... the descriptions last asked for (_fastest_run),
+    cdef double _fastest_s             #     and their fastest run
 
 
 # --------------------------------------------------------------------------- the channel

@@ -252,14 +252,21 @@ cdef double _fastest_run(OpDef op, list inputs, double seconds):
     that a busy machine's preemptions (which only ever add time) do not make up. Costed
     by one run each, the same gate of each step of an unrolled GRU looked 0.5x-5x as dear
     as its neighbours on a loaded machine, and evictions followed the noise."""
-    key = _descriptions(inputs)
-    fastest = op._fastest.get(key)
-    if fastest is not None and <double>fastest <= seconds:
-        return fastest
-    if len(op._fastest) >= 256:
-        op._fastest.clear()
-    op._fastest[key] = seconds
-    return seconds
+    cdef tuple key = op._fastest_key
+    if key is None or not _described_by(key, inputs):
+        # (an op runs mostly on inputs described as last time, by the very same shape
+        # tuples: found so without making a key and hashing it, 1% of a small LSTM's step
+        # under recording)
+        key = <tuple>_descriptions(inputs)
+        fastest = op._fastest.get(key)
+        op._fastest_key = key
+        op._fastest_s = <double>fastest if fastest is not None else INFINITY
+    if seconds < op._fastest_s:
+        op._fastest_s = seconds
+        if len(op._fastest) >= 256:
+            op._fastest.clear()
+        op._fastest[key] = seconds
+    return op._fastest_s
 
 
 @cython.final
