@@ -253,6 +253,7 @@ cdef double _fastest_run(OpDef op, list inputs, double seconds):
     by one run each, the same gate of each step of an unrolled GRU looked 0.5x-5x as dear
     as its neighbours on a loaded machine, and evictions followed the noise."""
     cdef tuple key = op._fastest_key
+    cdef double fastest_s
     if key is None or not _described_by(key, inputs):
         # (an op runs mostly on inputs described as last time, by the very same shape
         # tuples: found so without making a key and hashing it, 1% of a small LSTM's step
@@ -261,12 +262,13 @@ cdef double _fastest_run(OpDef op, list inputs, double seconds):
         fastest = op._fastest.get(key)
         op._fastest_key = key
         op._fastest_s = <double>fastest if fastest is not None else INFINITY
-    if seconds < op._fastest_s:
-        op._fastest_s = seconds
+    fastest_s = op._fastest_s
+    if seconds < fastest_s:
+        fastest_s = op._fastest_s = seconds
         if len(op._fastest) >= 256:
             op._fastest.clear()
-        op._fastest[key] = seconds
-    return op._fastest_s
+        op._fastest[key] = seconds     # (may run a key's __eq__: read nothing of op after)
+    return fastest_s
 
 
 @cython.final
