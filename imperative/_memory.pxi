@@ -350,6 +350,7 @@ cdef class MemoryManager:
         self.drop(info, reason)
         self.policy.on_evict(info)
         self.lengthen_chains(info)
+        _out_of_collectors_sight(info)
         return 0
 
     cdef void lengthen_chains(self, TensorInfo dead):

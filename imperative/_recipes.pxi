@@ -111,6 +111,16 @@ cdef inline void _let_go_of_producer(TensorInfo info):
     info.producer = None
 
 
+cdef inline void _out_of_collectors_sight(TensorInfo dead):
+    """A record dropped for good (no tensor holds it, its value gone) stays to the step's
+    end for the recipes that read it: untracked, the garbage collector's collections walk
+    it no more, nor move it to the oldest generation, whose growth sets off full
+    collections (they were half of what recording cost a GRU). It can be in no cycle: it
+    leads only to its recipe and the records before it, never back to itself."""
+    if dead.error is None:
+        PyObject_GC_UnTrack(<void*>dead)
+
+
 cdef double _estimate_cost(OpDef op, list inputs, list outputs):
     """Seconds the op would take: from its flop count when it declares one, else from the
     bytes it reads and writes."""
