@@ -123,19 +123,15 @@ cdef inline void _out_of_collectors_sight(TensorInfo dead):
 
 
 cdef double _estimate_cost(OpDef op, list inputs, list outputs):
-    """Seconds the op would take: from its flop count when it declares one, else from the
-    bytes it reads and writes."""
+    """Seconds the op would take: from its flop count where it declares one (host
+    compute's _op_flops), and at least from the bytes it reads and writes."""
     cdef TensorInfo info
     cdef double nbytes = 0
     for info in inputs:
         nbytes += info.size
     for info in outputs:
         nbytes += info.size
-    flops = _flops_estimator(op)
-    if flops is not None:
-        return max(flops(op, [i.shape for i in inputs], [o.shape for o in outputs]) / _FLOPS_PER_S,
-                   nbytes / _MEMORY_BYTES_PER_S)
-    return nbytes / _MEMORY_BYTES_PER_S
+    return max(_op_flops(op, inputs, outputs) / _FLOPS_PER_S, nbytes / _MEMORY_BYTES_PER_S)
 
 
 cdef inline Py_ssize_t _key(TensorInfo info):
