@@ -2,6 +2,7 @@
 ScaledAdd, Reduce and the matrix products (imperative/ops/elemwise.py, reduce.py, matmul.py).
 See registry.py for the rule interface."""
 import math
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -23,7 +24,15 @@ from .registry import (as_input_grad, defgrad, is_float, no_grads, single_output
 # (comparisons, logic, bits) get no gradient.
 
 _ZERO = object()
-_ELEMWISE = {}
+_ELEMWISE = {}                 # mode -> _ElemwiseRule
+
+
+class _ElemwiseRule(NamedTuple):
+    inputs: tuple              # saved inputs
+    outputs: tuple             # saved outputs
+    derivative: Callable
+    needed_by: dict            # see registry.defgrad, or None
+    skips_unwanted: bool
 _SQRT_2_PI = math.sqrt(2.0 * math.pi)
 _GELU_TANH_C = math.sqrt(2.0 / math.pi)
 
@@ -34,7 +43,7 @@ def _elemwise_grad(*modes, inputs=(), outputs=(), needed_by=None, skips_unwanted
     as the forward)."""
     def register(fn):
         for mode in modes:
-            _ELEMWISE[mode] = (inputs, outputs, fn, needed_by, skips_unwanted)
+            _ELEMWISE[mode] = _ElemwiseRule(inputs, outputs, fn, needed_by, skips_unwanted)
         return fn
     return register
 
@@ -260,22 +269,22 @@ def _scaled_add_backward(op, ctx, g):
             as_input_grad(g * op.alpha, ctx, 1) if wants(ctx, 1) else None)
 
 
-def _elemwise_saved(kind):
-    index = 0 if kind == "inputs" else 1
-    return lambda op: _ELEMWISE[op.mode][index] if op.mode in _ELEMWISE else ()
+def _elemwise_field(name, default):
+    """op -> its mode's entry's field `name` (`default` for a mode without a gradient)."""
+    return lambda op: getattr(_ELEMWISE[op.mode], name) if op.mode in _ELEMWISE else default
 
 
-@defgrad(Elemwise, inputs=_elemwise_saved("inputs"), outputs=_elemwise_saved("outputs"),
-         needed_by=lambda op: _ELEMWISE[op.mode][3] if op.mode in _ELEMWISE else None)
+@defgrad(Elemwise, inputs=_elemwise_field("inputs", ()), outputs=_elemwise_field("outputs", ()),
+         needed_by=_elemwise_field("needed_by", None))
 @single_output
 def _elemwise_backward(op, ctx, dy):
     entry = _ELEMWISE.get(op.mode)
     if entry is None or not any(map(is_float, ctx.in_dtypes)):
         return no_grads(ctx)
-    if entry[4]:
-        raw = entry[2](dy, *ctx.inputs, wants(ctx, 0), wants(ctx, 1))
+    if entry.skips_unwanted:
+        raw = entry.derivative(dy, *ctx.inputs, wants(ctx, 0), wants(ctx, 1))
     else:
-        raw = entry[2](dy, *ctx.inputs, ctx.outputs[0])
+        raw = entry.derivative(dy, *ctx.inputs, ctx.outputs[0])
     return tuple(_elemwise_input_grad(g, ctx, i) for i, g in enumerate(raw))
 
 
