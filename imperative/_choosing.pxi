@@ -33,6 +33,7 @@ cdef class Ranking:
     cdef vector[_Bound] read, unread     # taken from those in order: ascending bounds
     cdef size_t read_from, unread_from   # entries before these are out or no longer resident
     cdef Py_ssize_t evictable_bytes      # of those evictable when ranked (make_room's floor)
+    cdef dict groups                     # storage -> its _Group (_sharing.pxi), for the round
 
 
 cdef object _round_ranking(MemoryManager self, Device device, list pool):
@@ -57,12 +58,13 @@ cdef Ranking _rank(MemoryManager self, Device device, list pool):
     r.gaps.resize(len(pool))
     r.dear_bounds.resize(len(pool), -INFINITY)      # (-inf: no bound known)
     r.out.resize(len(pool), 0)
+    cdef list counted = []           # (storages evicted with their views: once each)
+    r.groups = {}
     for k in range(len(pool)):
         info = <TensorInfo>pool[k]
         if info.status != PRODUCED or info.device is not device:
             continue
-        if self.evictable(info, device):
-            r.evictable_bytes += info.size
+        r.evictable_bytes += _bytes_evictable(self, info, device, counted, r.groups)
         r.gaps[k] = self.gap(info)
         bound = self.policy.score_at_least(info, r.gaps[k])
         if info.read_since_produced:
@@ -80,9 +82,10 @@ cdef Py_ssize_t _evictable_bytes(MemoryManager self, Device device, list pool, r
         return (<Ranking>ranking).evictable_bytes
     cdef TensorInfo info
     cdef Py_ssize_t total = 0
+    cdef list counted = []
     for info in pool:
-        if self.evictable(info, device):
-            total += info.size
+        if info.status == PRODUCED and info.device is device:
+            total += _bytes_evictable(self, info, device, counted, None)
     return total
 
 
@@ -134,7 +137,7 @@ cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
                 first = j
             continue
         leading = False
-        if not self.evictable(info, device):
+        if not _may_evict(self, info, device, r.groups):
             continue
         gap = self.gap(info) if info.ghost_kept else r.gaps[k]
         if best is not None:
@@ -142,7 +145,7 @@ cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
                 r.dear_bounds[k] = self.policy.score_bound(info, gap)
             if r.dear_bounds[k] > best_score:
                 continue
-        score = self.policy.score(info, gap)
+        score = _eviction_score(self, info, gap, device, r.groups)     # (_sharing.pxi)
         r.dear_bounds[k] = max(r.dear_bounds[k], score)
         if best is None or score < best_score or (score == best_score and k < best_k):
             best, best_score, best_k = info, score, k
@@ -161,7 +164,8 @@ def candidate_scores():
     cdef long long gap
     out = []
     for info in m.live_candidates():
-        if info.status == PRODUCED and m.evictable(info, info.device):
+        if info.status == PRODUCED and _may_evict(m, info, info.device, None):
             gap = m.gap(info)
-            out.append((info, m.policy.score(info, gap), bool(info.read_since_produced)))
+            out.append((info, _eviction_score(m, info, gap, info.device, None),
+                        bool(info.read_since_produced)))
     return out

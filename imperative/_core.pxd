@@ -360,6 +360,7 @@ cdef class EvictionPolicy:
     cpdef double score(self, TensorInfo info, long long gap)
     cpdef double score_at_least(self, TensorInfo info, long long gap)
     cpdef double score_bound(self, TensorInfo info, long long gap)
+    cpdef double score_together(self, list members, list gaps, Py_ssize_t nbytes)
     cpdef on_evict(self, TensorInfo info)
     cpdef on_restore(self, TensorInfo info)
 

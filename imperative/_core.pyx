@@ -62,6 +62,7 @@ include "_memory.pxi"         # the memory manager: drop, swap, DTR, behind its 
 include "_restore.pxi"        # bringing evicted values back: swap in, revive, recompute
 include "_keeping.pxi"        # dead values kept resident under a budget
 include "_choosing.pxi"       # the victim: the lowest score, cheap bounds first
+include "_sharing.pxi"        # views of one storage: evicted together
 include "_swapping.pxi"       # an evicted value to its swap file and back
 
 

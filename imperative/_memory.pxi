@@ -42,9 +42,10 @@ cdef vector[PyObject*] _chain_stack, _chain_outs     # lengthen_chains' working 
 
 
 def set_decision_hook(hook):
-    """Debugging: `hook(action, record, clock)` on every eviction ("evict"), drop of a
-    dead value ("drop_dead") or its keeping ("keep"), recomputation ("recompute") and value
-    taken back from the views that kept it ("revive"); None to stop."""
+    """Debugging: `hook(action, record, clock)` on every eviction ("evict"; a value evicted
+    with the victim, sharing its storage: "evict_sharer"), drop of a dead value
+    ("drop_dead") or its keeping ("keep"), recomputation ("recompute") and value taken
+    back from the views that kept it ("revive"); None to stop."""
     global _decision_hook
     _decision_hook = hook
 
@@ -573,6 +574,8 @@ cdef class MemoryManager:
         cdef bint swapped = False
         if _decision_hook is not None:
             _decision_hook("evict", victim, self.clock)
+        if not leaf and victim.storage is not None and victim.storage.refs > 1:
+            return _evict_together(self, victim)          # (_sharing.pxi)
         if leaf or (self.opts.swap and _swap_is_cheaper(self, victim)):
             try:
                 if not _swap_out(self, victim, "evicted (no recipe: swapped)" if leaf
@@ -590,9 +593,4 @@ cdef class MemoryManager:
             if not self.evictable(victim, victim.device):
                 return 0
             self.drop(victim, "evicted")
-        victim.device.stats.evictions += 1
-        self.victim_density = _moving_average(self.victim_density, victim.cost / max(victim.size, 1))
-        self.policy.on_evict(victim)
-        if not swapped and not _alive(victim):     # (kept dead: now gone, as drop_dead's)
-            self.lengthen_chains(victim)
-        return 0
+        return _counted_eviction(self, victim, swapped)

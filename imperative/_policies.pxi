@@ -27,6 +27,11 @@ cdef class EvictionPolicy:
         not lose already."""
         return self.score_at_least(info, gap)
 
+    cpdef double score_together(self, list members, list gaps, Py_ssize_t nbytes):
+        """The score of evicting `members` (read `gaps` ops from now) at once, to free the
+        `nbytes` of the storage they share (_sharing.pxi). Here: the dearest member's."""
+        return max([self.score(m, g) for m, g in zip(members, gaps)])
+
     cpdef on_evict(self, TensorInfo info):
         pass
 

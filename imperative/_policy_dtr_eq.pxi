@@ -67,13 +67,18 @@ cdef class DTREqPolicy(EvictionPolicy):
         # way to a live tensor, and that tensor's own score counts it.
         # (called for every candidate before every eviction: the classes counted go in a
         # C vector of borrowed pointers, where a list was made for each call)
-        cdef double cost = info.cost
-        cdef Producer p = info.producer
         _seen.clear()
-        if p is not None and _any_evicted(p.inputs):
-            cost += _ancestors_cost(info, _seen)
-        cost += _consumers_cost(info, _seen)
-        return cost / (<double>max(info.size, 1) * <double>gap)
+        return _cost_around(info) / (<double>max(info.size, 1) * <double>gap)
+
+    cpdef double score_together(self, list members, list gaps, Py_ssize_t nbytes):
+        # all of them recomputed, their evicted neighbourhoods counted once, for the
+        # storage's bytes, until the first of them is read
+        cdef double cost = 0.0
+        cdef TensorInfo m
+        _seen.clear()
+        for m in members:
+            cost += _cost_around(m)
+        return cost / (<double>max(nbytes, 1) * <double>min(gaps))
 
     cpdef double score_at_least(self, TensorInfo info, long long gap):
         # the tensor's own cost: its evicted neighbourhood can only add to it
@@ -110,6 +115,16 @@ cdef class DTREqPolicy(EvictionPolicy):
         if info.uf_class is not None:
             _leave_evicted_class(info.uf_class, info.cost)
             info.uf_class = None
+
+
+cdef double _cost_around(TensorInfo info):
+    """The cost of `info` and of the evicted neighbourhood around it (score's numerator),
+    the classes in `_seen` not counted again."""
+    cdef double cost = info.cost
+    cdef Producer p = info.producer
+    if p is not None and _any_evicted(p.inputs):
+        cost += _ancestors_cost(info, _seen)
+    return cost + _consumers_cost(info, _seen)
 
 
 cdef inline void _join_class(EvictedClass mine, TensorInfo n):
