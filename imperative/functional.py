@@ -518,7 +518,8 @@ def embedding(indices: TensorLike, weight: TensorLike) -> Tensor:
 def dropout(x: TensorLike, p: float = 0.5, training: bool = True) -> Tensor:
     """Inverted dropout: in training, zero each element with probability p and scale the rest
     by 1/(1-p); otherwise return x. The mask is an RNG op (never recomputed, seeded by
-    imperative.random.seed)."""
+    imperative.random.seed), boolean for a float x: what a memory manager keeps of it is
+    one byte an element."""
     return _random.dropout(_as_tensor(x), p, training)
 
 

@@ -90,4 +90,9 @@ def dropout(x, p=0.5, training=True):
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training:
         return x
-    return x * dropout_mask(x, p) / (1 - p)
+    if x.dtype.kind != "f":
+        return x * dropout_mask(x, p) / (1 - p)
+    # A boolean mask: the backward pass keeps it, a quarter of a float32 mask's memory (as
+    # PyTorch's); x * True and x * False are the products x * 1.0 and x * 0.0 give.
+    mask = _run(lambda s: DropoutMaskRNG(s, p, x.shape, np.dtype(bool), x.device))
+    return x * mask / (1 - p)

@@ -107,6 +107,23 @@ def test_dropout():
     np.testing.assert_array_equal(R.dropout(x, 0.0).numpy(), x.numpy())
 
 
+def test_dropout_with_its_boolean_mask_is_the_float_masks_product():
+    """A float dropout multiplies by a boolean mask (a quarter of the bytes a memory manager
+    must keep to recompute it): the values and the gradient of the float mask that
+    dropout_mask draws from the same seed, bit for bit."""
+    from imperative.autodiff import GradManager
+    x = imp.Tensor(np.random.default_rng(0).standard_normal((256, 64)).astype(np.float32))
+    R.seed(5)
+    want = (x * R.dropout_mask(x, 0.3) / 0.7).numpy()
+    gm = GradManager().attach([x])
+    with gm:
+        R.seed(5)
+        y = R.dropout(x, 0.3)
+        gm.backward(y.sum())
+    np.testing.assert_array_equal(y.numpy(), want)
+    np.testing.assert_array_equal(x.grad.numpy(), (want != 0) / np.float32(0.7))
+
+
 def test_dropout_mask():
     R.seed(2)
     m = R.dropout_mask(imp.Tensor(np.zeros((50, 40), np.float16)), 0.75)
