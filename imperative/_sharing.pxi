@@ -64,9 +64,11 @@ cdef inline void _walk_into(TensorInfo n, Storage st, list walked, list found):
 
 @cython.final
 cdef class _Group:
-    """A storage's values evictable together, found once for a round of evictions (not
-    their score: it rises as the round evicts their neighbours)."""
+    """A storage's values evictable together, found once for a round of evictions, and
+    their score together, until the round evicts again (which may raise it)."""
     cdef list members                # or None: not evictable together
+    cdef double score
+    cdef long long scored_at         # the device's eviction count when scored, or -1
 
 
 cdef _Group _group_of(MemoryManager self, TensorInfo info, Device device, dict groups):
@@ -77,6 +79,7 @@ cdef _Group _group_of(MemoryManager self, TensorInfo info, Device device, dict g
     if g is None:
         g = _Group.__new__(_Group)
         g.members = _evictable_together(self, info, device)
+        g.scored_at = -1
         if groups is not None:
             groups[info.storage] = g
     return g
@@ -110,8 +113,11 @@ cdef double _eviction_score(MemoryManager self, TensorInfo info, long long gap,
     if g.members is None:
         return score
     cdef TensorInfo m
-    return max(score, self.policy.score_together(
-        g.members, [self.gap(m) for m in g.members], info.storage.nbytes))
+    if g.scored_at != device.stats.evictions:       # (each member a choice looks at asks)
+        g.score = self.policy.score_together(g.members, [self.gap(m) for m in g.members],
+                                             info.storage.nbytes)
+        g.scored_at = device.stats.evictions if groups is not None else -1
+    return max(score, g.score)
 
 
 cdef Py_ssize_t _bytes_evictable(MemoryManager self, TensorInfo info, Device device,
