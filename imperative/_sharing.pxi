@@ -7,6 +7,14 @@
 # manager as `self`.
 
 
+# At most this many values evicted together: a storage more views hold (a GRU's input
+# projection for the whole sequence, a slice of it read at each time step) would come back
+# whole at the first read for all of them, and the walks grew with their number: with no
+# bound the zoo's GRU at 0.5 P recomputed 408 values a step, not 221, and spent 5.2 ms a
+# step choosing, not 2.1.
+cdef int _MAX_SHARERS = 8
+
+
 cdef list _evictable_together(MemoryManager self, TensorInfo info, Device device):
     """`info` and the resident values sharing its storage, when each of them could be
     dropped but for the others: a candidate with a recipe, unpinned, on `device`, not read
@@ -17,7 +25,7 @@ cdef list _evictable_together(MemoryManager self, TensorInfo info, Device device
     round, tripled an LSTM's bookkeeping), or when some holder of the storage is not found
     that way."""
     cdef Storage st = info.storage
-    if info.status != PRODUCED or st is None or st.refs <= 1:
+    if info.status != PRODUCED or st is None or st.refs <= 1 or st.refs > _MAX_SHARERS:
         return None
     cdef list walked = [info], found = [info]
     cdef Py_ssize_t k = 0
@@ -25,6 +33,8 @@ cdef list _evictable_together(MemoryManager self, TensorInfo info, Device device
     cdef TensorInfo t
     cdef vector[PyObject*] outs
     while k < len(walked):
+        if k >= 4 * _MAX_SHARERS:        # (dead views too: a walk of its own per round)
+            return None
         t = walked[k]
         k += 1
         if t.status == PRODUCED and not _droppable_now(self, t, device):
@@ -86,7 +96,9 @@ cdef _Group _group_of(MemoryManager self, TensorInfo info, Device device, dict g
 
 
 cdef inline bint _shares_storage(TensorInfo info):
-    return info.status == PRODUCED and info.storage is not None and info.storage.refs > 1
+    """`info` is resident in a storage that 2 to _MAX_SHARERS values hold."""
+    return (info.status == PRODUCED and info.storage is not None
+            and 1 < info.storage.refs <= _MAX_SHARERS)
 
 
 cdef bint _may_evict(MemoryManager self, TensorInfo info, Device device,

@@ -1,4 +1,4 @@
-"""DTR on ten models outside the zoo (tests/unseen_models.py), which no rule of the memory
+"""DTR on fifteen models outside the zoo (tests/unseen_models.py), which no rule of the memory
 manager was tuned on: under a budget the losses are the unconstrained run's bit for bit,
 and the peak keeps issue 12's rule, max(budget, floor) + one op's outputs, and never
 passes the unconstrained peak by more than one op's outputs."""

@@ -10,9 +10,10 @@ dropping).
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
                               [--timeout SECONDS] [--json bench_dtr.json] [--unseen]
 
-With --unseen the models are instead the ten of tests/unseen_models.py (an LSTM, a VGG, a
-bottleneck ResNet, an MLP-Mixer, long attention, ...), on which no rule was tuned, at the
-sizes of its BENCH_SIZES (a checkout's tests folder: not in the installed package).
+With --unseen the models are instead the fifteen of tests/unseen_models.py (an LSTM, a VGG,
+a bottleneck ResNet, an MLP-Mixer, long attention, ..., a SwiGLU MLP, a vision transformer),
+on which the rules were not tuned (see that file for the last five), at the sizes of its
+BENCH_SIZES (a checkout's tests folder: not in the installed package).
 
 First an unconstrained run of each model in a fresh subprocess measures P, its step time and
 the largest outputs one op writes. Then every point trains in a process of its own beside an
