@@ -73,11 +73,22 @@ cdef class DTREqPolicy(EvictionPolicy):
     cpdef double score_together(self, list members, list gaps, Py_ssize_t nbytes):
         # all of them recomputed, their evicted neighbourhoods counted once, for the
         # storage's bytes, until the first of them is read
+        # (an evicted ancestor whose value still lies in their storage, a split's dead
+        # base, comes back free only while they hold it: evicted with them, it costs its
+        # recomputation, which a GRU's gate triplets, cut from a copy of a time step's
+        # slice, showed: scored as free, they were evicted while their readers were queued
+        # and brought back from the sequence-wide projection, 816-1006 recomputations a
+        # step at 0.5 P)
+        global _storage_going
         cdef double cost = 0.0
         cdef TensorInfo m
         _seen.clear()
-        for m in members:
-            cost += _cost_around(m)
+        _storage_going = (<TensorInfo>members[0]).storage
+        try:
+            for m in members:
+                cost += _cost_around(m)
+        finally:
+            _storage_going = None
         return cost / (<double>max(nbytes, 1) * <double>min(gaps))
 
     cpdef double score_at_least(self, TensorInfo info, long long gap):
@@ -167,6 +178,7 @@ cdef inline bint _any_evicted(list infos):
 
 
 cdef int _ANCESTOR_WALK = 32        # evicted ancestors costed one by one, before the classes
+cdef Storage _storage_going = None  # score_together's: ghosts in it are not free to revive
 
 
 cdef double _ancestors_cost(TensorInfo info, vector[PyObject*]& seen):
@@ -191,7 +203,8 @@ cdef double _ancestors_cost(TensorInfo info, vector[PyObject*]& seen):
     while not _stack.empty():
         n = <TensorInfo>_stack.back()
         _stack.pop_back()
-        if n.status != DROPPED or _among(_walked, <PyObject*>n) or _revivable(n):
+        if n.status != DROPPED or _among(_walked, <PyObject*>n) or (
+                _revivable(n) and (<_Ghost>n.ghost).storage is not _storage_going):
             continue
         if <Py_ssize_t>_walked.size() >= _ANCESTOR_WALK:
             cost += _unseen_class_cost(n, seen, False)
