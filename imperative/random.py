@@ -92,7 +92,9 @@ def dropout(x, p=0.5, training=True):
         return x
     if x.dtype.kind != "f":
         return x * dropout_mask(x, p) / (1 - p)
-    # A boolean mask: the backward pass keeps it, a quarter of a float32 mask's memory (as
-    # PyTorch's); x * True and x * False are the products x * 1.0 and x * 0.0 give.
+    # A boolean mask (as PyTorch's): the product keeps a float32 copy of it, a cast a
+    # memory manager can recompute, so that one byte an element must stay (a float32 mask
+    # is an RNG value, all four bytes of it kept); x * True and x * False are the products
+    # x * 1.0 and x * 0.0 give.
     mask = _run(lambda s: DropoutMaskRNG(s, p, x.shape, np.dtype(bool), x.device))
     return x * mask / (1 - p)

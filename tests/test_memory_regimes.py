@@ -10,7 +10,6 @@ import imperative as imp
 from imperative import _core
 from imperative import functional as F
 from imperative import optim
-from imperative import nn
 from imperative.models import trainer, training_step
 from imperative.ops.base import Op
 import unseen_models
@@ -411,38 +410,17 @@ def test_a_floor_that_climbs_through_the_backward_pass_is_remembered_across_step
     assert max(recomputes[1:]) <= ops                     # (0.1-0.2 an op seen; 20 before)
 
 
-class _GatedStack(nn.Module):
-    """SwiGLU layers: each layer's one product split in halves, both kept for the backward
-    pass (silu's input and the product's other factor): views of one storage."""
-
-    def __init__(self, width, depth):
-        super().__init__()
-        self.up = nn.ModuleList([nn.Linear(width, 4 * width) for _ in range(depth)])
-        self.down = nn.ModuleList([nn.Linear(2 * width, width) for _ in range(depth)])
-        self.head = nn.Linear(width, 10)
-
-    def forward(self, x):
-        for up, down in zip(self.up, self.down):
-            gate, value = F.split(up(x), 2, axis=-1)
-            x = x + down(F.silu(gate) * value)
-        return self.head(x)
-
-
 def _gated_trainer():
-    imp.random.seed(0)
-    rng = np.random.default_rng(0)
-    model = _GatedStack(64, 6)
-    x = imp.Tensor(rng.standard_normal((512, 64), dtype=np.float32))
-    labels = imp.Tensor(rng.integers(0, 10, 512).astype(np.int32))
-    train = training_step(model, optim.SGD(model.parameters(), 0.01, momentum=0.9))
-    return lambda: train(x, labels)
+    """unseen_models' SwiGLU MLP: each layer's product split in halves, both kept for the
+    backward pass (silu's input and the product's other factor): views of one storage."""
+    return unseen_models.trainer("gated", width=64, depth=6, batch=512)
 
 
 def test_the_halves_of_a_split_product_are_evicted_together(async_level):
     """Evicting one view of a storage another view still holds frees nothing, so the two
     halves of each layer's product stayed in the floor: at 0.5 P the floor was above the
-    budget (1.09x on a SwiGLU MLP) and every op overshot. Now the values sharing a storage
-    are evicted together: the budget holds, the losses are the same."""
+    budget (1.06x here, with session 32's rules) and every op overshot. Now the values
+    sharing a storage are evicted together: the budget holds, the losses are the same."""
     together = []
     same = _watched_steps(_gated_trainer, 0.5, 64 * 1024,
                           lambda action, info, clock: together.append(info.shape)
@@ -457,33 +435,14 @@ def test_the_halves_of_a_split_product_are_evicted_together(async_level):
 
 
 def _dropout_trainer():
-    imp.random.seed(0)
-    rng = np.random.default_rng(0)
-    layers = nn.ModuleList([nn.Linear(128, 128) for _ in range(6)])
-    head = nn.Linear(128, 10)
-
-    class DropoutMLP(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layers, self.head = layers, head
-
-        def forward(self, x):
-            for layer in self.layers:
-                x = F.dropout(F.relu(layer(x)), 0.2)
-            return self.head(x)
-
-    model = DropoutMLP()
-    x = imp.Tensor(rng.standard_normal((512, 128), dtype=np.float32))
-    labels = imp.Tensor(rng.integers(0, 10, 512).astype(np.int32))
-    train = training_step(model, optim.SGD(model.parameters(), 0.01, momentum=0.9))
-    return lambda: train(x, labels)
+    return unseen_models.trainer("dropout", width=128, depth=6, batch=512)
 
 
 def test_dropout_masks_are_recomputed_from_one_byte_an_element(async_level):
     """A dropout mask cannot be recomputed (an RNG op): the float32 masks a dropout MLP's
-    backward pass keeps were all floor, above a 0.5 P budget (1.19x at async level 0),
-    and every op overshot. The masks are drawn boolean now, and the float32 copies the
-    products keep are recomputed from them."""
+    backward pass keeps were all floor, above a 0.5 P budget (1.20x here, with session
+    32's masks), and every op overshot. The masks are drawn boolean now, and the float32
+    copies the products keep are recomputed from them."""
     step = _dropout_trainer()
     float(step())
     losses, recomputes, peak, floor, budget = _dtr_steps(step, 0.5)
