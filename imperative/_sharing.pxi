@@ -49,12 +49,8 @@ cdef list _evictable_together(MemoryManager self, TensorInfo info, Device device
         return None
     # (one order whichever member asks: their scores summed in another order would round
     # differently, and a tie between two members be broken by the last bit)
-    found.sort(key=_key_of)
+    found.sort(key=id)             # (id: the record's address, _key)
     return found
-
-
-def _key_of(TensorInfo info):
-    return _key(info)
 
 
 cdef inline bint _droppable_now(MemoryManager self, TensorInfo m, Device device):

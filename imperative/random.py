@@ -79,7 +79,10 @@ def permutation(n, *, dtype="int32", device=None):
 def dropout_mask(x, p):
     """A mask shaped like `x` (on its device) holding 1 with probability 1 - p and 0
     otherwise; of x's dtype when x is floating point, float32 otherwise."""
-    dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float32)
+    return _mask(x, p, x.dtype if x.dtype.kind == "f" else np.dtype(np.float32))
+
+
+def _mask(x, p, dtype):
     return _run(lambda s: DropoutMaskRNG(s, p, x.shape, dtype, x.device))
 
 
@@ -90,11 +93,9 @@ def dropout(x, p=0.5, training=True):
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training:
         return x
-    if x.dtype.kind != "f":
-        return x * dropout_mask(x, p) / (1 - p)
-    # A boolean mask (as PyTorch's): the product keeps a float32 copy of it, a cast a
-    # memory manager can recompute, so that one byte an element must stay (a float32 mask
-    # is an RNG value, all four bytes of it kept); x * True and x * False are the products
-    # x * 1.0 and x * 0.0 give.
-    mask = _run(lambda s: DropoutMaskRNG(s, p, x.shape, np.dtype(bool), x.device))
+    # A float x takes a boolean mask (as PyTorch's): the product keeps a float32 copy of
+    # it, a cast a memory manager can recompute, so that one byte an element must stay (a
+    # float32 mask is an RNG value, all four bytes of it kept); x * True and x * False are
+    # the products x * 1.0 and x * 0.0 give. Any other x takes dropout_mask's float32 one.
+    mask = _mask(x, p, np.dtype(bool) if x.dtype.kind == "f" else np.dtype(np.float32))
     return x * mask / (1 - p)
