@@ -58,6 +58,10 @@ cdef enum:
     OPND_FULL_OUT = 2       # an array of the chain's shape, written (needed after the chain)
     OPND_TEMP = 3           # a block buffer
     MAX_THREADS = 16        # threads sharing one chain's blocks
+    # a block buffer's bytes: BLOCK elements of 8 bytes and 320 more, so that the same
+    # element of two buffers is not a multiple of 4 KiB apart (a load from one waits for a
+    # store to the other: the CPU matches addresses by their low 12 bits first)
+    SLOT_BYTES = BLOCK * 8 + 320
 
 FUSED_MAX_OPS = MAX_GROUP_OPS
 cdef int _FP_FLAGS = FE_DIVBYZERO | FE_OVERFLOW | FE_INVALID
@@ -234,7 +238,7 @@ cdef class FusedGroup:
         self.ndim = len(shape)
         for i in range(self.ndim):
             self.dims[i] = shape[i]
-        self.temps = <char*>malloc(max(n_slots, 1) * BLOCK * 8)
+        self.temps = <char*>malloc(max(n_slots, 1) * SLOT_BYTES)
         if self.temps == NULL:
             raise MemoryError()
 
@@ -252,7 +256,7 @@ cdef class FusedGroup:
         try:
             for t in range(threads):
                 shares[t].temps = self.temps if t == 0 and own_temps else <char*>malloc(
-                    max(self.n_slots, 1) * BLOCK * 8)
+                    max(self.n_slots, 1) * SLOT_BYTES)
                 if shares[t].temps == NULL:
                     raise MemoryError()
             keep = self._bind(vals, &shares[0])    # (keep: contiguous copies, alive)
@@ -290,7 +294,7 @@ cdef class FusedGroup:
         for i in range(self.n_operands):
             k = self.kind[i]
             if k == OPND_TEMP:
-                share.base[i] = share.temps + <Py_ssize_t>self.slot[i] * BLOCK * 8
+                share.base[i] = share.temps + <Py_ssize_t>self.slot[i] * SLOT_BYTES
                 share.adv[i] = 0
                 share.stride[i] = self.itemsize[i]
                 continue
@@ -319,7 +323,7 @@ cdef class FusedGroup:
             shares[t].temps = temps
             for i in range(self.n_operands):
                 if self.kind[i] == OPND_TEMP:
-                    shares[t].base[i] = temps + <Py_ssize_t>self.slot[i] * BLOCK * 8
+                    shares[t].base[i] = temps + <Py_ssize_t>self.slot[i] * SLOT_BYTES
         for t in range(threads):
             shares[t].begin = min(self.n, t * part)
             shares[t].end = min(self.n, (t + 1) * part)
