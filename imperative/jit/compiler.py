@@ -134,17 +134,21 @@ def _compile(program, plan):
             continue
         following = run_order[k + 1] if k + 1 < len(run_order) else None
         nxt = None if following is None else program.steps[following]
-        if index in moves and moves[index] == following:
+        # an op with a direct kernel for these inputs (a small product: numpy's) would
+        # apply an epilogue by calling its follower's kernel afterwards, through three more
+        # Python frames: the two steps apart cost half as much (a small MLP's product and
+        # ReLU: 4.1-4.9 us together, 2.0 us and 0.5 us apart)
+        direct = step.op.direct_kernel(tuple(values[vid] for vid in step.inputs))
+        if direct is None and index in moves and moves[index] == following:
             # (the update of the weight gradient this product makes: its other input, the
             # weight, is the epilogue's)
             kind, others = nxt.op.UPDATE_EPILOGUE, [nxt.inputs[0]]
-        elif _epilogue_fits(step, nxt, values, dies, index, following):
+        elif direct is None and _epilogue_fits(step, nxt, values, dies, index, following):
             kind, others = None, list(nxt.inputs[1:])
         else:
             steps.append(_core.KernelStep(
                 step.op, list(step.inputs), list(step.outputs), dies[index], step.where,
-                _reusable_input(step, values, dies, index, owned),
-                direct=step.op.direct_kernel(tuple(values[vid] for vid in step.inputs))))
+                _reusable_input(step, values, dies, index, owned), direct=direct))
             continue
         skip = following
         steps.append(_core.KernelStep(step.op, list(step.inputs), list(nxt.outputs),
