@@ -123,7 +123,7 @@ cdef class FastReplay:
         for kind, ref, k in self.effects:
             holder = _bound_holder(kind, ref, args)
             if holder is not None:
-                holder._set_info_from(_wrap(outs[k]))
+                _rebind(<TensorBase?>holder, <TensorInfo>outs[k])
         for kind, ref, k, _ in self.grads:
             holder = _bound_holder(kind, ref, args)
             (<TensorBase>holder)._grad_slot = None if k < 0 else _wrap(outs[k])

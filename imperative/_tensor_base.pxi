@@ -35,6 +35,22 @@ cdef inline TensorBase _wrap(TensorInfo info):
     return t
 
 
+cdef int _rebind(TensorBase t, TensorInfo info) except -1:
+    """TensorBase._set_info_from for a record (a replay's effects: no Tensor made for it)."""
+    cdef TensorInfo old = t._info
+    if _tracing:
+        _trace_rebind(t, old)
+    t._info = info
+    info.tensor_refs += 1
+    if _channel._memory_on:
+        _channel.mm.make_persistent(info)
+    if old is not None:
+        old.tensor_refs -= 1
+        if old.tensor_refs == 0:
+            _channel.release(old)
+    return 0
+
+
 def wrap_info(TensorInfo info):
     return _wrap(info)
 
@@ -405,17 +421,7 @@ cdef class TensorBase:
     def _set_info_from(self, TensorBase other):
         """Rebind this tensor to `other`'s value (in-place operators, __setitem__, optimizer
         updates). The new value is persistent for the memory manager."""
-        cdef TensorInfo old = self._info
-        if _tracing:
-            _trace_rebind(self, old)
-        self._info = other._info
-        self._info.tensor_refs += 1
-        if _channel._memory_on:
-            _channel.mm.make_persistent(self._info)
-        if old is not None:
-            old.tensor_refs -= 1
-            if old.tensor_refs == 0:
-                _channel.release(old)
+        _rebind(self, other._info)
 
     def _init_value(self, array, dtype, device):
         """Initialise from a runtime-owned array (already copied and converted)."""
