@@ -523,3 +523,21 @@ def test_dump_writes_the_recorded_forward_program_as_onnx(rng, tmp_path):
     traced.dump(path, arg_names=["x"], output_names=["y"])
     got = ort.InferenceSession(path).run(None, {"x": x.numpy()})[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_a_replayed_view_of_an_argument_shares_its_storage(rng, symbolic):
+    """A plan's output that views an input (a reshape handed back) is counted once, as the
+    eager view is; a fresh output adds its own bytes."""
+    traced = trace(lambda x: (x.reshape(-1), x * 2.0), symbolic=symbolic)
+    x = imp.Tensor(rng.standard_normal((64, 32)).astype(np.float32))
+    nbytes = 64 * 32 * 4
+    for _ in range(3):
+        imp.sync()
+        before = imp.memory_stats()["allocated"]
+        view, doubled = traced(x)
+        imp.sync()
+        assert imp.memory_stats()["allocated"] - before == nbytes     # the product only
+        assert same_bits(view.numpy(), x.numpy().reshape(-1))
+        assert same_bits(doubled.numpy(), x.numpy() * np.float32(2.0))
+        del view, doubled
