@@ -307,13 +307,20 @@ cdef inline int _store_result(Channel self, OpDef op, TensorInfo out, object r, 
     return self._set_value(out, r, shared)
 
 
-cdef Storage _shared_storage(object array, list inputs):
-    """The input Storage that `array` is a view of, or None for a fresh array."""
+cdef Storage _shared_storage(object array, list inputs, list roots=None):
+    """The input Storage that `array` is a view of, or None for a fresh array. `roots`: an
+    empty list for a caller asking it of several outputs of the same inputs (run_plan),
+    which keeps each input's root array, found at the first call."""
     cdef TensorInfo info
+    cdef Py_ssize_t k
     root = _root_array(array)
-    for info in inputs:
+    if roots is not None and not roots:
+        for info in inputs:
+            roots.append(None if info.value is None else _root_array(info.value))
+    for k in range(len(inputs)):
+        info = <TensorInfo>inputs[k]
         if info.value is None:
             continue
-        if _root_array(info.value) is root:
+        if (_root_array(info.value) if roots is None else roots[k]) is root:
             return info.storage
     return None

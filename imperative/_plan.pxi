@@ -511,24 +511,14 @@ cpdef list run_plan(OpDef op, CompiledPlan plan, list infos, Py_ssize_t largest)
     except Exception:
         return ch.dispatch(op, infos)
     cdef list outs = []
-    cdef list roots = None          # the inputs' root arrays, found once for every output
-    cdef Py_ssize_t i, k
-    cdef Storage shared
+    cdef list roots = []            # the inputs' root arrays, found once for every output
+    cdef Py_ssize_t i
     for i in range(len(results)):
         r = results[i]
         info = ch.new_info(r.shape, r.dtype, plan.devices[i], False)
         info.op = op
         info.scope = _current_scope
         info.out_index = i
-        shared = None
-        if not plan.fresh[i]:       # (_shared_storage, each input's root found once)
-            if roots is None:
-                roots = [_root_array(a) for a in arrays]
-            root = _root_array(r)
-            for k in range(len(roots)):
-                if roots[k] is root:
-                    shared = (<TensorInfo>infos[k]).storage
-                    break
-        ch._set_value(info, r, shared)
+        ch._set_value(info, r, None if plan.fresh[i] else _shared_storage(r, infos, roots))
         outs.append(info)
     return outs
