@@ -33,6 +33,8 @@ class _ElemwiseRule(NamedTuple):
     derivative: Callable
     needed_by: dict            # see registry.defgrad, or None
     skips_unwanted: bool
+
+
 _SQRT_2_PI = math.sqrt(2.0 * math.pi)
 _GELU_TANH_C = math.sqrt(2.0 / math.pi)
 
