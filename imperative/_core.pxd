@@ -425,6 +425,7 @@ cdef class MemoryManager:
                                      #     queued ops from the one running on (next_op)
     cdef public SwapSpace swap       # [C/W] swap files: private folders, measured bandwidth
     cdef object _rng                 # [C/W] for sqrt(N) sampling, seeded: reproducible
+    cdef list restoring              # [W, or C] the stack of the restore under way, or None
     cdef public double eviction_seconds  # [C/W]
     cdef public long long overshoots     # [C/W]
     cdef public long long cuts       # [C/W] records whose recipe was let go (release_leaf, chains)

@@ -91,6 +91,8 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
     cdef bint locking = False        # every waiting tensor pins what it has
     cdef TensorInfo t, i
     cdef Producer p
+    cdef list outer = self.restoring
+    self.restoring = stack           # (for _droppable_now: what the stack's recipes read)
     try:
         while stack:
             t = stack[len(stack) - 1]    # (wraparound is off in this module)
@@ -126,6 +128,8 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                 asked.pop(t, None)
                 for i in held.pop(t, ()):
                     i.pins -= 1
+                if _cut_by_view(t):
+                    _push_views_beside(t, stack)
                 # Intermediates no tensor and no queued op holds, brought back only on
                 # the way: free them again as their first run did. One kept because an
                 # evicted tensor needed it is looked at again after every later step:
@@ -138,10 +142,24 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
             else:
                 raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
     finally:
+        self.restoring = outer
         for pinned in held.values():
             for i in pinned:
                 i.pins -= 1
     return 0
+
+
+cdef void _push_views_beside(TensorInfo view, list stack):
+    """The evicted views beside `view`, just recomputed, come back next (from its storage,
+    without new memory: _evicted_views_beside). A storage's values are evicted together;
+    brought back one at a time, each later one recomputed the storage's whole history
+    again once the dead values between had gone (a long-sequence attention block's key
+    and value after its query: the projection they are split from, 4-5 times a step at
+    0.5 P)."""
+    cdef TensorInfo other
+    for other in _evicted_views_beside(view):
+        if other.status == DROPPED and not _contains(stack, other):
+            stack.append(other)
 
 
 cdef list _drop_the_unneeded(MemoryManager self, list dead, list stack):

@@ -18,34 +18,16 @@ cdef int _MAX_SHARERS = 8
 cdef list _evictable_together(MemoryManager self, TensorInfo info, Device device):
     """`info` and the resident values sharing its storage, when each of them could be
     dropped but for the others: a candidate with a recipe, unpinned, on `device`, not read
-    by the next op. They are found through the recipes that read and make them, passing
-    through dropped records whose ghosts lie in the storage (a split's dead base). None as
-    soon as one of them could not be dropped (a batch split in time steps, its base a
-    leaf, is refused at its first step: walking all 48 views of it, for each of them, each
-    round, tripled an LSTM's bookkeeping), or when some holder of the storage is not found
-    that way."""
+    by the next op. They are found through the recipes that read and make them (see
+    _walk_storage). None as soon as one of them could not be dropped (a batch split in
+    time steps, its base a leaf, is refused at its first step: walking all 48 views of it,
+    for each of them, each round, tripled an LSTM's bookkeeping), or when some holder of
+    the storage is not found that way."""
     cdef Storage st = info.storage
     if info.status != PRODUCED or st is None or st.refs <= 1 or st.refs > _MAX_SHARERS:
         return None
-    cdef list walked = [info], found = [info]
-    cdef Py_ssize_t k = 0
-    cdef size_t j
-    cdef TensorInfo t
-    cdef vector[PyObject*] outs
-    while k < len(walked):
-        if k >= 4 * _MAX_SHARERS:        # (dead views too: a walk of its own per round)
-            return None
-        t = walked[k]
-        k += 1
-        if t.status == PRODUCED and not _droppable_now(self, t, device):
-            return None
-        if t.producer is not None:
-            for n in (<Producer>t.producer).inputs:
-                _walk_into(<TensorInfo>n, st, walked, found)
-        _consumer_outputs(t, outs)
-        for j in range(outs.size()):
-            _walk_into(<TensorInfo>outs[j], st, walked, found)
-    if len(found) != st.refs:
+    cdef list found = _walk_storage(self, info, device, None)
+    if found is None or len(found) != st.refs:
         return None
     # (one order whichever member asks: their scores summed in another order would round
     # differently, and a tie between two members be broken by the last bit)
@@ -53,19 +35,83 @@ cdef list _evictable_together(MemoryManager self, TensorInfo info, Device device
     return found
 
 
+cdef list _evicted_views_beside(TensorInfo info):
+    """The evicted values that are views of the storage `info` (resident) lies in, cut
+    from it through the same recipes: what an eviction of the storage took with `info`
+    and a restore of `info` alone left out."""
+    cdef list evicted = []
+    if (info.status == PRODUCED and info.storage is not None
+            and 1 <= info.storage.refs <= _MAX_SHARERS):
+        _walk_storage(None, info, None, evicted)
+    return evicted
+
+
+cdef list _walk_storage(MemoryManager self, TensorInfo info, Device device, list evicted):
+    """The resident values in the storage of `info`, found from it through the recipes
+    that read and make them, passing through dropped records that lie in the storage too
+    (_walk_into). With a `device`, None as soon as one of them could not be dropped now;
+    `evicted`, where given, collects the evicted views met on the way."""
+    cdef Storage st = info.storage
+    cdef list walked = [info], found = [info]
+    cdef Py_ssize_t k = 0
+    cdef size_t j
+    cdef TensorInfo t, out
+    cdef vector[PyObject*] outs
+    while k < len(walked):
+        if k >= 4 * _MAX_SHARERS:        # (dead views too: a walk of its own per round)
+            return None
+        t = walked[k]
+        k += 1
+        if device is not None and t.status == PRODUCED and not _droppable_now(self, t, device):
+            return None
+        if t.producer is not None:
+            for n in (<Producer>t.producer).inputs:
+                _walk_into(<TensorInfo>n, st, walked, found, _cut_by_view(t), evicted)
+        _consumer_outputs(t, outs)
+        for j in range(outs.size()):
+            out = <TensorInfo>outs[j]
+            _walk_into(out, st, walked, found, _cut_by_view(out), evicted)
+    return found
+
+
 cdef inline bint _droppable_now(MemoryManager self, TensorInfo m, Device device):
+    # (a value a recomputation waiting on the restore's stack reads stays: dropped, the
+    # storage's other values went with it, and the attention block whose query, key and
+    # value lay in it recomputed their projection once for each of them, 4-5 times a
+    # step at 0.5 P)
     return (not m.pins and m.producer is not None and m.device is device
-            and _key(m) in self.candidates and not self.read_next(m))
+            and _key(m) in self.candidates and not self.read_next(m)
+            and not (self.restoring and _read_on_the_stack(m, self.restoring)))
 
 
-cdef inline void _walk_into(TensorInfo n, Storage st, list walked, list found):
+cdef inline bint _cut_by_view(TensorInfo t):
+    """`t`'s value is a view of its producer's input (reshape, transpose, split, ...)."""
+    return t.producer is not None and (<OpDef>(<Producer>t.producer).op).aliases_input
+
+
+cdef inline void _walk_into(TensorInfo n, Storage st, list walked, list found,
+                            bint view_link, list evicted):
+    """Walk on into `n`, reached from a record of the storage `st`, where `n` lies in it
+    too: resident there, a dropped value whose ghost lies there, or (`view_link`: one of
+    the two is a view of the other) a dead view dropped without a ghost. Such a view died
+    while the value it was cut from was still resident in the storage, so it needed none
+    (_view_of_resident_input); passing through it, a split's parts find each other: an
+    attention block's query, key and value, views of one projection through a reshape, a
+    transpose and a split whose dead links had no ghosts, were never evictable, and held
+    a vision transformer's floor at 1.5 of the 6.4 MiB budget at 0.5 P. An evicted view
+    met that way goes to `evicted` (where given)."""
     if _contains(walked, n):
         return
     if n.status == PRODUCED and n.storage is st:
         walked.append(n)
         found.append(n)
-    elif n.status == DROPPED and n.ghost is not None and (<_Ghost>n.ghost).storage is st:
+    elif n.status == DROPPED and (
+            (n.ghost is not None and (<_Ghost>n.ghost).storage is st)
+            or (view_link and n.ghost is None and not _alive(n))):
         walked.append(n)
+    elif (evicted is not None and view_link and n.status == DROPPED and _alive(n)
+            and not _contains(evicted, n)):
+        evicted.append(n)
 
 
 @cython.final

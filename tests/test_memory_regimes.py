@@ -450,3 +450,52 @@ def test_dropout_masks_are_recomputed_from_one_byte_an_element(async_level):
     assert losses == [float(reference()) for _ in range(4)][2:]
     assert floor <= budget
     assert peak <= budget + 512 * 128 * 4              # + the largest op's outputs
+
+
+def _qkv_views(x, heads):
+    """An attention block's query, key and value from one projection `x` (b, s, 3 d):
+    a reshape, a transpose and a split cut them, views of one storage (models.py's)."""
+    b, s, width = x.shape
+    qkv = F.transpose(F.reshape(F.exp(x), (b, s, 3, heads, width // (3 * heads))),
+                      (2, 0, 3, 1, 4))
+    return [F.squeeze(t, 0) for t in F.split(qkv, 3, axis=0)]
+
+
+def test_views_cut_through_dead_views_go_and_come_back_together(async_level):
+    """The reshape, transpose and split between a projection and its three views die
+    while the projection is still resident, so they keep no ghost: through them the
+    views never found each other, and none of them was ever evictable (a vision
+    transformer's floor held them: 1.5 of its 6.4 MiB budget at 0.5 P). Now they go
+    together, and reading one brings the others back beside it, as views of its new
+    storage, instead of each recomputing the projection in turn."""
+    x = imp.Tensor(np.random.default_rng(4).standard_normal((2, 64, 96)).astype(np.float32))
+    with _dtr_budget(1, 0):                            # evict whatever can go
+        views = _qkv_views(x, heads=2)
+        want = [v.numpy().copy() for v in views]
+        (F.exp(x) * 2.0).numpy()                       # an op that needs room
+        assert [_core.tensor_status(v) for v in views] == ["DROPPED"] * 3
+        recomputes = imp.memory_stats()["recomputes"]
+        views[0].numpy()
+        assert [_core.tensor_status(v) for v in views] == ["PRODUCED"] * 3
+        assert imp.memory_stats()["recomputes"] - recomputes <= 10   # exp once, views
+        for v, expected in zip(views, want):
+            assert np.array_equal(v.numpy().view(np.uint32), expected.view(np.uint32))
+
+
+def test_a_vision_transformers_query_key_and_value_are_evictable(async_level):
+    """unseen_models' vision transformer at 0.5 P: its attention's query, key and value
+    (16, 2, 64, 16) go together, the losses are the same, the budget holds."""
+    together = []
+    make_step = lambda: unseen_models.trainer("vit", patch=4, dim=32, heads=2,  # noqa: E731
+                                              blocks=2, batch=16, size=32)
+    same = _watched_steps(make_step, 0.5, 16 * 1024,
+                          lambda action, info, clock: together.append(info.shape)
+                          if action == "evict_sharer" else None)
+    assert same
+    assert (16, 2, 64, 16) in together                 # the point: the views did go
+    step = make_step()
+    float(step())
+    losses, recomputes, peak, floor, budget = _dtr_steps(step, 0.5,
+                                                         evictee_minimum_size=16 * 1024)
+    assert floor <= budget
+    assert peak <= budget + 16 * 2 * 64 * 64 * 4       # + the largest op's outputs
