@@ -116,3 +116,71 @@ def test_cross_entropy_gradient_is_the_composite_rule_bit_for_bit(reduction, sha
     fused, composite = grad_of_logits(False), grad_of_logits(True)
     assert fused.dtype == composite.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(fused, composite)
+
+
+@pytest.mark.parametrize("shape,axis", [((6, 10), -1), ((4, 3, 300), -1), ((3, 200), 0),
+                                        ((7,), 0)])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_softmax_gradient_is_the_composite_rule_bit_for_bit(shape, axis, transposed):
+    """SoftmaxGrad (the last axis, float32, nothing recording the backward) against the
+    composite rule's ops, which an outer GradManager makes the rule issue; a transposed
+    input reaches its layout fallback."""
+    from imperative.autodiff import GradManager
+    rng = np.random.default_rng(5)
+    start = rng.standard_normal(shape[::-1] if transposed else shape).astype(np.float32)
+    upstream = rng.standard_normal(shape).astype(np.float32)
+
+    def grad_of_input(outer):
+        x = imp.Parameter(start)
+        gm, outer_gm = GradManager().attach([x]), GradManager().attach([x])
+        with outer_gm if outer else gm:
+            with gm if outer else outer_gm:
+                y = F.softmax(x.T if transposed else x, axis)
+                gm.backward((y * imp.Tensor(upstream)).sum())
+        return x.grad.numpy()
+
+    fused, composite = grad_of_input(False), grad_of_input(True)
+    np.testing.assert_array_equal(fused, composite)
+    y = np.exp(start.T if transposed else start)
+    y /= y.sum(axis=axis, keepdims=True)
+    want = y * (upstream - (upstream * y).sum(axis=axis, keepdims=True))
+    np.testing.assert_allclose(fused, want.T if transposed else want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("written_over", [None, 0, 1])
+def test_softmax_grad_may_write_over_either_input(written_over):
+    """SoftmaxGrad reads each block of rows before it writes it: dx written over y or dy
+    (the dying input the runtime hands it as `out`) has the bits of a fresh output."""
+    from imperative.ops.softmax import SoftmaxGrad
+    rng = np.random.default_rng(6)
+    y = rng.random((70, 300)).astype(np.float32)          # several blocks of rows
+    dy = rng.standard_normal((70, 300)).astype(np.float32)
+    want = y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+    inputs = [y.copy(), dy.copy()]
+    out = None if written_over is None else inputs[written_over]
+    got = SoftmaxGrad().kernel(*inputs, out=out)
+    assert out is None or got is out
+    np.testing.assert_array_equal(got, want)
+
+
+def test_softmax_backward_never_holds_the_product_whole(async_level):
+    """The composite rule's dy * y was a third array beside y and dy: an attention block's
+    backward held three of its (batch, heads, seq, seq) maps at once. SoftmaxGrad holds y,
+    dy and dx, and at async level 2 it writes dx over dy, which dies with it (at level 0
+    the op runs while the rule still holds dy: a fresh dx)."""
+    from imperative.autodiff import GradManager
+    rng = np.random.default_rng(7)
+    one_map = 64 * 4096 * 4                                  # 1 MiB
+    x = imp.Parameter(rng.standard_normal((64, 4096)).astype(np.float32))
+    w = imp.Tensor(rng.standard_normal((64, 4096)).astype(np.float32))
+    gm = GradManager().attach([x])
+    with gm:
+        y = F.softmax(x, -1)
+        loss = (y * w).sum()
+        imp.sync()
+        imp.reset_peak_memory_stats()
+        base = imp.memory_stats()["allocated"]              # x, w and y
+        gm.backward(loss)                                   # dy = w, then softmax's
+    imp.sync()
+    maps = 2 if async_level == 0 else 1                     # (the composite: 3 and 2)
+    assert imp.memory_stats()["peak_allocated"] - base <= maps * one_map + 64 * 1024

@@ -14,7 +14,7 @@ from ..ops.elemwise import LeakyRelu
 from ..ops.indexing import Embedding
 from ..ops.norm import BatchNormForward, LayerNormBackward, LayerNormForward
 from ..ops.pool import MaxPoolGrad, Pooling, valid_counts
-from ..ops.softmax import CrossEntropy, CrossEntropyGrad, LogSoftmax, Softmax
+from ..ops.softmax import CrossEntropy, CrossEntropyGrad, LogSoftmax, Softmax, SoftmaxGrad
 from ..tensor import Tensor
 from .registry import as_input_grad, defgrad, is_float, no_grads, single_output, wants
 from .rules_indexing import scatter_add
@@ -190,7 +190,14 @@ def _class_axis(op, ctx):
 @single_output
 def _softmax_backward(op, ctx, dy):
     y = ctx.outputs[0]
-    dx = y * (dy - (dy * y).sum(axis=_class_axis(op, ctx), keepdims=True))
+    axis = _class_axis(op, ctx)
+    ndim = len(ctx.in_shapes[0])
+    if (_core.get_grad_hook() is None and axis is not None and axis % ndim == ndim - 1
+            and y.dtype == dy.dtype == np.float32):
+        # nothing records this backward (no higher order): the ops below as one, which
+        # never holds dy * y whole (SoftmaxGrad)
+        return (as_input_grad(apply(cached_op(SoftmaxGrad), y, dy)[0], ctx, 0),)
+    dx = y * (dy - (dy * y).sum(axis=axis, keepdims=True))
     return (as_input_grad(dx, ctx, 0),)
 
 

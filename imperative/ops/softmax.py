@@ -1,4 +1,5 @@
-"""The softmax family: Softmax, LogSoftmax and CrossEntropy."""
+"""The softmax family: Softmax, LogSoftmax and CrossEntropy (and the backward ops that
+autodiff issues as one: SoftmaxGrad, CrossEntropyGrad)."""
 import functools
 
 import numpy as np
@@ -77,6 +78,51 @@ class Softmax(_AlongAxis):
     _fn = staticmethod(_softmax_into)
     _native = staticmethod(native.softmax_rows)
     _native_or = native.softmax_rows_or
+
+
+_ROWS_BLOCK = 16384        # elements of dy * y at a time in SoftmaxGrad (64 KiB of float32)
+
+
+class SoftmaxGrad(Op):
+    """`SoftmaxGrad()`: inputs y = softmax(x) along the last axis and dy (both float32, of
+    one shape), outputs dx = y * (dy - sum(dy * y, last axis)): softmax's backward as one
+    op, by blocks of rows, so that the product dy * y is never made whole. The composite
+    rule made it beside y and dy, a third array of their size, and that moment was the
+    floor of an attention block's backward under a memory budget. It may write dx over y
+    or dy (each block is read before it is written). The same numpy calls, in the same
+    order, as the composite rule of autodiff/rules_nn.py issues op by op: the same bits.
+    Not differentiable itself: the rule issues it only while no outer gradient records."""
+
+    _fields = ()
+    INPLACE_CAPABLE = True
+
+    def infer(self, inputs):
+        check_arity(self, inputs, 2)
+        reject_quantized(self, inputs)
+        y, dy = inputs
+        if y.shape != dy.shape or y.dtype != _FLOAT32 or dy.dtype != _FLOAT32 or not y.shape:
+            raise ValueError(f"{self!r}: expected y and dy float32 of one shape (at least "
+                             f"1-d), got {y.shape} {y.dtype} and {dy.shape} {dy.dtype}")
+        return ((y.shape, _FLOAT32),)
+
+    def kernel(self, y, dy, out=None):
+        if out is None:
+            out = np.empty(y.shape, _FLOAT32)
+        if not (y.flags.c_contiguous and dy.flags.c_contiguous and out.flags.c_contiguous):
+            # (a layout that blocks of rows do not fit: the composite's calls on the whole)
+            product_sum = _sum(np.multiply(dy, y), axis=-1, keepdims=True)
+            return np.multiply(y, np.subtract(dy, product_sum), out=out)
+        width = y.shape[-1]
+        rows_y, rows_dy, rows_out = (a.reshape(-1, width) for a in (y, dy, out))
+        step = max(1, _ROWS_BLOCK // max(width, 1))
+        block = np.empty((min(step, len(rows_y)), width), _FLOAT32)
+        for r in range(0, len(rows_y), step):
+            y_r, dy_r = rows_y[r:r + step], rows_dy[r:r + step]
+            t = block[:len(y_r)]
+            np.multiply(dy_r, y_r, out=t)
+            np.subtract(dy_r, _sum(t, axis=-1, keepdims=True), out=t)
+            np.multiply(y_r, t, out=rows_out[r:r + step])
+        return out
 
 
 class LogSoftmax(_AlongAxis):
