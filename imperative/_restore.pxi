@@ -88,6 +88,8 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
     cdef dict held = {}              # tensor on the stack -> its inputs pinned for it
     cdef dict asked = {}             # tensor on the stack -> inputs it waited for
     cdef list kept = []              # dead values brought back and kept so far
+    cdef list pinned_views = []      # views whose evicted siblings came back: pinned to the end
+    cdef list pushed = []            # those siblings (_push_views_beside: once a restore)
     cdef bint locking = False        # every waiting tensor pins what it has
     cdef TensorInfo t, i
     cdef Producer p
@@ -128,8 +130,8 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                 asked.pop(t, None)
                 for i in held.pop(t, ()):
                     i.pins -= 1
-                if _cut_by_view(t):
-                    _push_views_beside(t, stack)
+                if _cut_by_view(t) and not _contains(pushed, t):
+                    _push_views_beside(t, stack, pinned_views, pushed)
                 # Intermediates no tensor and no queued op holds, brought back only on
                 # the way: free them again as their first run did. One kept because an
                 # evicted tensor needed it is looked at again after every later step:
@@ -146,19 +148,31 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
         for pinned in held.values():
             for i in pinned:
                 i.pins -= 1
+        for i in pinned_views:
+            i.pins -= 1
     return 0
 
 
-cdef void _push_views_beside(TensorInfo view, list stack):
+cdef void _push_views_beside(TensorInfo view, list stack, list pinned, list pushed):
     """The evicted views beside `view`, just recomputed, come back next (from its storage,
     without new memory: _evicted_views_beside). A storage's values are evicted together;
     brought back one at a time, each later one recomputed the storage's whole history
     again once the dead values between had gone (a long-sequence attention block's key
     and value after its query: the projection they are split from, 4-5 times a step at
-    0.5 P)."""
+    0.5 P). Each comes back so once a restore (`pushed`), and `view` stays pinned to the
+    end of the restore (`pinned`), so that the group cannot go while they come back into
+    its storage: under a budget below the floor, the storage and another value the
+    restore needed evicted each other in turn, for ever."""
     cdef TensorInfo other
-    for other in _evicted_views_beside(view):
-        if other.status == DROPPED and not _contains(stack, other):
+    cdef list others = [other for other in _evicted_views_beside(view)
+                        if other.status == DROPPED and not _contains(pushed, other)]
+    if not others:
+        return
+    view.pins += 1
+    pinned.append(view)
+    for other in others:
+        pushed.append(other)
+        if not _contains(stack, other):
             stack.append(other)
 
 

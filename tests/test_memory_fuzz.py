@@ -10,6 +10,7 @@ that a failure costs seconds (the tool and hypothesis' printed example reproduce
 """
 import ctypes
 import gc
+import json
 import platform
 import sys
 import threading
@@ -503,3 +504,21 @@ def test_tiny_ops_do_not_run_beside_the_worker_under_a_budget():
             managed = mp.run_program(program, setting, mp.budget_for(setting, reference))
             assert mp.mismatches(reference.reads, managed.reads) == []
             assert mp.peak_rule_excess(program, managed) == 0
+
+
+def test_a_restore_that_brings_views_back_beside_one_ends():
+    """Fuzz seed 820: under a budget below the floor, restoring a view brought its evicted
+    siblings back, which recomputed their storage and evicted a softmax the restore also
+    needed, whose recomputation evicted the storage again, for ever. Each view restored
+    with its siblings now stays pinned to the end of the restore. Run in a child process,
+    so that a relapse fails here instead of hanging the suite."""
+    import os
+    import subprocess
+    tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "tools", "fuzz_memory.py")
+    done = subprocess.run([sys.executable, tool, "--child", "--programs", "1", "--seed", "820"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "FAIL" not in done.stdout, done.stdout + done.stderr
+    counts = json.loads(done.stdout.split("COUNTS ")[-1].splitlines()[0])
+    assert counts["seed"] == 820 and counts["dtr_programs"] == 1
+    assert not {"mismatches", "peak_rule_violations", "exceptions", "leaks"} & set(counts)
