@@ -119,7 +119,7 @@ def test_cross_entropy_gradient_is_the_composite_rule_bit_for_bit(reduction, sha
 
 
 @pytest.mark.parametrize("shape,axis", [((6, 10), -1), ((4, 3, 300), -1), ((3, 200), 0),
-                                        ((7,), 0)])
+                                        ((7,), 0), ((3, 0), -1), ((0,), 0)])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_softmax_gradient_is_the_composite_rule_bit_for_bit(shape, axis, transposed):
     """SoftmaxGrad (the last axis, float32, nothing recording the backward) against the

@@ -108,6 +108,8 @@ class SoftmaxGrad(Op):
     def kernel(self, y, dy, out=None):
         if out is None:
             out = np.empty(y.shape, _FLOAT32)
+        if not y.size:
+            return out
         if not (y.flags.c_contiguous and dy.flags.c_contiguous and out.flags.c_contiguous):
             # (a layout that blocks of rows do not fit: the composite's calls on the whole)
             product_sum = _sum(np.multiply(dy, y), axis=-1, keepdims=True)
