@@ -92,6 +92,22 @@ def test_adam_fused_or_not_follows_pytorch(kernels, cls, wd):
     np.testing.assert_array_equal(params[-1].numpy(), starts[-1])
 
 
+def fused_and_composite_grads(start, loss_of):
+    """The gradient of `loss_of(x)` for x = Parameter(start), taken twice: with nothing
+    recording the backward (a rule may issue its fused op) and with an outer GradManager
+    recording it (the rule issues its composite ops, to differentiate them again)."""
+    from imperative.autodiff import GradManager
+
+    def grad(outer):
+        x = imp.Parameter(start)
+        gm, outer_gm = GradManager().attach([x]), GradManager().attach([x])
+        with outer_gm if outer else gm:
+            with gm if outer else outer_gm:
+                gm.backward(loss_of(x))
+        return x.grad.numpy()
+    return grad(False), grad(True)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("shape,axis", [((6, 10), -1), ((4, 5, 3), 1), ((7,), 0)])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
@@ -99,21 +115,15 @@ def test_cross_entropy_gradient_is_the_composite_rule_bit_for_bit(reduction, sha
                                                                   dtype):
     """The fused gradient (nothing records the backward) against the composite rule's ops,
     which an outer GradManager makes the rule issue (to differentiate them again)."""
-    from imperative.autodiff import GradManager
     rng = np.random.default_rng(3)
     logits = rng.standard_normal(shape).astype(dtype) * 3
     labels = rng.integers(0, shape[axis], np.delete(shape, axis))
 
-    def grad_of_logits(outer):
-        x = imp.Parameter(logits)
-        gm, outer_gm = GradManager().attach([x]), GradManager().attach([x])
-        with outer_gm if outer else gm:
-            with gm if outer else outer_gm:
-                loss = F.cross_entropy(x, imp.Tensor(labels), axis, reduction)
-                gm.backward(loss if reduction != "none" else loss.sum())
-        return x.grad.numpy()
+    def loss_of(x):
+        loss = F.cross_entropy(x, imp.Tensor(labels), axis, reduction)
+        return loss if reduction != "none" else loss.sum()
 
-    fused, composite = grad_of_logits(False), grad_of_logits(True)
+    fused, composite = fused_and_composite_grads(logits, loss_of)
     assert fused.dtype == composite.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(fused, composite)
 
@@ -125,21 +135,14 @@ def test_softmax_gradient_is_the_composite_rule_bit_for_bit(shape, axis, transpo
     """SoftmaxGrad (the last axis, float32, nothing recording the backward) against the
     composite rule's ops, which an outer GradManager makes the rule issue; a transposed
     input reaches its layout fallback."""
-    from imperative.autodiff import GradManager
     rng = np.random.default_rng(5)
     start = rng.standard_normal(shape[::-1] if transposed else shape).astype(np.float32)
     upstream = rng.standard_normal(shape).astype(np.float32)
 
-    def grad_of_input(outer):
-        x = imp.Parameter(start)
-        gm, outer_gm = GradManager().attach([x]), GradManager().attach([x])
-        with outer_gm if outer else gm:
-            with gm if outer else outer_gm:
-                y = F.softmax(x.T if transposed else x, axis)
-                gm.backward((y * imp.Tensor(upstream)).sum())
-        return x.grad.numpy()
+    def loss_of(x):
+        return (F.softmax(x.T if transposed else x, axis) * imp.Tensor(upstream)).sum()
 
-    fused, composite = grad_of_input(False), grad_of_input(True)
+    fused, composite = fused_and_composite_grads(start, loss_of)
     np.testing.assert_array_equal(fused, composite)
     y = np.exp(start.T if transposed else start)
     y /= y.sum(axis=axis, keepdims=True)
