@@ -244,25 +244,28 @@ def pool_leave(previous):
 
 
 def pool_trim():
-    """Hand every cached block back to the system allocator."""
+    """Hand the pages of every free block back to the system, and unmap the segments
+    that are wholly free."""
     imp_pool_trim()
 
 
 def pool_set_limit(size_t nbytes):
-    """Cache at most `nbytes` of freed blocks (64 MiB by default)."""
+    """Keep at most `nbytes` of freed memory mapped for reuse (64 MiB by default)."""
     imp_pool_set_limit(nbytes)
 
 
 def pool_set_reserve(size_t nbytes):
     """Under a memory budget of `nbytes` (0: none), keep the large blocks handed out plus
-    those cached within it, or within the most handed out at once where that is more."""
+    the free memory kept mapped within it, or within the most handed out at once where that
+    is more, and a quarter more for fragmentation."""
     imp_pool_set_reserve(nbytes)
 
 
 def pool_stats():
-    """{"cached", "limit", "in_use", "reserve", "hits", "misses"}: bytes cached now, the
-    cache's limit, bytes of large blocks handed out, the budget they and the cache keep to
-    (0: none), and how many large allocations the cache served or passed to malloc."""
+    """{"cached", "limit", "in_use", "reserve", "hits", "misses"}: bytes of free memory
+    kept mapped (a bound), its limit, bytes of large blocks handed out, the budget they and
+    the free memory keep to (0: none), and how many large allocations reused the pool's
+    memory or mapped a new segment."""
     cdef size_t cached, limit, in_use, reserve
     cdef unsigned long long hits, misses
     imp_pool_stats(&cached, &limit, &in_use, &reserve, &hits, &misses)

@@ -395,10 +395,10 @@ cdef class MemoryManager:
     # ---- the budget
 
     cdef void size_pool(self, long long threshold):
-        """The worker's block cache holds freed memory the budget does not count: under a
-        budget (threshold > 0) what it hands out and caches keep to the budget (or the peak
-        where higher), so that the process's memory falls with the budget (a fixed half of
-        the budget: DenseNet's process at 0.5 P peaked at 134 MiB, not 112, as fast)."""
+        """The worker's block pool keeps freed memory the budget does not count: under a
+        budget (threshold > 0) what it hands out and keeps mapped stay within the budget
+        (or the peak where higher, and a quarter for fragmentation: _pool.c), so that the
+        process's memory falls with the budget."""
         if threshold != self.pool_sized_for:
             self.pool_sized_for = threshold
             _kernels.pool_set_reserve(threshold)

@@ -1,17 +1,33 @@
 /* A caching allocator for the data of numpy arrays made on the interpreter's worker thread.
  *
- * Why: the worker thread allocates from its own glibc arena, whose top is trimmed (pages
+ * Why: the worker thread allocated from its own glibc arena, whose top is trimmed (pages
  * handed back with MADV_DONTNEED) whenever enough of it is free. A training step frees and
  * reallocates the same large buffers every step, so each step paid to fault ~10 MB of pages
  * back in (2,500 faults, 6-13 ms of system time in a 100 ms MLP step). Blocks of
- * POOL_MIN_BLOCK bytes or more are kept here instead, by exact size (a step asks for the same
- * sizes again), up to a byte limit; smaller ones go to malloc as before. Under a memory
- * budget the cache also keeps to the budget (cache_room).
+ * POOL_MIN_BLOCK bytes or more come from the pool's own segments instead (address space
+ * mapped here, SEGMENT_BYTES at a time), carved best-fit from free chunks that split and
+ * coalesce with their neighbours; smaller ones go to malloc.
+ *
+ * Why segments of its own, not an exact-size cache in front of malloc (the earlier design):
+ * under a DTR budget the sizes a step asks for change with what is evicted, so the cache
+ * held blocks of sizes nobody asked for again while glibc's arena, its free chunks pinned
+ * between the small objects the worker also allocates, grew beside it: a MobileNet at
+ * 0.5 P kept 51 MiB free inside malloc and 28 MiB in the cache, and its process reached
+ * the RSS of the unconstrained run (136 MiB against 137), faulting pages in for five steps
+ * on the way. Here freed memory coalesces, so a step's buffers of any size fit the memory
+ * the last step used.
+ *
+ * The memory a free chunk holds stays mapped ("resident": counted with an upper bound,
+ * see take) for the next allocation, up to a byte limit; under a memory budget the
+ * blocks handed out plus the free memory kept resident stay within the budget, or within
+ * the most handed out at once where that is more (cache_room). Past that, the free chunks
+ * with the most resident memory hand their pages back (MADV_DONTNEED), the first page,
+ * which holds the chunk's header, kept.
  *
  * It is installed with numpy's NEP 49 handler API in the worker thread's context only, so
  * the user's own arrays are untouched. A block may be freed on any thread: a mutex guards
- * the lists. Each block carries a 64-byte header holding its size and its links (numpy's
- * realloc does not pass the old size), which keeps the data 64-byte aligned.
+ * the pool. Each block carries a 64-byte header, which keeps the data 64-byte aligned
+ * (numpy's realloc does not pass the old size).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,132 +38,231 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
 #include "_pool.h"
 
-#define HEADER 64
+#define HEADER 64                          /* a chunk's header; a block's tag */
+#define PAGE ((size_t)4096)
 #define POOL_MIN_BLOCK (256 << 10)
-#define BUCKETS 64
+#define SEGMENT_BYTES ((size_t)64 << 20)  /* address space mapped at a time (touched: RSS) */
+#define MIN_SPLIT ((size_t)64 << 10)      /* a smaller remainder stays with the block */
+#define BINS 64                            /* free chunks by floor(log2(bytes)) */
+/* Under a budget, resident memory may pass the bound by 1/FRAGMENTATION of it: the free
+ * chunks a step's sizes leave between its blocks. With none, a MobileNet at 0.5 P handed
+ * 13 MiB of pages back and faulted them in again every step (3,300 faults, 10% slower
+ * steps); with a quarter, none after its fourth step, its memory 30 MiB for a 27.6 MiB
+ * bound. */
+#define FRAGMENTATION 4
+/* A chunk's data starts one of COLORS cache lines into its first page, in turn: at the same
+ * offset in every page, an op's operands were a multiple of 4 KiB apart, and a load from
+ * one waited for a store to another (the CPU matches addresses by their low 12 bits
+ * first): an LSTM's unconstrained step 5% slower, a dropout MLP's 9%. */
+#define COLORS 48
 
-/* The header of a block (it fits in HEADER bytes). */
-typedef struct block {
-    size_t size;                 /* bytes the caller asked for */
-    struct block *prev, *next;   /* in its bucket, while cached */
-    struct block *older, *newer; /* in the order the cache took the blocks, while cached */
-    void *raw;                   /* what malloc returned (the block is aligned within it) */
-} block;
+/* The header at the start of a chunk of a segment. */
+typedef struct chunk {
+    size_t size;                 /* its bytes, header included (a multiple of PAGE) */
+    size_t asked;                /* what the caller asked for; 0 while free */
+    struct chunk *left, *right;  /* its neighbours in its segment (NULL at its ends) */
+    struct chunk *prev, *next;   /* while free: in its bin */
+    size_t resident;             /* while free: its bytes backed by memory (a bound) */
+} chunk;
 
-/* A block of `total` bytes aligned to 64 from plain malloc: glibc's aligned_alloc asks
- * malloc for more than the block (the alignment and a chunk), so that a freed block never
- * fitted the next one of its size and the heap grew (and faulted pages in) for each. */
-static block *new_block(size_t total)
-{
-    void *raw = malloc(total + 64);
-    if (!raw) return NULL;
-    block *b = (block *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
-    b->raw = raw;
-    return b;
-}
+/* The HEADER bytes before a block's data: a chunk's, or a small block's from malloc. */
+typedef struct tag {
+    chunk *owner;                /* the chunk, or NULL for a small block */
+    void *raw;                   /* a small block: what malloc returned */
+    size_t size;                 /* a small block: what the caller asked for */
+} tag;
+
+static tag *tag_of(void *ptr) { return (tag *)((char *)ptr - HEADER); }
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static block *buckets[BUCKETS];
-static block *oldest, *newest;
-static size_t cached_bytes, cache_limit = 64 << 20;
+static chunk *bins[BINS];
+static unsigned color;          /* the next block's data offset, in cache lines */
+static size_t cached_bytes;     /* resident bytes of free chunks */
+static size_t cache_limit = 64 << 20;
 static unsigned long long hits, misses;
-static size_t in_use;           /* bytes of large blocks handed out and not yet freed */
+static size_t in_use;           /* bytes of chunks handed out and not yet freed */
 static size_t in_use_highest;   /* the most in_use has been since the reserve was set */
 static size_t reserve_limit;    /* 0, or the memory budget (see cache_room) */
 
-/* How much may stay cached now (the lock is held). Under a memory budget, the blocks handed
- * out plus those cached stay within the budget, or within the most the blocks handed out
- * have reached where that is more (a budget under the floor): the process's memory then
- * follows the budget, and a freed block is cached whenever the memory it takes would be
- * taken again anyway. A miss that passes the bound frees the oldest cached blocks, whose
- * memory malloc then hands out at once instead of faulting fresh pages in. */
+/* How much free memory may stay resident now (the lock is held). Under a memory budget,
+ * the chunks handed out plus the resident free memory stay within the budget, or within
+ * the most handed out at once where that is more (a budget under the floor), plus room
+ * for fragmentation: the process's memory then follows the budget, and freed memory stays
+ * resident whenever it would be taken again anyway. */
 static size_t cache_room(void)
 {
     if (!reserve_limit) return cache_limit;
     size_t bound = reserve_limit > in_use_highest ? reserve_limit : in_use_highest;
+    bound += bound / FRAGMENTATION;
     size_t left = bound > in_use ? bound - in_use : 0;
     return left < cache_limit ? left : cache_limit;
 }
 
-static void hand_out(size_t size)
+static int bin_of(size_t size) { return 63 - __builtin_clzll(size); }
+
+static void bin_insert(chunk *c)
 {
-    in_use += size;
+    int i = bin_of(c->size);
+    c->prev = NULL;
+    c->next = bins[i];
+    if (c->next) c->next->prev = c;
+    bins[i] = c;
+    cached_bytes += c->resident;
+}
+
+static void bin_remove(chunk *c)
+{
+    if (c->prev) c->prev->next = c->next; else bins[bin_of(c->size)] = c->next;
+    if (c->next) c->next->prev = c->prev;
+    cached_bytes -= c->resident;
+}
+
+/* The free chunk of `total` bytes or more whose resident memory covers most of them (no
+ * page to fault in, and the process's memory stays where it was), the smallest of those;
+ * NULL when none is large enough. */
+static chunk *best_fit(size_t total)
+{
+    chunk *best = NULL;
+    size_t best_cover = 0;
+    for (int i = bin_of(total); i < BINS; i++)
+        for (chunk *c = bins[i]; c; c = c->next) {
+            if (c->size < total) continue;
+            size_t cover = c->resident < total ? c->resident : total;
+            if (!best || cover > best_cover || (cover == best_cover && c->size < best->size)) {
+                best = c;
+                best_cover = cover;
+            }
+        }
+    return best;
+}
+
+/* A new segment of at least `total` bytes as one free chunk, nothing of it resident yet. */
+static chunk *new_segment(size_t total)
+{
+    size_t len = total > SEGMENT_BYTES ? (total + SEGMENT_BYTES - 1) / SEGMENT_BYTES
+                                         * SEGMENT_BYTES : SEGMENT_BYTES;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    chunk *c = (chunk *)p;
+    c->size = len;
+    c->asked = 0;
+    c->left = c->right = NULL;
+    c->resident = 0;
+    bin_insert(c);
+    return c;
+}
+
+/* Hand out `total` bytes of the free chunk `c` (out of its bin), splitting off the rest
+ * as a free chunk when it is large enough. The block is counted resident from now on (the
+ * caller writes it); what the rest keeps of c's resident bound assumes the block took
+ * resident memory first, so that the bounds add up to what the segment holds at most. */
+static void take(chunk *c, size_t total, size_t asked)
+{
+    bin_remove(c);
+    size_t resident = c->resident;
+    if (c->size - total >= MIN_SPLIT) {
+        chunk *rest = (chunk *)((char *)c + total);
+        rest->size = c->size - total;
+        rest->asked = 0;
+        rest->left = c;
+        rest->right = c->right;
+        if (rest->right) rest->right->left = rest;
+        c->right = rest;
+        rest->resident = resident > total ? resident - total : 0;
+        c->size = total;
+        bin_insert(rest);
+    }
+    c->asked = asked;
+    in_use += c->size;
     if (in_use > in_use_highest) in_use_highest = in_use;
 }
 
-static size_t bucket_of(size_t size) { return (size >> 12) % BUCKETS; }
-
-/* Take a cached block out of its bucket and out of the age order (the lock is held). */
-static void uncache(block *b)
+/* Hand the pages of a free chunk back to the system, its first page (the header) kept. */
+static void release(chunk *c)
 {
-    size_t i = bucket_of(b->size);
-    if (b->prev) b->prev->next = b->next; else buckets[i] = b->next;
-    if (b->next) b->next->prev = b->prev;
-    if (b->older) b->older->newer = b->newer; else oldest = b->newer;
-    if (b->newer) b->newer->older = b->older; else newest = b->older;
-    cached_bytes -= b->size;
+    bin_remove(c);
+    if (c->size > PAGE) madvise((char *)c + PAGE, c->size - PAGE, MADV_DONTNEED);
+    c->resident = 0;
+    bin_insert(c);
 }
 
-/* Uncache the oldest blocks until at most `keep` bytes stay cached; they are returned as a
- * list through `next`, to be freed once the lock is released (the lock is held). */
-static block *evict_oldest(size_t keep)
+/* Release the free chunks holding the most resident memory until at most `keep` bytes of
+ * free memory stay resident (the lock is held). */
+static void trim_to(size_t keep)
 {
-    block *freed = NULL;
-    while (cached_bytes > keep && oldest) {
-        block *b = oldest;
-        uncache(b);
-        b->next = freed;
-        freed = b;
+    while (cached_bytes > keep) {
+        chunk *most = NULL;
+        for (int i = 0; i < BINS; i++)
+            for (chunk *c = bins[i]; c; c = c->next)
+                if (c->resident && (!most || c->resident > most->resident)) most = c;
+        if (!most) break;
+        release(most);
     }
-    return freed;
 }
 
-static void free_list(block *b)
+/* A freed chunk rejoins its free neighbours (the lock is held). */
+static void give_back(chunk *c)
 {
-    while (b) {
-        block *next = b->next;
-        free(b->raw);
-        b = next;
+    in_use -= c->size;
+    c->asked = 0;
+    c->resident = c->size;
+    if (c->right && !c->right->asked) {
+        chunk *r = c->right;
+        bin_remove(r);
+        c->size += r->size;
+        c->resident += r->resident;
+        c->right = r->right;
+        if (c->right) c->right->left = c;
     }
+    if (c->left && !c->left->asked) {
+        chunk *l = c->left;
+        bin_remove(l);
+        l->size += c->size;
+        l->resident += c->resident;
+        l->right = c->right;
+        if (l->right) l->right->left = l;
+        c = l;
+    }
+    bin_insert(c);
 }
 
 static void *pool_malloc(void *ctx, size_t size)
 {
     (void)ctx;
     if (size >= POOL_MIN_BLOCK) {
+        size_t total = (size + 2 * HEADER + COLORS * 64 + PAGE - 1) / PAGE * PAGE;
+        char *data = NULL;
         pthread_mutex_lock(&pool_lock);
-        for (block *b = buckets[bucket_of(size)]; b; b = b->next)
-            if (b->size == size) {
-                uncache(b);
-                hand_out(size);
-                hits++;
-                pthread_mutex_unlock(&pool_lock);
-                return (char *)b + HEADER;
-            }
-        misses++;
-        hand_out(size);
-        block *freed = evict_oldest(cache_room());
-        pthread_mutex_unlock(&pool_lock);
-        free_list(freed);
-    }
-    size_t total = (size + HEADER + 63) / 64 * 64;
-    block *b = new_block(total);
-    if (!b) {
-        if (size >= POOL_MIN_BLOCK) {
-            pthread_mutex_lock(&pool_lock);
-            in_use -= size;
-            pthread_mutex_unlock(&pool_lock);
+        chunk *c = best_fit(total);
+        if (c) {
+            hits++;
+        } else {
+            misses++;
+            c = new_segment(total);
         }
-        return NULL;
+        if (c) {
+            take(c, total, size);
+            trim_to(cache_room());
+            data = (char *)c + 2 * HEADER + 64 * (color++ % COLORS);
+            tag_of(data)->owner = c;
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return data;
     }
-    b->size = size;
-    return (char *)b + HEADER;
+    void *raw = malloc(size + HEADER + 64);   /* aligned by hand, as a chunk's data is */
+    if (!raw) return NULL;
+    char *data = (char *)(((uintptr_t)raw + HEADER + 63) & ~(uintptr_t)63);
+    tag_of(data)->owner = NULL;
+    tag_of(data)->raw = raw;
+    tag_of(data)->size = size;
+    return data;
 }
 
 static void pool_free(void *ctx, void *ptr, size_t size_hint)
@@ -155,29 +270,22 @@ static void pool_free(void *ctx, void *ptr, size_t size_hint)
     (void)ctx;
     (void)size_hint;
     if (!ptr) return;
-    block *b = (block *)((char *)ptr - HEADER);
-    if (b->size >= POOL_MIN_BLOCK) {
-        pthread_mutex_lock(&pool_lock);
-        in_use -= b->size;
-        /* (when the cache is full the new block goes, not the old ones: handing the old
-         * ones to malloc instead faulted more pages in and left the process 20% larger) */
-        if (cached_bytes + b->size <= cache_room()) {
-            size_t i = bucket_of(b->size);
-            b->prev = NULL;
-            b->next = buckets[i];
-            if (b->next) b->next->prev = b;
-            buckets[i] = b;
-            b->newer = NULL;
-            b->older = newest;
-            if (newest) newest->newer = b; else oldest = b;
-            newest = b;
-            cached_bytes += b->size;
-            pthread_mutex_unlock(&pool_lock);
-            return;
-        }
-        pthread_mutex_unlock(&pool_lock);
+    chunk *c = tag_of(ptr)->owner;
+    if (!c) {
+        free(tag_of(ptr)->raw);
+        return;
     }
-    free(b->raw);
+    pthread_mutex_lock(&pool_lock);
+    give_back(c);
+    trim_to(cache_room());
+    pthread_mutex_unlock(&pool_lock);
+}
+
+/* The bytes the caller asked for at `ptr`. */
+static size_t asked_of(void *ptr)
+{
+    tag *t = tag_of(ptr);
+    return t->owner ? t->owner->asked : t->size;
 }
 
 static void *pool_calloc(void *ctx, size_t nelem, size_t elsize)
@@ -191,7 +299,7 @@ static void *pool_calloc(void *ctx, size_t nelem, size_t elsize)
 static void *pool_realloc(void *ctx, void *ptr, size_t new_size)
 {
     if (!ptr) return pool_malloc(ctx, new_size);
-    size_t old = ((block *)((char *)ptr - HEADER))->size;
+    size_t old = asked_of(ptr);
     void *p = pool_malloc(ctx, new_size);
     if (!p) return NULL;
     memcpy(p, ptr, old < new_size ? old : new_size);
@@ -217,7 +325,9 @@ static PyObject *pool_capsule;
  * the system and was faulted in again at the next allocation: the zoo's CNN with Adam
  * faulted 2,700-4,100 pages a step unconstrained (6 ms of system time in a 22-28 ms step;
  * now none, the step 20 ms), a DenseNet 1,600; under a budget of 0.5 P a transformer
- * 2,100-3,100, a U-Net up to 3,000. */
+ * 2,100-3,100, a U-Net up to 3,000. (That was before the pool's own segments: blocks of
+ * POOL_MIN_BLOCK bytes or more no longer come from malloc; these settings now serve the
+ * smaller ones and the rest of the process.) */
 static void size_malloc_for(size_t budget)
 {
 #ifdef __GLIBC__
@@ -261,21 +371,31 @@ int imp_pool_install(void)
     return 0;
 }
 
+/* Hand every free chunk's pages back, and the segments that are wholly free. */
 void imp_pool_trim(void)
 {
     pthread_mutex_lock(&pool_lock);
-    block *freed = evict_oldest(0);
+    trim_to(0);
+    for (int i = 0; i < BINS; i++) {
+        chunk *c = bins[i];
+        while (c) {
+            chunk *next = c->next;
+            if (!c->left && !c->right) {
+                bin_remove(c);
+                munmap(c, c->size);
+            }
+            c = next;
+        }
+    }
     pthread_mutex_unlock(&pool_lock);
-    free_list(freed);
 }
 
 void imp_pool_set_limit(size_t bytes)
 {
     pthread_mutex_lock(&pool_lock);
     cache_limit = bytes;
-    block *freed = evict_oldest(bytes);
+    trim_to(cache_room());
     pthread_mutex_unlock(&pool_lock);
-    free_list(freed);
 }
 
 void imp_pool_set_reserve(size_t bytes)
@@ -283,9 +403,8 @@ void imp_pool_set_reserve(size_t bytes)
     pthread_mutex_lock(&pool_lock);
     reserve_limit = bytes;
     in_use_highest = in_use;
-    block *freed = evict_oldest(cache_room());
+    trim_to(cache_room());
     pthread_mutex_unlock(&pool_lock);
-    free_list(freed);
     size_malloc_for(bytes);
 }
 

@@ -1,4 +1,4 @@
-/* The worker thread's caching allocator for numpy array data (see _pool.c). */
+/* The worker thread's block pool for numpy array data (see _pool.c). */
 #ifndef IMPERATIVE_POOL_H
 #define IMPERATIVE_POOL_H
 #include <stddef.h>
@@ -10,12 +10,13 @@ int imp_pool_install(void);
  * Python error), which imp_pool_leave puts back (-1 with a Python error). */
 PyObject *imp_pool_enter(void);
 int imp_pool_leave(PyObject *previous);
-/* Free every cached block. */
+/* Hand back the pages of every free block, and the segments that are wholly free. */
 void imp_pool_trim(void);
-/* Keep at most `bytes` cached (trimming now if more is cached). */
+/* Keep at most `bytes` of free memory mapped (handing back the rest now). */
 void imp_pool_set_limit(size_t bytes);
-/* Under a memory budget of `bytes` (0: none), keep the large blocks handed out plus those
- * cached within the budget, or within the most handed out at once where that is more. */
+/* Under a memory budget of `bytes` (0: none), keep the large blocks handed out plus the
+ * free memory kept mapped within the budget, or within the most handed out at once where
+ * that is more, and a quarter more for fragmentation. */
 void imp_pool_set_reserve(size_t bytes);
 void imp_pool_stats(size_t *cached, size_t *limit, size_t *handed_out, size_t *reserve,
                     unsigned long long *hits, unsigned long long *misses);

@@ -73,7 +73,7 @@ cdef inline bint _small_enough(OpDef op, list inputs, list outputs, Py_ssize_t n
 
 
 # Host compute of an op at least this large makes its arrays with the worker's caching
-# allocator (_pool.c, the size of its smallest cached block in float32): numpy's own hands
+# allocator (_pool.c, the size of its smallest pooled block in float32): numpy's own hands
 # a large block's pages back when it is freed and faults them in afresh for the next, which
 # made a small CNN's step 1.6x slower when its 128K-element convolutions ran here.
 cdef Py_ssize_t _POOLED_ELEMENTS = 65536
