@@ -397,7 +397,7 @@ cdef class MemoryManager:
     cdef void size_pool(self, long long threshold):
         """The worker's block pool keeps freed memory the budget does not count: under a
         budget (threshold > 0) what it hands out and keeps mapped stay within the budget
-        (or the peak where higher, and a quarter for fragmentation: _pool.c), so that the
+        (or the peak where higher, with room for fragmentation: _pool.c), so that the
         process's memory falls with the budget."""
         if threshold != self.pool_sized_for:
             self.pool_sized_for = threshold

@@ -17,12 +17,14 @@
  * on the way. Here freed memory coalesces, so a step's buffers of any size fit the memory
  * the last step used.
  *
- * The memory a free chunk holds stays mapped ("resident": counted with an upper bound,
- * see take) for the next allocation, up to a byte limit; under a memory budget the
- * blocks handed out plus the free memory kept resident stay within the budget, or within
- * the most handed out at once where that is more (cache_room). Past that, the free chunks
- * with the most resident memory hand their pages back (MADV_DONTNEED), the first page,
- * which holds the chunk's header, kept.
+ * Freed memory stays mapped for the next allocation (each segment keeps a bit a page:
+ * touched or not), as much as the most handed out at once needs, with room for
+ * fragmentation (at least cache_limit); under a memory budget, the blocks handed out plus
+ * the free memory kept mapped stay within the budget, or within the most handed out at
+ * once where that is more, with that room (cache_room). Past that, the free chunks with
+ * the most touched pages hand them back (MADV_DONTNEED), the first page, which holds the
+ * chunk's header, kept. A block is carved from the free chunk whose pages it would take
+ * are touched the most, the smallest of those: no page faulted in where it can be helped.
  *
  * It is installed with numpy's NEP 49 handler API in the worker thread's context only, so
  * the user's own arrays are untouched. A block may be freed on any thread: a mutex guards
@@ -51,11 +53,12 @@
 #define SEGMENT_BYTES ((size_t)64 << 20)  /* address space mapped at a time (touched: RSS) */
 #define MIN_SPLIT ((size_t)64 << 10)      /* a smaller remainder stays with the block */
 #define BINS 64                            /* free chunks by floor(log2(bytes)) */
-/* Under a budget, resident memory may pass the bound by 1/FRAGMENTATION of it: the free
- * chunks a step's sizes leave between its blocks. With none, a MobileNet at 0.5 P handed
- * 13 MiB of pages back and faulted them in again every step (3,300 faults, 10% slower
- * steps); with a quarter, none after its fourth step, its memory 30 MiB for a 27.6 MiB
- * bound. */
+/* The memory kept mapped may pass the most handed out at once (or the budget) by
+ * 1/FRAGMENTATION of it and the largest block: the free chunks a step's sizes leave
+ * between its blocks. With no such room, a MobileNet at 0.5 P handed 13 MiB of pages back
+ * and faulted them in again every step (3,300 faults, 10% slower steps); with a quarter,
+ * none after its fourth step, but long attention (4 MiB attention maps, its budget under
+ * its floor) still faulted a map in every step, which the largest block's room ends. */
 #define FRAGMENTATION 4
 /* A chunk's data starts one of COLORS cache lines into its first page, in turn: at the same
  * offset in every page, an op's operands were a multiple of 4 KiB apart, and a load from
@@ -63,13 +66,21 @@
  * first): an LSTM's unconstrained step 5% slower, a dropout MLP's 9%. */
 #define COLORS 48
 
+/* A mapping the pool carves chunks from, with a bit for each page: set once the page was
+ * handed out (written: it counts in the process's memory) and cleared when handed back. */
+typedef struct segment {
+    char *base;
+    size_t pages;
+    uint64_t *touched;
+} segment;
+
 /* The header at the start of a chunk of a segment. */
 typedef struct chunk {
     size_t size;                 /* its bytes, header included (a multiple of PAGE) */
     size_t asked;                /* what the caller asked for; 0 while free */
     struct chunk *left, *right;  /* its neighbours in its segment (NULL at its ends) */
     struct chunk *prev, *next;   /* while free: in its bin */
-    size_t resident;             /* while free: its bytes backed by memory (a bound) */
+    segment *seg;
 } chunk;
 
 /* The HEADER bytes before a block's data: a chunk's, or a small block's from malloc. */
@@ -84,25 +95,73 @@ static tag *tag_of(void *ptr) { return (tag *)((char *)ptr - HEADER); }
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static chunk *bins[BINS];
 static unsigned color;          /* the next block's data offset, in cache lines */
-static size_t cached_bytes;     /* resident bytes of free chunks */
+static size_t touched_pages;    /* pages of all segments marked touched */
 static size_t cache_limit = 64 << 20;
 static unsigned long long hits, misses;
 static size_t in_use;           /* bytes of chunks handed out and not yet freed */
 static size_t in_use_highest;   /* the most in_use has been since the reserve was set */
+static size_t largest;          /* the largest chunk handed out since then */
 static size_t reserve_limit;    /* 0, or the memory budget (see cache_room) */
 
-/* How much free memory may stay resident now (the lock is held). Under a memory budget,
- * the chunks handed out plus the resident free memory stay within the budget, or within
- * the most handed out at once where that is more (a budget under the floor), plus room
- * for fragmentation: the process's memory then follows the budget, and freed memory stays
- * resident whenever it would be taken again anyway. */
+/* Free memory kept mapped: touched pages not handed out (chunks handed out are touched). */
+static size_t cached_free(void)
+{
+    size_t resident = touched_pages * PAGE;
+    return resident > in_use ? resident - in_use : 0;
+}
+
+/* How much free memory may stay mapped now (the lock is held): what the most handed out
+ * at once needs (a step's buffers, freed at its end, are asked for again by the next) and
+ * room for fragmentation, or cache_limit where that is more. Under a memory budget no
+ * more than what keeps the chunks handed out plus the free memory within the budget, or
+ * within the most handed out at once where that is more (a budget under the floor), and
+ * room for fragmentation: the process's memory then follows the budget, and freed memory
+ * stays mapped whenever it would be taken again anyway. */
 static size_t cache_room(void)
 {
-    if (!reserve_limit) return cache_limit;
-    size_t bound = reserve_limit > in_use_highest ? reserve_limit : in_use_highest;
-    bound += bound / FRAGMENTATION;
-    size_t left = bound > in_use ? bound - in_use : 0;
-    return left < cache_limit ? left : cache_limit;
+    size_t peak = in_use_highest + in_use_highest / FRAGMENTATION + largest;
+    size_t room = peak > in_use ? peak - in_use : 0;
+    if (room < cache_limit) room = cache_limit;
+    if (reserve_limit) {
+        size_t bound = reserve_limit > in_use_highest ? reserve_limit : in_use_highest;
+        bound += bound / FRAGMENTATION + largest;
+        size_t left = bound > in_use ? bound - in_use : 0;
+        if (room > left) room = left;
+    }
+    return room;
+}
+
+enum { COUNT, SET, CLEAR };
+
+/* Count the touched pages among `n` pages of `s` from page `first`, or mark them touched
+ * or not; how many were touched (COUNT, CLEAR) or became so (SET). */
+static size_t pages(segment *s, size_t first, size_t n, int op)
+{
+    size_t changed = 0, i = first, end = first + n;
+    while (i < end) {
+        size_t word = i >> 6, lo = i & 63, start = i - lo;
+        size_t hi = end - start < 64 ? end - start : 64;        /* bits [lo, hi) */
+        uint64_t mask = (hi == 64 ? ~(uint64_t)0 : (((uint64_t)1 << hi) - 1))
+                        & ~(((uint64_t)1 << lo) - 1);
+        uint64_t bits = s->touched[word] & mask;
+        if (op == SET) {
+            changed += __builtin_popcountll(mask & ~bits);
+            s->touched[word] |= mask;
+        } else {
+            changed += __builtin_popcountll(bits);
+            if (op == CLEAR) s->touched[word] &= ~mask;
+        }
+        i = start + hi;
+    }
+    return changed;
+}
+
+static size_t page_of(chunk *c) { return (size_t)((char *)c - c->seg->base) / PAGE; }
+
+/* Mark `n` pages of chunk `c`, from its page `from`, touched or handed back. */
+static void touch(chunk *c, size_t from, size_t n)
+{
+    touched_pages += pages(c->seg, page_of(c) + from, n, SET);
 }
 
 static int bin_of(size_t size) { return 63 - __builtin_clzll(size); }
@@ -114,94 +173,113 @@ static void bin_insert(chunk *c)
     c->next = bins[i];
     if (c->next) c->next->prev = c;
     bins[i] = c;
-    cached_bytes += c->resident;
 }
 
 static void bin_remove(chunk *c)
 {
     if (c->prev) c->prev->next = c->next; else bins[bin_of(c->size)] = c->next;
     if (c->next) c->next->prev = c->prev;
-    cached_bytes -= c->resident;
 }
 
-/* The free chunk of `total` bytes or more whose resident memory covers most of them (no
- * page to fault in, and the process's memory stays where it was), the smallest of those;
- * NULL when none is large enough. */
+/* The free chunk of `total` bytes or more whose first `total` bytes (what a block takes)
+ * have the most pages touched already (none to fault in, and the process's memory stays
+ * where it was), the smallest of those; NULL when none is large enough. */
 static chunk *best_fit(size_t total)
 {
     chunk *best = NULL;
     size_t best_cover = 0;
-    for (int i = bin_of(total); i < BINS; i++)
+    for (int i = bin_of(total); i < BINS; i++) {
         for (chunk *c = bins[i]; c; c = c->next) {
             if (c->size < total) continue;
-            size_t cover = c->resident < total ? c->resident : total;
+            size_t cover = pages(c->seg, page_of(c), total / PAGE, COUNT);
             if (!best || cover > best_cover || (cover == best_cover && c->size < best->size)) {
                 best = c;
                 best_cover = cover;
             }
         }
+        if (best && best_cover == total / PAGE) break;   /* higher bins: only larger */
+    }
     return best;
 }
 
-/* A new segment of at least `total` bytes as one free chunk, nothing of it resident yet. */
+/* A new segment of at least `total` bytes as one free chunk, only its header's page
+ * touched. */
 static chunk *new_segment(size_t total)
 {
     size_t len = total > SEGMENT_BYTES ? (total + SEGMENT_BYTES - 1) / SEGMENT_BYTES
                                          * SEGMENT_BYTES : SEGMENT_BYTES;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
+    segment *s = malloc(sizeof(segment));
+    if (!s) return NULL;
+    s->pages = len / PAGE;
+    s->touched = calloc((s->pages + 63) / 64, sizeof(uint64_t));
+    void *p = s->touched ? mmap(NULL, len, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    if (p == MAP_FAILED) {
+        free(s->touched);
+        free(s);
+        return NULL;
+    }
+    s->base = p;
     chunk *c = (chunk *)p;
     c->size = len;
     c->asked = 0;
     c->left = c->right = NULL;
-    c->resident = 0;
+    c->seg = s;
+    touch(c, 0, 1);
     bin_insert(c);
     return c;
 }
 
-/* Hand out `total` bytes of the free chunk `c` (out of its bin), splitting off the rest
- * as a free chunk when it is large enough. The block is counted resident from now on (the
- * caller writes it); what the rest keeps of c's resident bound assumes the block took
- * resident memory first, so that the bounds add up to what the segment holds at most. */
+/* Hand out `total` bytes of the free chunk `c`, splitting off the rest as a free chunk
+ * when it is large enough. The block's pages count as touched from now on (the caller
+ * writes them). */
 static void take(chunk *c, size_t total, size_t asked)
 {
     bin_remove(c);
-    size_t resident = c->resident;
     if (c->size - total >= MIN_SPLIT) {
         chunk *rest = (chunk *)((char *)c + total);
         rest->size = c->size - total;
         rest->asked = 0;
         rest->left = c;
         rest->right = c->right;
+        rest->seg = c->seg;
         if (rest->right) rest->right->left = rest;
         c->right = rest;
-        rest->resident = resident > total ? resident - total : 0;
         c->size = total;
+        touch(rest, 0, 1);
         bin_insert(rest);
     }
+    touch(c, 0, c->size / PAGE);
     c->asked = asked;
     in_use += c->size;
     if (in_use > in_use_highest) in_use_highest = in_use;
+    if (c->size > largest) largest = c->size;
 }
 
 /* Hand the pages of a free chunk back to the system, its first page (the header) kept. */
 static void release(chunk *c)
 {
-    bin_remove(c);
-    if (c->size > PAGE) madvise((char *)c + PAGE, c->size - PAGE, MADV_DONTNEED);
-    c->resident = 0;
-    bin_insert(c);
+    size_t n = c->size / PAGE - 1;
+    if (!n) return;
+    madvise((char *)c + PAGE, n * PAGE, MADV_DONTNEED);
+    touched_pages -= pages(c->seg, page_of(c) + 1, n, CLEAR);
 }
 
-/* Release the free chunks holding the most resident memory until at most `keep` bytes of
- * free memory stay resident (the lock is held). */
+/* Release the free chunks with the most touched pages until at most `keep` bytes of free
+ * memory stay mapped (the lock is held). */
 static void trim_to(size_t keep)
 {
-    while (cached_bytes > keep) {
+    while (cached_free() > keep) {
         chunk *most = NULL;
+        size_t most_pages = 0;
         for (int i = 0; i < BINS; i++)
-            for (chunk *c = bins[i]; c; c = c->next)
-                if (c->resident && (!most || c->resident > most->resident)) most = c;
+            for (chunk *c = bins[i]; c; c = c->next) {
+                size_t n = pages(c->seg, page_of(c) + 1, c->size / PAGE - 1, COUNT);
+                if (n > most_pages) {
+                    most = c;
+                    most_pages = n;
+                }
+            }
         if (!most) break;
         release(most);
     }
@@ -212,12 +290,10 @@ static void give_back(chunk *c)
 {
     in_use -= c->size;
     c->asked = 0;
-    c->resident = c->size;
     if (c->right && !c->right->asked) {
         chunk *r = c->right;
         bin_remove(r);
         c->size += r->size;
-        c->resident += r->resident;
         c->right = r->right;
         if (c->right) c->right->left = c;
     }
@@ -225,7 +301,6 @@ static void give_back(chunk *c)
         chunk *l = c->left;
         bin_remove(l);
         l->size += c->size;
-        l->resident += c->resident;
         l->right = c->right;
         if (l->right) l->right->left = l;
         c = l;
@@ -381,8 +456,12 @@ void imp_pool_trim(void)
         while (c) {
             chunk *next = c->next;
             if (!c->left && !c->right) {
+                segment *s = c->seg;
                 bin_remove(c);
-                munmap(c, c->size);
+                touched_pages -= pages(s, 0, s->pages, COUNT);
+                munmap(s->base, s->pages * PAGE);
+                free(s->touched);
+                free(s);
             }
             c = next;
         }
@@ -403,6 +482,7 @@ void imp_pool_set_reserve(size_t bytes)
     pthread_mutex_lock(&pool_lock);
     reserve_limit = bytes;
     in_use_highest = in_use;
+    largest = 0;
     trim_to(cache_room());
     pthread_mutex_unlock(&pool_lock);
     size_malloc_for(bytes);
@@ -412,7 +492,7 @@ void imp_pool_stats(size_t *cached, size_t *limit, size_t *handed_out, size_t *r
                     unsigned long long *hit, unsigned long long *miss)
 {
     pthread_mutex_lock(&pool_lock);
-    *cached = cached_bytes;
+    *cached = cached_free();
     *limit = cache_limit;
     *handed_out = in_use;
     *reserve = reserve_limit;
