@@ -257,7 +257,7 @@ def pool_set_limit(size_t nbytes):
 def pool_set_reserve(size_t nbytes):
     """Under a memory budget of `nbytes` (0: none), keep the large blocks handed out plus
     the free memory kept mapped within it, or within the most handed out at once where that
-    is more, with room for fragmentation (a quarter more and the largest block)."""
+    is more, with room for fragmentation (_pool.c: FRAGMENTATION)."""
     imp_pool_set_reserve(nbytes)
 
 

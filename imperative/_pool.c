@@ -19,7 +19,7 @@
  *
  * Freed memory stays mapped for the next allocation (each segment keeps a bit a page:
  * touched or not), as much as the most handed out at once needs, with room for
- * fragmentation (at least cache_limit); under a memory budget, the blocks handed out plus
+ * fragmentation (FRAGMENTATION; at least cache_limit); under a memory budget, the blocks handed out plus
  * the free memory kept mapped stay within the budget, or within the most handed out at
  * once where that is more, with that room (cache_room). Past that, the free chunks with
  * the most touched pages hand them back (MADV_DONTNEED), the first page, which holds the
@@ -54,11 +54,14 @@
 #define MIN_SPLIT ((size_t)64 << 10)      /* a smaller remainder stays with the block */
 #define BINS 64                            /* free chunks by floor(log2(bytes)) */
 /* The memory kept mapped may pass the most handed out at once (or the budget) by
- * 1/FRAGMENTATION of it and the largest block: the free chunks a step's sizes leave
- * between its blocks. With no such room, a MobileNet at 0.5 P handed 13 MiB of pages back
- * and faulted them in again every step (3,300 faults, 10% slower steps); with a quarter,
- * none after its fourth step, but long attention (4 MiB attention maps, its budget under
- * its floor) still faulted a map in every step, which the largest block's room ends. */
+ * 1/FRAGMENTATION of it, the largest block and what was faulted in for want of a free
+ * piece large enough (`scattered`): the free chunks a step's sizes leave between its
+ * blocks. With no such room, a MobileNet at 0.5 P handed 13 MiB of pages back and faulted
+ * them in again every step (3,300 faults, 10% slower steps); with a quarter, none after
+ * its fourth step, but long attention (4 MiB attention maps, its budget under its floor)
+ * still faulted a map in every step, which the largest block's room ended, and a DenseNet
+ * (its concatenations a new size each layer) 7,500 pages a step at 0.3 P (12% slower),
+ * which `scattered` ended. */
 #define FRAGMENTATION 4
 /* A chunk's data starts one of COLORS cache lines into its first page, in turn: at the same
  * offset in every page, an op's operands were a multiple of 4 KiB apart, and a load from
@@ -101,6 +104,8 @@ static unsigned long long hits, misses;
 static size_t in_use;           /* bytes of chunks handed out and not yet freed */
 static size_t in_use_highest;   /* the most in_use has been since the reserve was set */
 static size_t largest;          /* the largest chunk handed out since then */
+static size_t scattered;        /* bytes faulted in since then although as much free memory
+                                 * was mapped, in pieces too small for the block */
 static size_t reserve_limit;    /* 0, or the memory budget (see cache_room) */
 
 /* Free memory kept mapped: touched pages not handed out (chunks handed out are touched). */
@@ -119,12 +124,13 @@ static size_t cached_free(void)
  * stays mapped whenever it would be taken again anyway. */
 static size_t cache_room(void)
 {
-    size_t peak = in_use_highest + in_use_highest / FRAGMENTATION + largest;
+    size_t pieces = largest + scattered;      /* room for fragmentation, with the quarter */
+    size_t peak = in_use_highest + in_use_highest / FRAGMENTATION + pieces;
     size_t room = peak > in_use ? peak - in_use : 0;
     if (room < cache_limit) room = cache_limit;
     if (reserve_limit) {
         size_t bound = reserve_limit > in_use_highest ? reserve_limit : in_use_highest;
-        bound += bound / FRAGMENTATION + largest;
+        bound += bound / FRAGMENTATION + pieces;
         size_t left = bound > in_use ? bound - in_use : 0;
         if (room > left) room = left;
     }
@@ -232,8 +238,8 @@ static chunk *new_segment(size_t total)
 
 /* Hand out `total` bytes of the free chunk `c`, splitting off the rest as a free chunk
  * when it is large enough. The block's pages count as touched from now on (the caller
- * writes them). */
-static void take(chunk *c, size_t total, size_t asked)
+ * writes them); how many were not. */
+static size_t take(chunk *c, size_t total, size_t asked)
 {
     bin_remove(c);
     if (c->size - total >= MIN_SPLIT) {
@@ -249,24 +255,46 @@ static void take(chunk *c, size_t total, size_t asked)
         touch(rest, 0, 1);
         bin_insert(rest);
     }
+    size_t before = touched_pages;
     touch(c, 0, c->size / PAGE);
     c->asked = asked;
     in_use += c->size;
     if (in_use > in_use_highest) in_use_highest = in_use;
     if (c->size > largest) largest = c->size;
+    return touched_pages - before;
 }
 
-/* Hand the pages of a free chunk back to the system, its first page (the header) kept. */
-static void release(chunk *c)
+/* A block faulted `faulted` pages in although `mapped_free` bytes of free memory were
+ * mapped: where that was enough for it, they lay in pieces too small, and the memory kept
+ * mapped makes room for as much more (at most the bound), so that the next step's
+ * blocks find it instead of faulting it in again. */
+static void count_scattered(size_t faulted, size_t mapped_free, size_t total)
 {
-    size_t n = c->size / PAGE - 1;
-    if (!n) return;
-    madvise((char *)c + PAGE, n * PAGE, MADV_DONTNEED);
-    touched_pages -= pages(c->seg, page_of(c) + 1, n, CLEAR);
+    if (!faulted || mapped_free < total) return;
+    size_t most = reserve_limit > in_use_highest ? reserve_limit : in_use_highest;
+    scattered += faulted * PAGE;
+    if (scattered > most) scattered = most;
 }
 
-/* Release the free chunks with the most touched pages until at most `keep` bytes of free
- * memory stay mapped (the lock is held). */
+/* Hand back the last touched pages of a free chunk, up to `want` of them, its first page
+ * (the header) kept; how many it handed back. The end goes first: a block is carved from
+ * a chunk's start, so what stays touched there is what the next block takes. */
+static size_t release(chunk *c, size_t want)
+{
+    size_t first = page_of(c), n = c->size / PAGE, from = n, found = 0;
+    while (from > 1 && found < want) {
+        from--;
+        found += pages(c->seg, first + from, 1, COUNT);
+    }
+    if (!found) return 0;
+    madvise((char *)c + from * PAGE, (n - from) * PAGE, MADV_DONTNEED);
+    touched_pages -= pages(c->seg, first + from, n - from, CLEAR);
+    return found;
+}
+
+/* Hand back the touched pages of free chunks, the most touched chunk first, until at most
+ * `keep` bytes of free memory stay mapped (the lock is held): no more than that, since
+ * what goes now is faulted in again when a step needs it. */
 static void trim_to(size_t keep)
 {
     while (cached_free() > keep) {
@@ -281,7 +309,7 @@ static void trim_to(size_t keep)
                 }
             }
         if (!most) break;
-        release(most);
+        release(most, (cached_free() - keep + PAGE - 1) / PAGE);
     }
 }
 
@@ -323,7 +351,8 @@ static void *pool_malloc(void *ctx, size_t size)
             c = new_segment(total);
         }
         if (c) {
-            take(c, total, size);
+            size_t mapped_free = cached_free();
+            count_scattered(take(c, total, size), mapped_free, total);
             trim_to(cache_room());
             data = (char *)c + 2 * HEADER + 64 * (color++ % COLORS);
             tag_of(data)->owner = c;
@@ -482,7 +511,7 @@ void imp_pool_set_reserve(size_t bytes)
     pthread_mutex_lock(&pool_lock);
     reserve_limit = bytes;
     in_use_highest = in_use;
-    largest = 0;
+    largest = scattered = 0;
     trim_to(cache_room());
     pthread_mutex_unlock(&pool_lock);
     size_malloc_for(bytes);

@@ -16,7 +16,7 @@ void imp_pool_trim(void);
 void imp_pool_set_limit(size_t bytes);
 /* Under a memory budget of `bytes` (0: none), keep the large blocks handed out plus the
  * free memory kept mapped within the budget, or within the most handed out at once where
- * that is more, with room for fragmentation (a quarter more and the largest block). */
+ * that is more, with room for fragmentation (see _pool.c: FRAGMENTATION). */
 void imp_pool_set_reserve(size_t bytes);
 void imp_pool_stats(size_t *cached, size_t *limit, size_t *handed_out, size_t *reserve,
                     unsigned long long *hits, unsigned long long *misses);
