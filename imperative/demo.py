@@ -66,9 +66,21 @@ class RunFailed(Exception):
 # One run, in a process of its own
 
 
+def peak_rss():
+    """The most resident memory this process has held so far, in bytes; None where the
+    platform does not say."""
+    try:
+        import resource
+    except ImportError:                 # (Windows)
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024     # (Linux counts KiB)
+
+
 def timed_step(step):
-    """Run one training step to its end; its loss, time and memory (peak within the step,
-    and what stays allocated after it), and the counts it added."""
+    """Run one training step to its end; its loss, time and memory (peak tensor memory
+    within the step, what stays allocated after it, and the process's peak resident memory
+    so far), and the counts it added."""
     imp.sync()
     imp.reset_peak_memory_stats()
     before = imp.memory_stats()
@@ -78,7 +90,7 @@ def timed_step(step):
     seconds = time.perf_counter() - start
     after = imp.memory_stats()
     return dict(loss=loss, seconds=seconds, peak=after["peak_allocated"],
-                floor=after.get("peak_floor"), allocated=after["allocated"],
+                floor=after.get("peak_floor"), allocated=after["allocated"], rss=peak_rss(),
                 **{k: after[k] - before[k] for k in COUNTS})
 
 
@@ -301,6 +313,10 @@ def summarize(args, budgeted, unconstrained, trace):
               f"{len(budgeted) - 1} alternated step pair{'s' if len(budgeted) > 2 else ''}")
     print(f"  peak memory     {max(r['peak'] for r in budgeted) / MiB:.1f} MiB under the budget, "
           f"{max(r['peak'] for r in unconstrained) / MiB:.1f} MiB without")
+    if budgeted[-1]["rss"] and unconstrained[-1]["rss"]:
+        print(f"  process memory  {budgeted[-1]['rss'] / MiB:.1f} MiB at its peak under the "
+              f"budget, {unconstrained[-1]['rss'] / MiB:.1f} MiB without (resident: "
+              "interpreter, libraries and all)")
     print(f"  evictions       {total['evictions']}, recomputes {total['recomputes']} "
           f"({total['recompute_seconds']:.2f} s), over-budget ops {total['budget_overshoots']}")
     if trace:

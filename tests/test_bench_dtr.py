@@ -97,6 +97,23 @@ def test_a_policy_is_a_name_and_optionally_swap():
         bench_dtr.parse_policy("dtr_eq+disk")
 
 
+def test_a_point_keeps_both_processes_peak_rss_and_the_summary_counts_the_lower_ones():
+    budgeted = [dict(r, rss=(80 + i) * MIB) for i, r in enumerate(steps([1.0, 0.1, 0.1],
+                                                                         [2.0, 1.0, 0.5]))]
+    beside = [dict(r, rss=(95 + i) * MIB) for i, r in enumerate(steps([1.0, 0.1, 0.1],
+                                                                       [2.0, 1.0, 0.5]))]
+    p = bench_dtr.paired_record([budgeted], [beside])
+    assert (p["rss"], p["reference_rss"]) == (82 * MIB, 97 * MIB)   # the runs' peaks
+    assert bench_dtr.rss_pair(p) == "82/97"
+    higher = dict(point(), rss=99 * MIB, reference_rss=97 * MIB)
+    row = bench_dtr.summarize({"a": model(("dtr_eq", bench_dtr.judge(dict(point(), **{
+        "rss": p["rss"], "reference_rss": p["reference_rss"]}), BASE, 50 * MIB))),
+        "b": model(("dtr_eq", bench_dtr.judge(higher, BASE, 50 * MIB))),
+        "c": model(("dtr_eq", bench_dtr.judge(point(), BASE, 50 * MIB)))})[0.5]
+    assert (row["rss_lower"], row["rss_known"]) == (1, 2)        # c's processes said nothing
+    assert bench_dtr.rss_pair(point()) == "n/a"
+
+
 def test_pairs_of_processes_pool_their_timed_steps_and_each_warm_up_is_left_out():
     first = steps([9.0, 0.2, 0.2], [4.0, 3.0, 2.0])
     second = steps([9.0, 0.3, 0.3], [4.0, 3.0, 2.0])

@@ -26,8 +26,10 @@ bytes that could not be evicted when an op ran under the budget; "n/a" where the
 not report it), whether the budget was feasible (floor <= budget), evictions, recomputes
 (and the median time a step they took, "ms": less noisy than the ratio, for changes that
 make recomputation cheaper), swap-outs and over-budget ops per step, the eviction
-bookkeeping as a share of the step, and whether the losses are
-bit-identical to the unconstrained run's beside it. A point whose budgeted step runs past
+bookkeeping as a share of the step, the peak resident memory of the budgeted process and of
+the unconstrained one beside it ("RSS b/u"; the summary counts the points where the first
+is not the larger), and whether the losses are bit-identical to the unconstrained run's
+beside it. A point whose budgeted step runs past
 its timeout (a recomputation storm) is shown as "timed out"; the default timeout is 10 times
 the unconstrained step beside it (at least 20 s). Then a summary for h_DTR^eq against the
 targets of issue 12, and, with PyTorch installed, `checkpoint_sequential` on the
@@ -140,6 +142,8 @@ def paired_record(budgeted_runs, reference_runs):
             "ratio": statistics.median(b["seconds"] / u["seconds"]
                                        for b, u in zip(budgeted, reference)),
             "step_s": step_s, "peak": max(r["peak"] for r in budgeted),
+            "rss": max(r.get("rss") or 0 for r in budgeted) or None,
+            "reference_rss": max(r.get("rss") or 0 for r in reference) or None,
             "floor": max(floors) if floors else None, "evictions": per_step("evictions"),
             "recomputes": per_step("recomputes"), "swap_outs": per_step("swap_outs"),
             "recompute_ms": statistics.median(r["recompute_seconds"] for r in budgeted) * 1e3,
@@ -262,7 +266,15 @@ def point_row(label, fraction, p):
             f"{'' if p['peak_ok'] else '!':1}{floor:>8}{feasible:>5}{p['evictions']:>8.0f}"
             f"{p['recomputes']:>8.0f}{p['recompute_ms']:>7.1f}{p['swap_outs']:>6.0f}"
             f"{p['overshoots']:>6.0f}"
-            f"{p['bookkeeping'] * 100:>7.2f}  {'yes' if p['identical'] else 'NO'}")
+            f"{p['bookkeeping'] * 100:>7.2f}{rss_pair(p):>10}  "
+            f"{'yes' if p['identical'] else 'NO'}")
+
+
+def rss_pair(p):
+    """The peak resident memory of the budgeted process and of the one beside it, MiB."""
+    if not (p.get("rss") and p.get("reference_rss")):
+        return "n/a"
+    return f"{p['rss'] / 2**20:.0f}/{p['reference_rss'] / 2**20:.0f}"
 
 
 def print_model_table(name, record):
@@ -274,11 +286,13 @@ def print_model_table(name, record):
           f"the unconstrained run stepping beside each point")
     print(f"{'policy':<13}{'budget':>6}{'step x':>7}{'peak MiB':>9}{'/budget':>8}{'floor':>8}"
           f"{'feas':>5}{'evict':>8}{'recomp':>8}{'ms':>7}{'swap':>6}{'over':>6}{'book %':>7}"
-          "  same losses")
+          f"{'RSS b/u':>10}  same losses")
     for p in record["points"]:
         print(point_row(p["policy"], f"{p['fraction']:.1f} P", p))
     print("  per step; '!' after peak/budget: the peak passed the budget + one op's outputs "
-          "(where the floor passed the budget: the floor + one op's outputs)")
+          "(where the floor passed the budget: the floor + one op's outputs); RSS b/u: the "
+          "peak resident memory (MiB) of the budgeted process and of the unconstrained one "
+          "beside it")
 
 
 def unconstrained(name, args):
@@ -332,6 +346,9 @@ def summarize(results):
             "peak_ok": sum(p["peak_ok"] for p in done),
             "identical": sum(p["identical"] for p in done),
             "bookkeeping": max((p["bookkeeping"] for p in done), default=0.0),
+            "rss_known": sum(1 for p in done if p.get("rss") and p.get("reference_rss")),
+            "rss_lower": sum(1 for p in done if p.get("rss") and p.get("reference_rss")
+                             and p["rss"] <= p["reference_rss"]),
             "hybrid": worst_hybrid(results, fraction)}
     return rows
 
@@ -359,7 +376,7 @@ def print_summary(rows):
           "losses over all points)")
     print(f"{'budget':>7}{'median x':>10}{'target':>8}  {'worst model':<24}"
           f"{'peak ok':>9}{'same':>7}"
-          f"{'book % max':>11}  hybrid / drop (worst)")
+          f"{'book % max':>11}{'RSS <= off':>11}  hybrid / drop (worst)")
     for fraction, row in rows.items():
         median = "-" if row["median"] is None else shown_ratio(row["median"])
         target = f"{RATIO_MEDIAN[fraction]:.2f}" if fraction in RATIO_MEDIAN else "-"
@@ -367,7 +384,8 @@ def print_summary(rows):
         hybrid = "-" if row["hybrid"] is None else f"{row['hybrid'][0]:.2f} ({row['hybrid'][1]})"
         print(f"{fraction:>5.1f} P{median:>10}{target:>8}  {worst:<24}"
               f"{row['peak_ok']:>5}/{row['points']:<3}{row['identical']:>3}/{row['points']:<3}"
-              f"{row['bookkeeping'] * 100:>11.2f}  {hybrid}")
+              f"{row['bookkeeping'] * 100:>11.2f}"
+              f"{row['rss_lower']:>7}/{row['rss_known']:<3}  {hybrid}")
     print(f"targets: median <= {RATIO_MEDIAN[0.5]}x at 0.5 P and <= {RATIO_MEDIAN[0.3]}x at 0.3 P, "
           f"worst model <= {RATIO_WORST}x; peak <= budget (or floor) + one op's outputs; "
           f"bookkeeping <= {BOOKKEEPING:.0%}; losses bit-identical; "
