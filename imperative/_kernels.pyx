@@ -223,7 +223,7 @@ cdef extern from "_pool.h":
     void imp_pool_set_limit(size_t nbytes) nogil
     void imp_pool_set_reserve(size_t nbytes) nogil
     void imp_pool_stats(size_t *cached, size_t *limit, size_t *handed_out, size_t *reserve,
-                        unsigned long long *hits, unsigned long long *misses) nogil
+                        size_t *room, unsigned long long *hits, unsigned long long *misses) nogil
 
 
 def install_pool():
@@ -262,15 +262,15 @@ def pool_set_reserve(size_t nbytes):
 
 
 def pool_stats():
-    """{"cached", "limit", "in_use", "reserve", "hits", "misses"}: bytes of free memory
-    kept mapped (a bound), its limit, bytes of large blocks handed out, the budget they and
-    the free memory keep to (0: none), and how many large allocations reused the pool's
-    memory or mapped a new segment."""
-    cdef size_t cached, limit, in_use, reserve
+    """{"cached", "limit", "in_use", "reserve", "room", "hits", "misses"}: bytes of free
+    memory kept mapped, its limit, bytes of large blocks handed out, the budget they and the
+    free memory keep to (0: none), how much free memory may stay mapped now, and how many
+    large allocations reused the pool's memory or mapped a new segment."""
+    cdef size_t cached, limit, in_use, reserve, room
     cdef unsigned long long hits, misses
-    imp_pool_stats(&cached, &limit, &in_use, &reserve, &hits, &misses)
+    imp_pool_stats(&cached, &limit, &in_use, &reserve, &room, &hits, &misses)
     return {"cached": cached, "limit": limit, "in_use": in_use, "reserve": reserve,
-            "hits": hits, "misses": misses}
+            "room": room, "hits": hits, "misses": misses}
 
 
 
