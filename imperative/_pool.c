@@ -283,7 +283,13 @@ static void count_scattered(size_t faulted, size_t mapped_free, size_t total)
 static size_t release(chunk *c, size_t want)
 {
     size_t first = page_of(c), n = c->size / PAGE, from = n, found = 0;
+    uint64_t *touched = c->seg->touched;
     while (from > 1 && found < want) {
+        size_t at = first + from;              /* (whole words of untouched pages at once) */
+        if (!(at & 63) && from > 64 && !touched[(at >> 6) - 1]) {
+            from -= 64;
+            continue;
+        }
         from--;
         found += pages(c->seg, first + from, 1, COUNT);
     }
@@ -314,27 +320,26 @@ static void trim_to(size_t keep)
     }
 }
 
+/* Two free chunks side by side, `c` and the one after it, become one (the lock is held). */
+static void join(chunk *c)
+{
+    chunk *r = c->right;
+    bin_remove(c);
+    bin_remove(r);
+    c->size += r->size;
+    c->right = r->right;
+    if (c->right) c->right->left = c;
+    bin_insert(c);
+}
+
 /* A freed chunk rejoins its free neighbours (the lock is held). */
 static void give_back(chunk *c)
 {
     in_use -= c->size;
     c->asked = 0;
-    if (c->right && !c->right->asked) {
-        chunk *r = c->right;
-        bin_remove(r);
-        c->size += r->size;
-        c->right = r->right;
-        if (c->right) c->right->left = c;
-    }
-    if (c->left && !c->left->asked) {
-        chunk *l = c->left;
-        bin_remove(l);
-        l->size += c->size;
-        l->right = c->right;
-        if (l->right) l->right->left = l;
-        c = l;
-    }
     bin_insert(c);
+    if (c->right && !c->right->asked) join(c);
+    if (c->left && !c->left->asked) join(c->left);
 }
 
 static void *pool_malloc(void *ctx, size_t size)
