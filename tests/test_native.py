@@ -6,6 +6,9 @@ code)."""
 import os
 import platform
 import resource
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -508,16 +511,12 @@ def stats():
 def _in_a_fresh_process(body):
     """Run `body` after _IN_A_FRESH_PROCESS in a new interpreter (a pool no other test has
     shaped); its printed last line, evaluated."""
-    import subprocess
-    import sys
-    import textwrap
     done = subprocess.run([sys.executable, "-c", _IN_A_FRESH_PROCESS + textwrap.dedent(body)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return eval(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(not hasattr(resource, "getrusage"), reason="page faults counted by getrusage")
 def test_freed_blocks_join_and_serve_another_size_from_the_same_memory():
     # A step's sizes change with what DTR evicts: 1 + 0.5 + 1.5 MiB freed must serve 3 MiB,
     # and 3 MiB freed must serve 2 + 1 MiB, without new pages (an exact-size cache let
@@ -741,9 +740,6 @@ np.savez(sys.argv[1], isa=str(_kernels.isa()),
 
 
 def _run_with_isa(tmp_path, value, name):
-    import os
-    import subprocess
-    import sys
     out = tmp_path / f"{name}.npz"
     env = dict(os.environ, IMPERATIVE_NATIVE_ISA=value)
     done = subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(out)], env=env,
