@@ -250,7 +250,8 @@ def pool_trim():
 
 
 def pool_set_limit(size_t nbytes):
-    """Keep at most `nbytes` of freed memory mapped for reuse (64 MiB by default)."""
+    """Keep `nbytes` of freed memory mapped for reuse (64 MiB by default), or what the most
+    handed out at once needs where that is more; a budget may allow less."""
     imp_pool_set_limit(nbytes)
 
 

@@ -12,7 +12,8 @@ PyObject *imp_pool_enter(void);
 int imp_pool_leave(PyObject *previous);
 /* Hand back the pages of every free block, and the segments that are wholly free. */
 void imp_pool_trim(void);
-/* Keep at most `bytes` of free memory mapped (handing back the rest now). */
+/* Keep `bytes` of free memory mapped, or what the most handed out at once needs where that
+ * is more (a budget may allow less); the rest is handed back now. */
 void imp_pool_set_limit(size_t bytes);
 /* Under a memory budget of `bytes` (0: none), keep the large blocks handed out plus the
  * free memory kept mapped within the budget, or within the most handed out at once where
