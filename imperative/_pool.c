@@ -18,13 +18,14 @@
  * the last step used.
  *
  * Freed memory stays mapped for the next allocation (each segment keeps a bit a page:
- * touched or not), as much as the most handed out at once needs, with room for
- * fragmentation (FRAGMENTATION; at least cache_limit); under a memory budget, the blocks handed out plus
- * the free memory kept mapped stay within the budget, or within the most handed out at
- * once where that is more, with that room (cache_room). Past that, the free chunks with
- * the most touched pages hand them back (MADV_DONTNEED), the first page, which holds the
- * chunk's header, kept. A block is carved from the free chunk whose pages it would take
- * are touched the most, the smallest of those: no page faulted in where it can be helped.
+ * touched or not), as much as the most handed out at once recently (WINDOW) needs, with
+ * room for fragmentation (FRAGMENTATION; at least cache_limit); under a memory budget,
+ * the blocks handed out plus the free memory kept mapped stay within the budget, or
+ * within the most handed out at once where that is more, with that room (cache_room).
+ * Past that, the free chunks with the most touched pages hand them back
+ * (MADV_DONTNEED), the first page, which holds the chunk's header, kept. A block is
+ * carved from the free chunk whose pages it would take are touched the most, the
+ * smallest of those: no page faulted in where it can be helped.
  *
  * It is installed with numpy's NEP 49 handler API in the worker thread's context only, so
  * the user's own arrays are untouched. A block may be freed on any thread: a mutex guards
@@ -102,11 +103,38 @@ static size_t touched_pages;    /* pages of all segments marked touched */
 static size_t cache_limit = 64 << 20;
 static unsigned long long hits, misses;
 static size_t in_use;           /* bytes of chunks handed out and not yet freed */
-static size_t in_use_highest;   /* the most in_use has been since the reserve was set */
-static size_t largest;          /* the largest chunk handed out since then */
+/* The most handed out at once and the largest chunk, over a window of allocations (the
+ * last two windows count: see recent), since the reserve was set. */
+static size_t in_use_highest, highest_before;
+static size_t largest, largest_before;
+static size_t served;           /* blocks handed out in this window */
 static size_t scattered;        /* bytes faulted in since then although as much free memory
                                  * was mapped, in pieces too small for the block */
 static size_t reserve_limit;    /* 0, or the memory budget (see cache_room) */
+
+/* A window ends once it has handed out WINDOW blocks: a training step hands out tens to a
+ * few thousand, so a window holds whole steps and their peak, and a passing peak (one
+ * large batch, an evaluation) stops holding memory two windows after it. */
+#define WINDOW 16384
+
+static size_t larger(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The most handed out at once recently (this window and the one before). */
+static size_t recent_highest(void) { return larger(in_use_highest, highest_before); }
+
+/* Count a chunk handed out; past the window, the window before is forgotten. */
+static void count_handed_out(size_t size)
+{
+    in_use += size;
+    in_use_highest = larger(in_use_highest, in_use);
+    largest = larger(largest, size);
+    if (++served > WINDOW) {
+        highest_before = in_use_highest;
+        largest_before = largest;
+        in_use_highest = in_use;
+        largest = served = 0;
+    }
+}
 
 /* Free memory kept mapped: touched pages not handed out (chunks handed out are touched). */
 static size_t cached_free(void)
@@ -124,12 +152,13 @@ static size_t cached_free(void)
  * stays mapped whenever it would be taken again anyway. */
 static size_t cache_room(void)
 {
-    size_t pieces = largest + scattered;      /* room for fragmentation, with the quarter */
-    size_t peak = in_use_highest + in_use_highest / FRAGMENTATION + pieces;
+    size_t highest = recent_highest();
+    size_t pieces = larger(largest, largest_before) + scattered;   /* (with the quarter) */
+    size_t peak = highest + highest / FRAGMENTATION + pieces;
     size_t room = peak > in_use ? peak - in_use : 0;
     if (room < cache_limit) room = cache_limit;
     if (reserve_limit) {
-        size_t bound = reserve_limit > in_use_highest ? reserve_limit : in_use_highest;
+        size_t bound = larger(reserve_limit, highest);
         bound += bound / FRAGMENTATION + pieces;
         size_t left = bound > in_use ? bound - in_use : 0;
         if (room > left) room = left;
@@ -258,9 +287,7 @@ static size_t take(chunk *c, size_t total, size_t asked)
     size_t before = touched_pages;
     touch(c, 0, c->size / PAGE);
     c->asked = asked;
-    in_use += c->size;
-    if (in_use > in_use_highest) in_use_highest = in_use;
-    if (c->size > largest) largest = c->size;
+    count_handed_out(c->size);
     return touched_pages - before;
 }
 
@@ -272,7 +299,7 @@ static size_t take(chunk *c, size_t total, size_t asked)
 static void count_scattered(size_t faulted, size_t mapped_free, size_t total)
 {
     if (!faulted || mapped_free < total) return;
-    size_t most = reserve_limit > in_use_highest ? reserve_limit : in_use_highest;
+    size_t most = larger(reserve_limit, recent_highest());
     scattered += faulted * PAGE;
     if (scattered > most) scattered = most;
 }
@@ -517,7 +544,7 @@ void imp_pool_set_reserve(size_t bytes)
     pthread_mutex_lock(&pool_lock);
     reserve_limit = bytes;
     in_use_highest = in_use;
-    largest = scattered = 0;
+    highest_before = largest = largest_before = served = scattered = 0;
     trim_to(cache_room());
     pthread_mutex_unlock(&pool_lock);
     size_malloc_for(bytes);

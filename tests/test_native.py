@@ -584,6 +584,23 @@ def test_pool_under_a_budget_stops_faulting_once_a_steps_pieces_are_known():
     assert result["faults per step"] < 16        # pages; 256 without the room
 
 
+def test_a_passing_peak_stops_holding_memory_two_windows_later():
+    # One large batch (an evaluation, say) must not keep the process at its size for good:
+    # the pool keeps what the most handed out at once needs over the last two windows of
+    # 16,384 blocks, and no less than its 64 MiB limit.
+    result = _in_a_fresh_process("""
+        MiB = 1 << 20
+        peak = [np.ones(32 * MiB, np.uint8) for _ in range(8)]     # 256 MiB at once
+        del peak
+        after_peak = stats()["cached"]
+        for _ in range(2 * 16384 + 1):
+            np.empty(256 << 10, np.uint8)                          # small steps' blocks
+        print({"after_peak": after_peak, "later": stats()["cached"]})
+    """)
+    assert result["after_peak"] >= 256 << 20                # kept for the next such step
+    assert result["later"] <= 65 << 20                      # then let go
+
+
 _POOL_PROGRAMS = st.lists(
     st.tuples(st.sampled_from(["make", "free", "budget"]), st.integers(0, 12 << 20)),
     min_size=1, max_size=60)
