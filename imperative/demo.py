@@ -15,11 +15,11 @@ quieter slows both alike, and the step-time ratio is the median of the per-step 
 Each run has a process of its own. Why not one process switching DTR on and off around the
 budgeted steps: that is correct (results stay bit-identical: between steps the budgeted
 model holds only parameters, optimizer and batch-norm state, which are never evicted) but
-it biases the timing. The worker's block cache is shared by the whole process and sized by
-the budget (half of it under DTR, 64 MiB without), so every switch to the budget empties
-it, and each unconstrained step then re-faults its memory from the system: 18% slower
-steps measured on the ResNet. Two processes keep each run's cache, options and eviction
-state exactly as they are when it runs alone; only the machine is shared.
+it biases the timing. The worker's block pool is shared by the whole process and sized by
+the budget, so every switch to the budget hands its memory back, and each unconstrained
+step then re-faults it from the system: 18% slower steps measured on the ResNet (with the
+pool's predecessor, an exact-size cache). Two processes keep each run's pool, options and
+eviction state exactly as they are when it runs alone; only the machine is shared.
 
 Prints progress (a bar when stdout is a terminal and tqdm is installed), writes a Chrome
 trace of the budgeted run's last steps, a picture of memory and step times with `--plot`
