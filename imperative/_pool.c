@@ -104,7 +104,7 @@ static size_t cache_limit = 64 << 20;
 static unsigned long long hits, misses;
 static size_t in_use;           /* bytes of chunks handed out and not yet freed */
 /* The most handed out at once and the largest chunk, over a window of allocations (the
- * last two windows count: see recent), since the reserve was set. */
+ * last two windows count: recent_highest), since the reserve was set. */
 static size_t in_use_highest, highest_before;
 static size_t largest, largest_before;
 static size_t served;           /* blocks handed out in this window */
@@ -136,31 +136,34 @@ static void count_handed_out(size_t size)
     }
 }
 
+/* What of `bytes` lies beyond the bytes handed out now. */
+static size_t beyond_in_use(size_t bytes) { return bytes > in_use ? bytes - in_use : 0; }
+
 /* Free memory kept mapped: touched pages not handed out (chunks handed out are touched). */
-static size_t cached_free(void)
+static size_t cached_free(void) { return beyond_in_use(touched_pages * PAGE); }
+
+/* `bytes` and room for fragmentation: a quarter more, the largest block recently, and what
+ * was faulted in for want of a free piece large enough (see FRAGMENTATION). */
+static size_t with_fragmentation(size_t bytes)
 {
-    size_t resident = touched_pages * PAGE;
-    return resident > in_use ? resident - in_use : 0;
+    return bytes + bytes / FRAGMENTATION + larger(largest, largest_before) + scattered;
 }
+
+/* What a memory budget lets the pool hold: the budget, or the most handed out at once
+ * recently where that is more (a budget under the floor). */
+static size_t budget_bound(void) { return larger(reserve_limit, recent_highest()); }
 
 /* How much free memory may stay mapped now (the lock is held): what the most handed out
  * at once needs (a step's buffers, freed at its end, are asked for again by the next) and
  * room for fragmentation, or cache_limit where that is more. Under a memory budget no
- * more than what keeps the chunks handed out plus the free memory within the budget, or
- * within the most handed out at once where that is more (a budget under the floor), and
- * room for fragmentation: the process's memory then follows the budget, and freed memory
- * stays mapped whenever it would be taken again anyway. */
+ * more than what keeps the chunks handed out plus the free memory within budget_bound,
+ * with room for fragmentation: the process's memory then follows the budget, and freed
+ * memory stays mapped whenever it would be taken again anyway. */
 static size_t cache_room(void)
 {
-    size_t highest = recent_highest();
-    size_t pieces = larger(largest, largest_before) + scattered;   /* (with the quarter) */
-    size_t peak = highest + highest / FRAGMENTATION + pieces;
-    size_t room = peak > in_use ? peak - in_use : 0;
-    if (room < cache_limit) room = cache_limit;
+    size_t room = larger(beyond_in_use(with_fragmentation(recent_highest())), cache_limit);
     if (reserve_limit) {
-        size_t bound = larger(reserve_limit, highest);
-        bound += bound / FRAGMENTATION + pieces;
-        size_t left = bound > in_use ? bound - in_use : 0;
+        size_t left = beyond_in_use(with_fragmentation(budget_bound()));
         if (room > left) room = left;
     }
     return room;
@@ -299,9 +302,8 @@ static size_t take(chunk *c, size_t total, size_t asked)
 static void count_scattered(size_t faulted, size_t mapped_free, size_t total)
 {
     if (!faulted || mapped_free < total) return;
-    size_t most = larger(reserve_limit, recent_highest());
     scattered += faulted * PAGE;
-    if (scattered > most) scattered = most;
+    if (scattered > budget_bound()) scattered = budget_bound();
 }
 
 /* Hand back the last touched pages of a free chunk, up to `want` of them, its first page
