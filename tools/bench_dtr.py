@@ -270,9 +270,14 @@ def point_row(label, fraction, p):
             f"{'yes' if p['identical'] else 'NO'}")
 
 
+def rss_known(p):
+    """Both processes of a point said their peak resident memory."""
+    return bool(p.get("rss") and p.get("reference_rss"))
+
+
 def rss_pair(p):
     """The peak resident memory of the budgeted process and of the one beside it, MiB."""
-    if not (p.get("rss") and p.get("reference_rss")):
+    if not rss_known(p):
         return "n/a"
     return f"{p['rss'] / 2**20:.0f}/{p['reference_rss'] / 2**20:.0f}"
 
@@ -346,9 +351,8 @@ def summarize(results):
             "peak_ok": sum(p["peak_ok"] for p in done),
             "identical": sum(p["identical"] for p in done),
             "bookkeeping": max((p["bookkeeping"] for p in done), default=0.0),
-            "rss_known": sum(1 for p in done if p.get("rss") and p.get("reference_rss")),
-            "rss_lower": sum(1 for p in done if p.get("rss") and p.get("reference_rss")
-                             and p["rss"] <= p["reference_rss"]),
+            "rss_known": sum(1 for p in done if rss_known(p)),
+            "rss_lower": sum(1 for p in done if rss_known(p) and p["rss"] <= p["reference_rss"]),
             "hybrid": worst_hybrid(results, fraction)}
     return rows
 
