@@ -22,6 +22,29 @@ IMP_INLINE imp_v8 relu8(imp_v8 x)
     return imp_select((x > zero) | (x != x), x, zero);
 }
 
+/* y = f(x) over n values, eight at a time: EXPR computes a vector from the vector `v` of
+ * inputs (the last n % 8 through a part vector, its other lanes 0) */
+#define MAP8(n, x, y, EXPR)                                                                   \
+    do {                                                                                      \
+        long i_ = 0;                                                                          \
+        for (; i_ + 8 <= (n); i_ += 8) {                                                      \
+            imp_v8 v = imp_load((x) + i_);                                                    \
+            imp_store((y) + i_, (EXPR));                                                      \
+        }                                                                                     \
+        if (i_ < (n)) {                                                                       \
+            imp_v8 v = imp_load_part((x) + i_, (n) - i_, 0.f);                                \
+            imp_store_part((y) + i_, (n) - i_, (EXPR));                                       \
+        }                                                                                     \
+    } while (0)
+
+/* min(max(v, 0), 6) as numpy's clip computes it: a NaN stays (no comparison holds) */
+IMP_INLINE imp_v8 clip0to6(imp_v8 v)
+{
+    const imp_v8 zero = imp_splat(0.f), six = imp_splat(6.f);
+    v = imp_select(v < zero, zero, v);
+    return imp_select(v > six, six, v);
+}
+
 /* GELU works on blocks of GELU_VECTORS vectors: its erfc polynomial is a chain of dependent
  * multiply-adds (Horner's rule), so one vector at a time waits on each step's latency, while
  * four independent chains step together keep the units busy (2.5 times faster here). Each
@@ -82,17 +105,13 @@ IMP_INLINE void gelu_grad_block(const float *dy, const float *x, float *out, con
 
 IMP_INLINE void imp_relu_body(long n, const float *x, float *y)
 {
-    long i = 0;
-    for (; i + 8 <= n; i += 8) imp_store(y + i, relu8(imp_load(x + i)));
-    if (i < n) imp_store_part(y + i, n - i, relu8(imp_load_part(x + i, n - i, 0.f)));
+    MAP8(n, x, y, relu8(v));
 }
 IMP_ISA_VARIANTS_EXACT(imp_relu, (long n, const float *x, float *y), (n, x, y))
 
 IMP_INLINE void imp_sigmoid_body(long n, const float *x, float *y)
 {
-    long i = 0;
-    for (; i + 8 <= n; i += 8) imp_store(y + i, sigmoid8(imp_load(x + i)));
-    if (i < n) imp_store_part(y + i, n - i, sigmoid8(imp_load_part(x + i, n - i, 0.f)));
+    MAP8(n, x, y, sigmoid8(v));
 }
 IMP_ISA_VARIANTS(imp_sigmoid, (long n, const float *x, float *y), (n, x, y))
 
@@ -127,3 +146,49 @@ IMP_INLINE void imp_gelu_grad_body(long n, const float *dy, const float *x, floa
 }
 IMP_ISA_VARIANTS(imp_gelu_grad, (long n, const float *dy, const float *x, float *out,
                                  const float *c, int degree), (n, dy, x, out, c, degree))
+
+IMP_INLINE void imp_silu_body(long n, const float *x, float *y)
+{
+    MAP8(n, x, y, v * sigmoid8(v));
+}
+IMP_ISA_VARIANTS(imp_silu, (long n, const float *x, float *y), (n, x, y))
+
+IMP_INLINE void imp_silu_grad_body(long n, const float *dy, const float *x, float *out)
+{
+    const imp_v8 one = imp_splat(1.f);
+    long i = 0;
+    for (; i < n; i += 8) {
+        long m = n - i < 8 ? n - i : 8;
+        imp_v8 v = m == 8 ? imp_load(x + i) : imp_load_part(x + i, m, 0.f);
+        imp_v8 g = m == 8 ? imp_load(dy + i) : imp_load_part(dy + i, m, 0.f);
+        imp_v8 s = sigmoid8(v);
+        imp_v8 r = g * s * (one + v * (one - s));
+        if (m == 8)
+            imp_store(out + i, r);
+        else
+            imp_store_part(out + i, m, r);
+    }
+}
+IMP_ISA_VARIANTS(imp_silu_grad, (long n, const float *dy, const float *x, float *out),
+                 (n, dy, x, out))
+
+/* the exact variants below round each operation as numpy's passes do: the same bits */
+IMP_INLINE void imp_leaky_relu_body(long n, const float *x, float *y, float slope)
+{
+    const imp_v8 zero = imp_splat(0.f), s = imp_splat(slope);
+    MAP8(n, x, y, imp_select(v >= zero, v, v * s));
+}
+IMP_ISA_VARIANTS_EXACT(imp_leaky_relu, (long n, const float *x, float *y, float slope),
+                       (n, x, y, slope))
+
+IMP_INLINE void imp_hardswish_body(long n, const float *x, float *y)
+{
+    MAP8(n, x, y, v * clip0to6(v + imp_splat(3.f)) / imp_splat(6.f));
+}
+IMP_ISA_VARIANTS_EXACT(imp_hardswish, (long n, const float *x, float *y), (n, x, y))
+
+IMP_INLINE void imp_hardsigmoid_body(long n, const float *x, float *y)
+{
+    MAP8(n, x, y, clip0to6(v + imp_splat(3.f)) / imp_splat(6.f));
+}
+IMP_ISA_VARIANTS_EXACT(imp_hardsigmoid, (long n, const float *x, float *y), (n, x, y))

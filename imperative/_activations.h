@@ -14,5 +14,15 @@ void imp_gelu(long n, const float *x, float *y, const float *c, int degree);
  * density; out may be dy or x */
 void imp_gelu_grad(long n, const float *dy, const float *x, float *out, const float *c,
                    int degree);
+/* y = x / (1 + exp(-x)), x times imp_sigmoid's value */
+void imp_silu(long n, const float *x, float *y);
+/* out = dy s (1 + x (1 - s)), s = sigmoid(x): SiLU's gradient; out may be dy or x */
+void imp_silu_grad(long n, const float *dy, const float *x, float *out);
+/* y = x where x >= 0, else x * slope (a NaN times slope), as numpy's where gives it */
+void imp_leaky_relu(long n, const float *x, float *y, float slope);
+/* y = x * clip(x + 3, 0, 6) / 6 and clip(x + 3, 0, 6) / 6, each operation rounded as
+ * numpy's passes round it */
+void imp_hardswish(long n, const float *x, float *y);
+void imp_hardsigmoid(long n, const float *x, float *y);
 
 #endif

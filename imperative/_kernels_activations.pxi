@@ -6,6 +6,13 @@ cdef extern from "_activations.h":
     void imp_gelu(long n, const float *x, float *y, const float *c, int degree) noexcept nogil
     void imp_gelu_grad(long n, const float *dy, const float *x, float *out, const float *c,
                        int degree) noexcept nogil
+    void imp_silu(long n, const float *x, float *y) noexcept nogil
+    void imp_silu_grad(long n, const float *dy, const float *x, float *out) noexcept nogil
+    void imp_leaky_relu(long n, const float *x, float *y, float slope) noexcept nogil
+    void imp_hardswish(long n, const float *x, float *y) noexcept nogil
+    void imp_hardsigmoid(long n, const float *x, float *y) noexcept nogil
+
+ctypedef void (*_unary_loop)(long n, const float *x, float *y) noexcept nogil
 
 
 cdef cnp.ndarray _like(str fn, object x):
@@ -14,39 +21,65 @@ cdef cnp.ndarray _like(str fn, object x):
     return cnp.PyArray_EMPTY(a.ndim, cnp.PyArray_DIMS(a), cnp.NPY_FLOAT32, 0)
 
 
-def relu(x, out=None):
-    """max(x, 0) of a C-contiguous float32 array, bit for bit numpy's maximum(x, 0) (a NaN
-    kept, -0 made +0), into `out` (a C-contiguous float32 array of x's size, which may be x)
-    or a new array."""
+cdef cnp.ndarray _map(str fn, object x, object out, _unary_loop loop):
+    """loop(x) of a C-contiguous float32 array into `out` (a C-contiguous float32 array of
+    x's size, which may be x) or, with out None, a new array."""
     cdef cnp.ndarray y
     if out is None:
-        y = _like("relu", x)
+        y = _like(fn, x)
     else:
-        _check_same_size("relu", out, ("x",), (x,))
+        _check_same_size(fn, out, ("x",), (x,))
         y = <cnp.ndarray>out
     cdef long n = cnp.PyArray_SIZE(y)
     cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
     cdef float *py = <float *>cnp.PyArray_DATA(y)
     if n < _NOGIL_ELEMENTS:
-        imp_relu(n, px, py)
+        loop(n, px, py)
     else:
         with nogil:
-            imp_relu(n, px, py)
+            loop(n, px, py)
     return y
+
+
+def relu(x, out=None):
+    """max(x, 0) of a C-contiguous float32 array, bit for bit numpy's maximum(x, 0) (a NaN
+    kept, -0 made +0), into `out` (a C-contiguous float32 array of x's size, which may be x)
+    or a new array."""
+    return _map("relu", x, out, imp_relu)
 
 
 def sigmoid(x):
     """1 / (1 + exp(-x)) of a C-contiguous float32 array (a new array), computed from
     exp(-|x|), which never overflows."""
-    cdef cnp.ndarray y = _like("sigmoid", x)
+    return _map("sigmoid", x, None, imp_sigmoid)
+
+
+def silu(x):
+    """x * sigmoid(x) of a C-contiguous float32 array (a new array), sigmoid as above."""
+    return _map("silu", x, None, imp_silu)
+
+
+def hardswish(x):
+    """x * clip(x + 3, 0, 6) / 6 of a C-contiguous float32 array (a new array), bit for bit
+    numpy's passes in that order."""
+    return _map("hardswish", x, None, imp_hardswish)
+
+
+def hardsigmoid(x):
+    """clip(x + 3, 0, 6) / 6 of a C-contiguous float32 array (a new array), bit for bit
+    numpy's passes."""
+    return _map("hardsigmoid", x, None, imp_hardsigmoid)
+
+
+def leaky_relu(x, float slope):
+    """x where x >= 0, else x * slope, of a C-contiguous float32 array (a new array), bit
+    for bit numpy's where(x >= 0, x, x * float32(slope))."""
+    cdef cnp.ndarray y = _like("leaky_relu", x)
     cdef long n = cnp.PyArray_SIZE(y)
     cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
     cdef float *py = <float *>cnp.PyArray_DATA(y)
-    if n < _NOGIL_ELEMENTS:
-        imp_sigmoid(n, px, py)
-    else:
-        with nogil:
-            imp_sigmoid(n, px, py)
+    with nogil:
+        imp_leaky_relu(n, px, py, slope)
     return y
 
 
@@ -88,4 +121,17 @@ def gelu_grad(dy, x, coefficients, out):
     cdef float *po = <float *>cnp.PyArray_DATA(<cnp.ndarray>out)
     with nogil:
         imp_gelu_grad(n, pd, px, po, pc, degree)
+    return out
+
+
+def silu_grad(dy, x, out):
+    """out = dy * s * (1 + x * (1 - s)), s = sigmoid(x), SiLU's gradient, for C-contiguous
+    float32 arrays of one size (`out` may be dy or x)."""
+    _check_same_size("silu_grad", out, ("dy", "x"), (dy, x))
+    cdef long n = cnp.PyArray_SIZE(<cnp.ndarray>out)
+    cdef const float *pd = <const float *>cnp.PyArray_DATA(<cnp.ndarray>dy)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef float *po = <float *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    with nogil:
+        imp_silu_grad(n, pd, px, po)
     return out

@@ -107,7 +107,15 @@ mul = _elemwise("MUL", "mul", "x * y")
 div = _elemwise("TRUE_DIV", "div", "x / y; integers divide in float32")
 floor_div = _elemwise("FLOOR_DIV", "floor_div", "x // y")
 mod = _elemwise("MOD", "mod", "x % y, with the sign of y as in numpy")
-pow = _elemwise("POW", "pow", "x ** y")
+_pow = _elemwise("POW", "pow", "x ** y")
+
+
+def pow(x: TensorLike, y: TensorLike) -> Tensor:
+    """x ** y (Elemwise POW); a Tensor to the power 3 or 4 (a Python number) as products,
+    as the operator computes it."""
+    if isinstance(x, TensorBase) and type(y) in (int, float):
+        return x ** y
+    return _pow(x, y)
 maximum = _elemwise("MAX", "maximum", "Elementwise maximum, NaN-propagating")
 minimum = _elemwise("MIN", "minimum", "Elementwise minimum, NaN-propagating")
 neg = _elemwise("NEGATE", "neg", "-x")

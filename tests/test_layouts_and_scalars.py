@@ -98,6 +98,8 @@ def test_activation_derivatives_of_a_scalar(value):
         "gelu": (F.gelu, 0.5 * (1 + math.erf(value / math.sqrt(2)))
                  + value * math.exp(-value * value / 2) / math.sqrt(2 * math.pi),
                  math.exp(-value * value / 2) / math.sqrt(2 * math.pi) * (2 - value * value)),
+        "silu": (F.silu, s * (1 + value * (1 - s)), s * (1 - s) * (2 + value * (1 - 2 * s))),
+        "cube": (lambda p: p ** 3, 3 * value * value, 6 * value),
     }
     for name, (fn, d1, d2) in expected.items():
         got = _first_and_second_derivative(fn, value)

@@ -219,8 +219,7 @@ def _d_softplus(dy, x, out):
 
 @_elemwise_grad("SILU", inputs=(0,))
 def _d_silu(dy, x, out):
-    s = F.sigmoid(x)
-    return (dy * s * (1 + x * (1 - s)),)
+    return (_activation_grad("SILU", dy, x),)
 
 
 @_elemwise_grad("HSWISH", inputs=(0,))
@@ -244,8 +243,9 @@ def _activation_grad(mode, dy, y):
 @single_output
 def _activation_grad_backward(op, ctx, g):
     """Second order: ActivationGrad(dy, y) is linear in dy (the same op again); in y it is
-    0 for RELU (piecewise constant), dy (1 - 2y) for SIGMOID, -2 dy y for TANH, and
-    dy phi(x) (2 - x^2) for GELU (whose y is its input x)."""
+    0 for RELU (piecewise constant), dy (1 - 2y) for SIGMOID, -2 dy y for TANH,
+    dy phi(x) (2 - x^2) for GELU and dy s (1 - s) (2 + x (1 - 2s)), s = sigmoid(x), for
+    SILU (whose y is their input x)."""
     dy, y = ctx.inputs
     gdy = _activation_grad(op.mode, g, y) if wants(ctx, 0) else None
     gy = None
@@ -256,6 +256,9 @@ def _activation_grad_backward(op, ctx, g):
             gy = g * dy * (1 - 2 * y)
         elif op.mode == "GELU":
             gy = g * dy * F.exp(-0.5 * y * y) * (1 / _SQRT_2_PI) * (2 - y * y)
+        elif op.mode == "SILU":
+            s = F.sigmoid(y)
+            gy = g * dy * s * (1 - s) * (2 + y * (1 - 2 * s))
         else:
             gy = g * dy * y * -2
         gy = unbroadcast(gy, ctx.in_shapes[1])

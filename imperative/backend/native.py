@@ -261,21 +261,54 @@ def sigmoid(x):
     return _along_rows(_kernels.sigmoid, x, -1)
 
 
+def silu(x):
+    """x * sigmoid(x) of float32 x in one native pass, or None."""
+    return _along_rows(_kernels.silu, x, -1)
+
+
+def hardswish(x):
+    """x * clip(x + 3, 0, 6) / 6 of float32 x in one native pass (numpy's bits), or None."""
+    return _along_rows(_kernels.hardswish, x, -1)
+
+
+def hardsigmoid(x):
+    """clip(x + 3, 0, 6) / 6 of float32 x in one native pass (numpy's bits), or None."""
+    return _along_rows(_kernels.hardsigmoid, x, -1)
+
+
+def leaky_relu(x, slope):
+    """x where x >= 0, else x * slope, of float32 x in one native pass (numpy's where's
+    bits), or None."""
+    return _along_rows(_kernels.leaky_relu, x, -1, slope)
+
+
 def gelu(x, coefficients):
     """x * Phi(x) of float32 x in one native pass, Phi from the erfc polynomial
     `coefficients` (float32, lowest degree first), or None."""
     return _along_rows(_kernels.gelu, x, -1, coefficients)
 
 
-def gelu_grad(dy, x, coefficients, out):
-    """GELU's gradient dy * (Phi(x) + x phi(x)) in one native pass for same-shape float32
-    arrays, into `out` where it fits, or None."""
+def _grad_from_input(kernel, dy, x, out, *args):
+    """`kernel(dy, x, *args, out)`, an activation's gradient from its input, for same-shape
+    float32 arrays, into `out` where it fits, or None."""
     if not (_loops_on() and dy.dtype == _FLOAT32 and x.dtype == _FLOAT32
             and dy.shape == x.shape):
         return None
     # (strided operands copied first, as in _along_rows: the same bits on every layout)
-    return _kernels.gelu_grad(np.ascontiguousarray(dy), np.ascontiguousarray(x), coefficients,
-                              _output_like(out, dy))
+    return kernel(np.ascontiguousarray(dy), np.ascontiguousarray(x), *args,
+                  _output_like(out, dy))
+
+
+def gelu_grad(dy, x, coefficients, out):
+    """GELU's gradient dy * (Phi(x) + x phi(x)) in one native pass for same-shape float32
+    arrays, into `out` where it fits, or None."""
+    return _grad_from_input(_kernels.gelu_grad, dy, x, out, coefficients)
+
+
+def silu_grad(dy, x, out):
+    """SiLU's gradient dy * s * (1 + x * (1 - s)), s = sigmoid(x), in one native pass for
+    same-shape float32 arrays, into `out` where it fits, or None."""
+    return _grad_from_input(_kernels.silu_grad, dy, x, out)
 
 
 def cross_entropy_rows(logits, labels, axis):

@@ -239,7 +239,8 @@ _MODES = {
 
 
 # mode -> its native float32 loop (backend/native.py; None where it does not take the array)
-_NATIVE = {"RELU": native.relu, "SIGMOID": native.sigmoid,
+_NATIVE = {"RELU": native.relu, "SIGMOID": native.sigmoid, "SILU": native.silu,
+           "HSWISH": native.hardswish, "HSIGMOID": native.hardsigmoid,
            "GELU": lambda x: native.gelu(x, _ERFC_FLOAT32)}
 
 
@@ -435,6 +436,15 @@ def _gelu_grad_block(dy, x):
     return t
 
 
+def _silu_grad(dy, x, out):
+    # dy * s * (1 + x * (1 - s)), s = sigmoid(x); from the input, as GELU's
+    r = native.silu_grad(dy, x, out)
+    if r is not None:
+        return r
+    s = _sigmoid(x)
+    return np.multiply(dy * s, 1 + x * (1 - s), out=out)
+
+
 def _gelu_grad(dy, x, out):
     r = native.gelu_grad(dy, x, _ERFC_FLOAT32, out)
     if r is not None:
@@ -444,13 +454,13 @@ def _gelu_grad(dy, x, out):
 
 
 _ACTIVATION_GRADS = {"RELU": _relu_grad, "SIGMOID": _sigmoid_grad, "TANH": _tanh_grad,
-                     "GELU": _gelu_grad}
+                     "GELU": _gelu_grad, "SILU": _silu_grad}
 
 
 class ActivationGrad(Op):
     """`ActivationGrad(mode)`: inputs (dy, y), y = activation(x) for mode "RELU", "SIGMOID"
-    or "TANH", and y = x (the input) for "GELU"; the gradient of x (numpy broadcasting,
-    float result)."""
+    or "TANH", and y = x (the input) for "GELU" and "SILU"; the gradient of x (numpy
+    broadcasting, float result)."""
 
     _fields = ("mode",)
     INPLACE_CAPABLE = True
@@ -557,4 +567,7 @@ class LeakyRelu(Op):
     def kernel(self, x):
         out_dtype = float_dtype([x.dtype])
         x = x.astype(out_dtype, copy=False)
+        r = native.leaky_relu(x, self.negative_slope)
+        if r is not None:
+            return r
         return np.where(x >= 0, x, x * out_dtype.type(self.negative_slope))
