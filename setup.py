@@ -64,7 +64,7 @@ extensions = [
                  "imperative/_activations.h", "imperative/_reduce.h", "imperative/_windows.h",
                  "imperative/_kernels_activations.pxi", "imperative/_kernels_reduce.pxi",
                  "imperative/_kernels_windows.pxi", "imperative/_kernels_optim.pxi",
-                 "imperative/_kernels_copy.pxi"],
+                 "imperative/_kernels_copy.pxi", "imperative/_kernels_select.pxi"],
         include_dirs=[numpy.get_include(), "imperative"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] + KERNEL_MACROS,
         # (no errno from sqrtf: the loops' square roots vectorise)

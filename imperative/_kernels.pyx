@@ -583,4 +583,5 @@ include "_kernels_activations.pxi"   # relu, sigmoid, gelu (_activations.c)
 include "_kernels_reduce.pxi"        # small sums, means, maxima, minima (_reduce.c)
 include "_kernels_windows.pxi"       # a max pooling's gradient (_windows.c)
 include "_kernels_optim.pxi"         # Adam's update of one parameter or many (_loops.c)
+include "_kernels_select.pxi"        # where's one-pass select (_loops.c)
 include "_kernels_copy.pxi"          # concatenation by plain copies

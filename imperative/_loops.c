@@ -409,3 +409,38 @@ IMP_ISA_VARIANTS(imp_layer_norm_grad, (long rows, long size, const float *x, con
                                        const float *weight, float eps, float *dx, double *dw,
                                        double *db),
                  (rows, size, x, dy, weight, eps, dx, dw, db))
+
+/* out = cond ? x : y over `n` 4-byte values, as bit patterns (a select copies bits: numpy's
+ * where's result); x and y full arrays (their flag 1) or one value each (0). Branch-free, so
+ * that it vectorises: numpy's where took 3.6 ns a value on random masks here. */
+IMP_INLINE void where32_run(long n, const unsigned char *cond, const uint32_t *x, int x_full,
+                            const uint32_t *y, int y_full, uint32_t *out)
+{
+#define WHERE32_LOOP(XI, YI)                                                                  \
+    for (long i = 0; i < n; i++) {                                                            \
+        uint32_t m = (uint32_t)0 - (uint32_t)(cond[i] != 0);                                  \
+        out[i] = (x[XI] & m) | (y[YI] & ~m);                                                  \
+    }
+    if (x_full && y_full)
+        WHERE32_LOOP(i, i)
+    else if (x_full)
+        WHERE32_LOOP(i, 0)
+    else if (y_full)
+        WHERE32_LOOP(0, i)
+    else
+        WHERE32_LOOP(0, 0)
+#undef WHERE32_LOOP
+}
+
+IMP_INLINE void imp_where32_body(long n, long cond_n, const unsigned char *cond,
+                                 const uint32_t *x, int x_full, const uint32_t *y, int y_full,
+                                 uint32_t *out)
+{
+    for (long b = 0; b < n; b += cond_n)
+        where32_run(cond_n, cond, x + (x_full ? b : 0), x_full, y + (y_full ? b : 0), y_full,
+                    out + b);
+}
+IMP_ISA_VARIANTS_EXACT(imp_where32, (long n, long cond_n, const unsigned char *cond,
+                                     const uint32_t *x, int x_full, const uint32_t *y,
+                                     int y_full, uint32_t *out),
+                       (n, cond_n, cond, x, x_full, y, y_full, out))

@@ -2,6 +2,8 @@
 #ifndef IMP_LOOPS_H
 #define IMP_LOOPS_H
 
+#include <stdint.h>
+
 /* out = dy where y > 0 else 0 (dy * (y > 0), exact); out may be dy */
 void imp_relu_grad(long n, const float *dy, const float *y, float *out);
 /* out = x + alpha * y, a product then a sum (numpy's rounding); out may be x or y */
@@ -24,5 +26,9 @@ void imp_layer_norm_grad(long rows, long size, const float *x, const float *dy,
  * alpha); m' and v' the new moments, out = param + alpha * ((m' / c1) / (sqrt(v' / c2) + eps)) */
 void imp_adam(long n, const float *param, const float *g, const float *m, const float *v,
               const float *k, float *out, float *m_out, float *v_out);
+/* out = cond ? x : y over n 4-byte values (bit patterns); cond (bools) repeats every cond_n
+ * values (cond_n divides n); x and y full arrays (flag 1) or one value each (0) */
+void imp_where32(long n, long cond_n, const unsigned char *cond, const uint32_t *x,
+                 int x_full, const uint32_t *y, int y_full, uint32_t *out);
 
 #endif

@@ -201,6 +201,8 @@ def _rows_on(x, axis):
 # the op's own kernel where the row loops do not take the input; None where they are off.
 softmax_rows_or = _kernels.softmax_rows_or if _ROWS_ON else None
 log_softmax_rows_or = _kernels.log_softmax_rows_or if _ROWS_ON else None
+# numpy's where, in one branch-free pass where the operands allow (the same bits)
+where_or_numpy = _kernels.where_or_numpy if _ROWS_ON else None
 # Reduce's: a float32 sum, mean, max or min over all of a small array or its last axis
 reduce_rows_or = _kernels.reduce_rows_or if _ROWS_ON else None
 REDUCE_MODES = ({"SUM": _kernels.REDUCE_SUM, "MEAN": _kernels.REDUCE_MEAN,

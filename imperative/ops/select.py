@@ -3,6 +3,7 @@ import numbers
 
 import numpy as np
 
+from ..backend import native
 from ..dtype import dtype_promotion
 from .base import (Op, check_arity, promote_inputs, promoted_dtype, reject_quantized,
                    remember, without_dispatch)
@@ -28,7 +29,10 @@ class Where(Op):
         return ((shape, promote_inputs(self, (x, y))),)
 
     def kernel(self, cond, x, y):
-        return np.where(cond, x, y).astype(promoted_dtype((x.dtype, y.dtype)), copy=False)
+        dtype = promoted_dtype((x.dtype, y.dtype))
+        if x.dtype == dtype == y.dtype:
+            return _WHERE(cond, x, y)
+        return np.where(cond, x, y).astype(dtype, copy=False)
 
     def direct_kernel(self, inputs):
         # operands of one dtype: np.where's result has it already, astype has nothing to do
@@ -37,7 +41,7 @@ class Where(Op):
         return (_WHERE, ()) if same else None
 
 
-_WHERE = without_dispatch(np.where)
+_WHERE = native.where_or_numpy or without_dispatch(np.where)
 _CLIP_DTYPES = {}   # (plain dtype, type of lower, type of upper) -> the dtype clip computes in
 
 
