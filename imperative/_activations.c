@@ -192,3 +192,48 @@ IMP_INLINE void imp_hardsigmoid_body(long n, const float *x, float *y)
     MAP8(n, x, y, clip0to6(v + imp_splat(3.f)) / imp_splat(6.f));
 }
 IMP_ISA_VARIANTS_EXACT(imp_hardsigmoid, (long n, const float *x, float *y), (n, x, y))
+
+/* erf over blocks of GELU_VECTORS vectors (independent Horner chains, as GELU's), with
+ * ops/elemwise.py's two expansions: x S(2x^2 - 1) for |x| < 1, else sign(x) (1 - erfc|x|),
+ * erfc(a) = t exp(L(2t - 1) - a^2), t = 1 / (1 + a / 2) */
+IMP_INLINE void erf_block(const float *x, float *y, const float *cs, int ds, const float *cl,
+                          int dl)
+{
+    const imp_v8 one = imp_splat(1.f), two = imp_splat(2.f), half = imp_splat(0.5f);
+    imp_v8 v[GELU_VECTORS], a[GELU_VECTORS], s[GELU_VECTORS], r[GELU_VECTORS],
+        t[GELU_VECTORS], u[GELU_VECTORS], q[GELU_VECTORS];
+    for (int j = 0; j < GELU_VECTORS; j++) {
+        v[j] = imp_load(x + 8 * j);
+        a[j] = imp_abs(v[j]);
+        s[j] = v[j] * v[j] * two - one;
+        t[j] = one / (a[j] * half + one);
+        u[j] = t[j] * two - one;
+        r[j] = imp_splat(cs[ds]);
+        q[j] = imp_splat(cl[dl]);
+    }
+    for (int k = ds - 1; k >= 0; k--)
+        for (int j = 0; j < GELU_VECTORS; j++) r[j] = r[j] * s[j] + imp_splat(cs[k]);
+    for (int k = dl - 1; k >= 0; k--)
+        for (int j = 0; j < GELU_VECTORS; j++) q[j] = q[j] * u[j] + imp_splat(cl[k]);
+    for (int j = 0; j < GELU_VECTORS; j++) {
+        imp_v8 tail = imp_exp_nonpos(q[j] - a[j] * a[j]) * t[j];
+        imp_v8 big = one - tail;                      /* erf(|x|), then x's sign on it */
+        big = (imp_v8)((imp_m8)big | ((imp_m8)v[j] & (imp_m8)imp_splat(-0.f)));
+        imp_store(y + 8 * j, imp_select(a[j] >= one, big, r[j] * v[j]));
+    }
+}
+
+IMP_INLINE void imp_erf_body(long n, const float *x, float *y, const float *cs, int ds,
+                             const float *cl, int dl)
+{
+    long i = 0;
+    for (; i + GELU_BLOCK <= n; i += GELU_BLOCK) erf_block(x + i, y + i, cs, ds, cl, dl);
+    if (i < n) {
+        float xs[GELU_BLOCK] = {0}, ys[GELU_BLOCK];
+        memcpy(xs, x + i, (size_t)(n - i) * sizeof(float));
+        erf_block(xs, ys, cs, ds, cl, dl);
+        memcpy(y + i, ys, (size_t)(n - i) * sizeof(float));
+    }
+}
+IMP_ISA_VARIANTS(imp_erf, (long n, const float *x, float *y, const float *cs, int ds,
+                           const float *cl, int dl), (n, x, y, cs, ds, cl, dl))

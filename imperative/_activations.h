@@ -24,5 +24,10 @@ void imp_leaky_relu(long n, const float *x, float *y, float slope);
  * numpy's passes round it */
 void imp_hardswish(long n, const float *x, float *y);
 void imp_hardsigmoid(long n, const float *x, float *y);
+/* y = erf(x): x S(2x^2 - 1) for |x| < 1 (S: the ds + 1 coefficients cs), else
+ * sign(x) (1 - t exp(L(2t - 1) - x^2)), t = 1 / (1 + |x| / 2) (L: the dl + 1 coefficients
+ * cl); lowest degree first (imperative/ops/elemwise.py fits both) */
+void imp_erf(long n, const float *x, float *y, const float *cs, int ds, const float *cl,
+             int dl);
 
 #endif

@@ -11,6 +11,8 @@ cdef extern from "_activations.h":
     void imp_leaky_relu(long n, const float *x, float *y, float slope) noexcept nogil
     void imp_hardswish(long n, const float *x, float *y) noexcept nogil
     void imp_hardsigmoid(long n, const float *x, float *y) noexcept nogil
+    void imp_erf(long n, const float *x, float *y, const float *cs, int ds, const float *cl,
+                 int dl) noexcept nogil
 
 ctypedef void (*_unary_loop)(long n, const float *x, float *y) noexcept nogil
 
@@ -105,6 +107,20 @@ def gelu(x, coefficients):
     else:
         with nogil:
             imp_gelu(n, px, py, pc, degree)
+    return y
+
+
+def erf(x, small, tail):
+    """erf of a C-contiguous float32 array (a new array) from the two expansions' float32
+    coefficients (lowest degree first; see _activations.h)."""
+    cdef cnp.ndarray y = _like("erf", x)
+    cdef cnp.ndarray cs = _polynomial("erf", small), cl = _polynomial("erf", tail)
+    cdef long n = cnp.PyArray_SIZE(y)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef float *py = <float *>cnp.PyArray_DATA(y)
+    with nogil:
+        imp_erf(n, px, py, <const float *>cnp.PyArray_DATA(cs), cs.size - 1,
+                <const float *>cnp.PyArray_DATA(cl), cl.size - 1)
     return y
 
 

@@ -1,4 +1,4 @@
-"""SiLU, hard swish, hard sigmoid and leaky ReLU in one native float32 pass each, and
+"""SiLU, hard swish, hard sigmoid, leaky ReLU and erf in one native float32 pass each, and
 `x ** 2`, `x ** 3`, `x ** 4` as products: the same values as before (the hard activations
 and leaky ReLU bit for bit numpy's formulas, SiLU within float32 round-off of float64 and
 PyTorch), on every length (the last n % 8 values take a part vector), at the edges
@@ -116,7 +116,22 @@ def test_silu_matches_pytorch():
                                atol=1e-6)
 
 
-@pytest.mark.parametrize("fn", [F.silu, F.hardswish, F.hardsigmoid, F.leaky_relu])
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 200_001])
+def test_erf_is_within_2_ulp(kernels, n):
+    """Both expansions, the switch between them at |x| = 1, the tails out to where erf
+    rounds to 1, and the last n % 32 values (a zero-padded block)."""
+    x = np.linspace(-10, 10, n).astype(np.float32) if n > 1 else np.float32([0.5])
+    x = np.concatenate([x, np.float32([1.0, -1.0, 0.99999994, -0.99999994, 1e-30, -1e-30])])
+    got = F.erf(imp.Tensor(x)).numpy()
+    want = np.array([math.erf(float(v)) for v in x])
+    ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    assert (np.abs(got - want) <= 2 * ulp).all()
+    edges = F.erf(imp.Tensor(np.float32([0.0, -0.0, np.inf, -np.inf, np.nan]))).numpy()
+    assert edges[:4].tolist() == [0.0, 0.0, 1.0, -1.0] and np.isnan(edges[4])
+    assert np.signbit(edges[:4]).tolist() == [False, True, False, True]
+
+
+@pytest.mark.parametrize("fn", [F.silu, F.hardswish, F.hardsigmoid, F.leaky_relu, F.erf])
 def test_caller_and_worker_give_the_same_bits(fn):
     x = imp.Tensor(values(240).reshape(6, 40))
     with imp.option("async_level", 2):

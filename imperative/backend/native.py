@@ -284,6 +284,12 @@ def leaky_relu(x, slope):
     return _along_rows(_kernels.leaky_relu, x, -1, slope)
 
 
+def erf(x, small, tail):
+    """erf of float32 x in one native pass from its two expansions' float32 coefficients,
+    or None."""
+    return _along_rows(_kernels.erf, x, -1, small, tail)
+
+
 def gelu(x, coefficients):
     """x * Phi(x) of float32 x in one native pass, Phi from the erfc polynomial
     `coefficients` (float32, lowest degree first), or None."""

@@ -100,6 +100,7 @@ def _fit_erfc():
 _ERF_SMALL = _fit_erf_small()
 _ERFC = _fit_erfc()
 _ERFC_FLOAT32 = np.array(_ERFC, _FLOAT32)     # as the numpy passes round them
+_ERF_SMALL_FLOAT32 = np.array(_ERF_SMALL, _FLOAT32)
 
 
 def _horner(coefficients, s):
@@ -241,7 +242,8 @@ _MODES = {
 # mode -> its native float32 loop (backend/native.py; None where it does not take the array)
 _NATIVE = {"RELU": native.relu, "SIGMOID": native.sigmoid, "SILU": native.silu,
            "HSWISH": native.hardswish, "HSIGMOID": native.hardsigmoid,
-           "GELU": lambda x: native.gelu(x, _ERFC_FLOAT32)}
+           "GELU": lambda x: native.gelu(x, _ERFC_FLOAT32),
+           "ERF": lambda x: native.erf(x, _ERF_SMALL_FLOAT32, _ERFC_FLOAT32)}
 
 
 def modes():
