@@ -1,9 +1,12 @@
-# Included by _kernels.pyx: numpy's where as one branch-free pass of _loops.c.
+# Included by _kernels.pyx: numpy's where as one branch-free pass of _loops.c, and a tiled
+# copy of a transposed view.
 from libc.stdint cimport uint32_t
 
 cdef extern from "_loops.h":
     void imp_where32(long n, long cond_n, const unsigned char *cond, const uint32_t *x,
                      int x_full, const uint32_t *y, int y_full, uint32_t *out) nogil
+    void imp_transpose32(long batch, long rows, long cols, const uint32_t *src,
+                         uint32_t *dst) nogil
 
 
 _np_where = getattr(np.where, "_implementation", np.where)     # (no dispatcher: plain arrays)
@@ -56,4 +59,28 @@ def where_or_numpy(cond, x, y):
     else:
         with nogil:
             imp_where32(n, cond_n, pc, px, x_kind, py, y_kind, po)
+    return out
+
+
+def swapped_copy(x):
+    """A C-contiguous copy of x, an ndarray of 4-byte values whose last two axes swapped
+    give a C-contiguous view (a transposed matrix, a batch of them), copied in tiles; None
+    for any other x (numpy's copy takes it). The same values: a copy."""
+    if type(x) is not np.ndarray or cnp.PyArray_ITEMSIZE(<cnp.ndarray>x) != 4:
+        return None
+    cdef int nd = cnp.PyArray_NDIM(<cnp.ndarray>x)
+    if nd < 2:
+        return None
+    src = x.swapaxes(-1, -2)
+    if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>src):
+        return None
+    cdef cnp.ndarray out = np.empty(x.shape, x.dtype)
+    cdef long rows = x.shape[nd - 2], cols = x.shape[nd - 1]
+    cdef long n = cnp.PyArray_SIZE(out)
+    if n == 0:
+        return out
+    cdef const uint32_t *ps = <const uint32_t *>cnp.PyArray_DATA(<cnp.ndarray>src)
+    cdef uint32_t *po = <uint32_t *>cnp.PyArray_DATA(out)
+    with nogil:
+        imp_transpose32(n // (rows * cols), rows, cols, ps, po)
     return out

@@ -444,3 +444,53 @@ IMP_ISA_VARIANTS_EXACT(imp_where32, (long n, long cond_n, const unsigned char *c
                                      const uint32_t *x, int x_full, const uint32_t *y,
                                      int y_full, uint32_t *out),
                        (n, cond_n, cond, x, x_full, y, y_full, out))
+
+/* dst (batch, rows, cols) = src (batch, cols, rows) with its last two axes swapped, both
+ * C-contiguous 4-byte values: 8 x 8 tiles transposed in registers (three rounds of
+ * shuffles), a strip of 32 destination rows at a time so that each source line is used
+ * whole while it is in cache; the edges one value at a time. numpy's copy of a transposed
+ * view strides across the whole source for every value (2.9 ns a value on a 2 MiB matrix
+ * here). */
+#define SHUF __builtin_shufflevector
+IMP_INLINE void transpose8x8(const float *src, long src_row, float *dst, long dst_row)
+{
+    imp_v8 r[8], t[8], u[8];
+    for (int k = 0; k < 8; k++) r[k] = imp_load(src + k * src_row);
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = SHUF(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[k + 1] = SHUF(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = SHUF(t[k], t[k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[k + 1] = SHUF(t[k], t[k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[k + 2] = SHUF(t[k + 1], t[k + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[k + 3] = SHUF(t[k + 1], t[k + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+    for (int k = 0; k < 4; k++) {
+        imp_store(dst + k * dst_row, SHUF(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+        imp_store(dst + (k + 4) * dst_row, SHUF(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15));
+    }
+}
+#undef SHUF
+
+#define TRANSPOSE_STRIP 32
+IMP_INLINE void imp_transpose32_body(long batch, long rows, long cols, const uint32_t *src,
+                                     uint32_t *dst)
+{
+    long rows8 = rows - rows % 8, cols8 = cols - cols % 8;
+    for (long b = 0; b < batch; b++, src += rows * cols, dst += rows * cols) {
+        const float *s = (const float *)src;
+        float *d = (float *)dst;
+        for (long i0 = 0; i0 < rows8; i0 += TRANSPOSE_STRIP) {
+            long i1 = i0 + TRANSPOSE_STRIP < rows8 ? i0 + TRANSPOSE_STRIP : rows8;
+            for (long j = 0; j < cols8; j += 8)
+                for (long i = i0; i < i1; i += 8)
+                    transpose8x8(s + j * rows + i, rows, d + i * cols + j, cols);
+        }
+        for (long i = 0; i < rows; i++)          /* the edges: last columns, last rows */
+            for (long j = i < rows8 ? cols8 : 0; j < cols; j++)
+                dst[i * cols + j] = src[j * rows + i];
+    }
+}
+IMP_ISA_VARIANTS_EXACT(imp_transpose32, (long batch, long rows, long cols, const uint32_t *src,
+                                         uint32_t *dst), (batch, rows, cols, src, dst))

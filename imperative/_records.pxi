@@ -2,6 +2,9 @@
 # fields, with the thread that writes each): Storage, ErrorRecord, TensorInfo, Command and
 # the OpDef base, with the helpers that size a record's value and memoise inference.
 
+cdef Py_ssize_t _TILED_COPY_MIN = 4096     # values: below, numpy's copy is as fast
+
+
 cdef inline object _c_ordered(object array):
     """`array` as the runtime keeps a value it owns: C-contiguous. numpy gives a result the
     layout of its inputs (a Fortran-ordered input makes a Fortran-ordered sum), while a
@@ -13,6 +16,18 @@ cdef inline object _c_ordered(object array):
             return array
     elif array.flags.c_contiguous:
         return array
+    return _c_ordered_copy_of(array)
+
+
+cdef object _c_ordered_copy_of(object array):
+    """A C-contiguous copy: a transposed matrix (or batch of them) of 4-byte values copied in
+    tiles (numpy's copy strides across the source for every value: 1.5 ms against 0.1 for
+    a 512 x 1024 float32 matrix here, which every elementwise op on a transposed input
+    paid), anything else by numpy."""
+    if type(array) is _ndarray and cnp.PyArray_SIZE(<cnp.ndarray>array) >= _TILED_COPY_MIN:
+        copy = _kernels.swapped_copy(array)
+        if copy is not None:
+            return copy
     return _np_ascontiguousarray(array)
 
 

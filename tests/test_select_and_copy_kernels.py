@@ -1,7 +1,9 @@
 """Where's one-pass select (_kernels.where_or_numpy): numpy's where bit for bit on every
 operand form it takes (full arrays, 0-d and stride-0 values, a mask repeated over leading
 axes) and on those it leaves to numpy (other dtypes, strided views, a mask broadcast
-another way), through F.where on the caller's thread and the worker's alike."""
+another way), through F.where on the caller's thread and the worker's alike. The tiled
+copy of a transposed view (_kernels.swapped_copy), which makes an op's result on a
+transposed input C-ordered: numpy's copy, value for value, on every shape."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -87,3 +89,29 @@ def test_f_where_on_both_threads(host):
                   np.where(cond, x, np.float32(0)))
         got = F.where(imp.Tensor(cond[0]), imp.Tensor(x), imp.Tensor(y)).numpy()
         same_bits(got, np.where(cond[0], x, y))
+
+
+@given(shape=st.lists(st.integers(1, 40), min_size=2, max_size=4),
+       dtype=st.sampled_from([np.float32, np.int32, np.uint32]), seed=st.integers(0, 1000))
+@settings(max_examples=200, deadline=None)
+def test_a_transposed_view_is_copied_value_for_value(shape, dtype, seed):
+    from imperative import _kernels
+    a = (np.random.default_rng(seed).standard_normal(shape) * 100).astype(dtype)
+    view = a.swapaxes(-1, -2)
+    copy = _kernels.swapped_copy(view)
+    assert copy.flags.c_contiguous and copy.tobytes() == np.ascontiguousarray(view).tobytes()
+    if shape[-1] > 2 and shape[-2] > 1:                         # (not a transposed view)
+        assert _kernels.swapped_copy(a[..., ::2]) is None
+    assert _kernels.swapped_copy(view.astype(np.float64)) is None
+
+
+@pytest.mark.parametrize("shape", [(512, 1024), (3, 67, 129), (100, 9)])
+def test_an_op_on_a_transposed_tensor_is_c_ordered_and_numpys(shape):
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    t = F.transpose(imp.Tensor(x), tuple(range(len(shape) - 2)) + (len(shape) - 1,
+                                                                   len(shape) - 2))
+    want = np.swapaxes(x, -1, -2) * np.float32(3) + np.float32(1)
+    got = (t * 3.0 + 1.0).numpy()
+    same_bits(np.ascontiguousarray(got), want)
+    with imp.option("enable_host_compute", 0):
+        same_bits(np.ascontiguousarray(F.exp(t).numpy()), np.exp(np.swapaxes(x, -1, -2)))
