@@ -389,7 +389,14 @@ def _matmul_backward(op, ctx, dy):
     ga = gb = None
     # b's gradient first: a's is then the last op issued, right before the op that consumes
     # it (a ReLU's gradient in an MLP), which the product can do in its epilogue
-    if want_b:
+    if want_b and len(sa) > 2 and len(sb) == 2 and not ta:
+        # a batch of rows times one matrix (a Linear layer on a sequence): the weight's
+        # gradient is one product over all rows, not a product per batch entry summed
+        # afterwards (that made a (batch, in, out) tensor: 8 MiB for a 2 MiB input)
+        rows, grads = a.reshape((-1, sa[-1])), dy.reshape((-1, dy.shape[-1]))
+        gb = (F.matmul(grads, rows, transpose_a=True) if tb
+              else F.matmul(rows, grads, transpose_a=True))
+    elif want_b:
         gb = _summed_to(F.matmul(dy, a, transpose_a=True, transpose_b=ta) if tb
                         else F.matmul(a, dy, transpose_a=not ta), sb2, sb)
     if want_a:
