@@ -10,7 +10,9 @@ integer labels) over the last axis of (4096, 1000); layer_norm over
 the last axis of (32, 128, 768) with weight and bias; GELU and its gradient on a transformer
 MLP's (16, 64, 512); the sums of a bias gradient (axis 0 of (2048, 256)) and of a 2x
 upsampling's gradient (axes 3 and 5 of (8, 32, 32, 2, 32, 2)), and that upsampling itself
-(broadcast, then reshape). Every contender runs each case in
+(broadcast, then reshape); then elementwise rows on (2048, 256) float32: SiLU, erf, leaky
+ReLU, hard swish, x ** 3, where with a random mask, and x.T * 2 (an op on a transposed
+input, whose result the runtime keeps C-ordered). Every contender runs each case in
 the same process, interleaved over several rounds; the table shows the best round in
 milliseconds (imperative end to end: dispatch, kernel and a final sync), and the JSON
 holds the times and the ratios. Each result is checked against PyTorch's first.
@@ -228,6 +230,40 @@ def make_cases(quick):
                      lambda: torch.sigmoid(pgates[:, 64:128])]
         for case, fn in zip(cases.values(), torch_fns):
             case["torch"] = fn
+    cases.update(elementwise_cases(rng))
+    return cases
+
+
+def elementwise_cases(rng):
+    """Elementwise rows on (2048, 256) float32: imperative, numpy written by hand (x * x * x
+    for a cube: numpy's own power takes 60 ns a negative value) and PyTorch."""
+    x = rng.standard_normal((2048, 256), dtype=np.float32)
+    y = rng.standard_normal(x.shape, dtype=np.float32)
+    mask = rng.random(x.shape) < 0.5
+    tx, ty, tm = imp.Tensor(x), imp.Tensor(y), imp.Tensor(mask)
+    rows = {
+        "silu": (lambda: F.silu(tx), lambda: x / (1 + np.exp(-x)),
+                 lambda px, py, pm: TF.silu(px)),
+        "erf": (lambda: F.erf(tx), lambda: np_erf(x), lambda px, py, pm: torch.erf(px)),
+        "leaky_relu": (lambda: F.leaky_relu(tx, 0.01),
+                       lambda: np.where(x >= 0, x, np.float32(0.01) * x),
+                       lambda px, py, pm: TF.leaky_relu(px, 0.01)),
+        "hardswish": (lambda: F.hardswish(tx), lambda: x * np.clip(x + 3, 0, 6) / 6,
+                      lambda px, py, pm: TF.hardswish(px)),
+        "x ** 3": (lambda: tx ** 3, lambda: x * x * x, lambda px, py, pm: px ** 3),
+        "where(mask, x, y)": (lambda: F.where(tm, tx, ty), lambda: np.where(mask, x, y),
+                              lambda px, py, pm: torch.where(pm, px, py)),
+        "x.T * 2 (transposed input)": (lambda: tx.T * 2.0, lambda: x.T * np.float32(2),
+                                       lambda px, py, pm: px.T * 2.0),
+    }
+    torch_args = (() if torch is None else
+                  tuple(torch.from_numpy(a.copy()) for a in (x, y, mask)))
+    cases = {}
+    for name, (ours, by_hand, theirs) in rows.items():
+        case = {"imperative": ours, "numpy": by_hand}
+        if torch is not None:
+            case["torch"] = lambda theirs=theirs: theirs(*torch_args)
+        cases[f"{name} {x.shape}"] = case
     return cases
 
 
