@@ -8,9 +8,11 @@ dropping).
     python tools/bench_dtr.py [--models relu_wide,mlp,...] [--steps 3] [--pairs 2]
                               [--budgets 0.9,0.7,0.5,0.3,0.2]
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
-                              [--timeout SECONDS] [--json bench_dtr.json] [--unseen]
+                              [--timeout SECONDS] [--json bench_dtr.json] [--unseen | --fresh]
 
-With --unseen the models are instead the fifteen of tests/unseen_models.py (an LSTM, a VGG,
+With --fresh they are the thirteen of tests/fresh_models.py (session 37's: a GRU
+encoder-decoder with attention, a GPT, a WaveNet, ...). With --unseen the models are
+instead the fifteen of tests/unseen_models.py (an LSTM, a VGG,
 a bottleneck ResNet, an MLP-Mixer, long attention, ..., a SwiGLU MLP, a vision transformer),
 on which the rules were not tuned (see that file for the last five), at the sizes of its
 BENCH_SIZES (a checkout's tests folder: not in the installed package).
@@ -51,12 +53,15 @@ import _harness  # noqa: E402
 _harness.one_blas_thread()     # (before numpy loads: the paired runs' processes inherit it)
 from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
-UNSEEN = "--unseen" in sys.argv
+# --unseen / --fresh: a model set of tests/ instead of the zoo
+MODEL_SET = next((m for m in ("unseen", "fresh") if f"--{m}" in sys.argv), None)
+UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)
     sys.path.insert(0, os.path.join(ROOT, "tests"))
-    import unseen_models  # noqa: E402
-    CONFIGS, describe = unseen_models.BENCH_SIZES, unseen_models.bench_describe
-    trainer = unseen_models.bench_trainer
+    import importlib  # noqa: E402
+    _models = importlib.import_module(f"{MODEL_SET}_models")
+    CONFIGS, describe = _models.BENCH_SIZES, _models.bench_describe
+    trainer = _models.bench_trainer
 
 BUDGETS = "0.9,0.7,0.5,0.3,0.2"
 POLICIES = "dtr_eq,lru,size,dtr_eq+swap"
@@ -303,7 +308,7 @@ def print_model_table(name, record):
 def unconstrained(name, args):
     """The model's unconstrained record, alone in a fresh process."""
     base, _ = run_child(["--unconstrained", name, "--steps", str(args.steps)]
-                        + (["--unseen"] if UNSEEN else []), None)
+                        + ([f"--{MODEL_SET}"] if UNSEEN else []), None)
     if "step_s" not in base:
         raise RuntimeError(f"{name}: the unconstrained run failed: {base.get('failed')}")
     return base
@@ -374,7 +379,7 @@ def shown_ratio(ratio):
 
 
 def print_summary(rows):
-    models = "the unseen models" if UNSEEN else "the zoo"
+    models = f"the {MODEL_SET} models" if UNSEEN else "the zoo"
     print(f"\nh_DTR^eq over {models} (median and worst over the feasible points: floor <= "
           "budget, or floor unknown; a timed-out point counts as a storm; peak ok and same "
           "losses over all points)")
@@ -441,6 +446,8 @@ def main():
     parser.add_argument("--models", default=",".join(CONFIGS), help="default: the whole zoo")
     parser.add_argument("--unseen", action="store_true",
                         help="the models of tests/unseen_models.py instead of the zoo")
+    parser.add_argument("--fresh", action="store_true",
+                        help="the models of tests/fresh_models.py instead of the zoo")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per point and pair")
     parser.add_argument("--pairs", type=int, default=2,
                         help="pairs of processes (budgeted, unconstrained) per point")
