@@ -1,12 +1,14 @@
-# Included by _kernels.pyx: numpy's where as one branch-free pass of _loops.c, and a tiled
-# copy of a transposed view.
-from libc.stdint cimport uint32_t
+# Included by _kernels.pyx: numpy's where as one branch-free pass of _loops.c, a tiled
+# copy of a transposed view, and numpy's add.at on a row index (an embedding's gradient).
+from libc.stdint cimport int64_t, uint32_t
 
 cdef extern from "_loops.h":
     void imp_where32(long n, long cond_n, const unsigned char *cond, const uint32_t *x,
                      int x_full, const uint32_t *y, int y_full, uint32_t *out) nogil
     void imp_transpose32(long batch, long rows, long cols, const uint32_t *src,
                          uint32_t *dst) nogil
+    void imp_rows_add(long n, long row_len, const int64_t *index, const float *value,
+                      float *table) nogil
 
 
 _np_where = getattr(np.where, "_implementation", np.where)     # (no dispatcher: plain arrays)
@@ -84,3 +86,35 @@ def swapped_copy(x):
     with nogil:
         imp_transpose32(n // (rows * cols), rows, cols, ps, po)
     return out
+
+
+def rows_add(table, index, value):
+    """numpy's add.at(table, index, value) for a C-contiguous float32 table, an integer index
+    array picking rows (axis 0) and a float32 value of shape index.shape + table.shape[1:]:
+    each row added in index order, the same sums as numpy's (which took 2.4 ms for 4096
+    rows of 64 here: an embedding's gradient). False where that does not apply or an index
+    is out of range (numpy's add.at then runs, and raises)."""
+    if not (_c_array(table) and cnp.PyArray_TYPE(<cnp.ndarray>table) == cnp.NPY_FLOAT32
+            and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>table)
+            and cnp.PyArray_NDIM(<cnp.ndarray>table) >= 1
+            and type(index) is np.ndarray and index.dtype.kind in "iu"
+            and type(value) is np.ndarray
+            and cnp.PyArray_TYPE(<cnp.ndarray>value) == cnp.NPY_FLOAT32
+            and value.shape == index.shape + table.shape[1:]):
+        return False
+    cdef long rows = table.shape[0]
+    idx = np.ascontiguousarray(index.reshape(-1), dtype=np.int64)
+    if idx.size and (idx.min() < -rows or idx.max() >= rows):
+        return False
+    if idx.size and idx.min() < 0:
+        idx = np.where(idx < 0, idx + rows, idx)
+    cdef cnp.ndarray v = np.ascontiguousarray(value)
+    cdef long n = idx.size, row_len = cnp.PyArray_SIZE(<cnp.ndarray>table) // max(rows, 1)
+    if n == 0 or row_len == 0:
+        return True
+    cdef const int64_t *pi = <const int64_t *>cnp.PyArray_DATA(<cnp.ndarray>idx)
+    cdef const float *pv = <const float *>cnp.PyArray_DATA(v)
+    cdef float *pt = <float *>cnp.PyArray_DATA(<cnp.ndarray>table)
+    with nogil:
+        imp_rows_add(n, row_len, pi, pv, pt)
+    return True

@@ -494,3 +494,18 @@ IMP_INLINE void imp_transpose32_body(long batch, long rows, long cols, const uin
 }
 IMP_ISA_VARIANTS_EXACT(imp_transpose32, (long batch, long rows, long cols, const uint32_t *src,
                                          uint32_t *dst), (batch, rows, cols, src, dst))
+
+/* table[index[r], :] += value[r, :] for r in order (numpy's add.at, the same sums in the same
+ * order), rows of row_len floats; every index already checked within the table */
+IMP_INLINE void imp_rows_add_body(long n, long row_len, const int64_t *index, const float *value,
+                                  float *table)
+{
+    for (long r = 0; r < n; r++) {
+        float *dst = table + index[r] * row_len;
+        const float *src = value + r * row_len;
+        for (long j = 0; j < row_len; j++) dst[j] += src[j];
+    }
+}
+IMP_ISA_VARIANTS_EXACT(imp_rows_add, (long n, long row_len, const int64_t *index,
+                                      const float *value, float *table),
+                       (n, row_len, index, value, table))

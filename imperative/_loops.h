@@ -33,5 +33,9 @@ void imp_where32(long n, long cond_n, const unsigned char *cond, const uint32_t 
 /* dst (batch, rows, cols) = src (batch, cols, rows) with the last two axes swapped (4-byte
  * values, both C-contiguous) */
 void imp_transpose32(long batch, long rows, long cols, const uint32_t *src, uint32_t *dst);
+/* table[index[r], :] += value[r, :] for r = 0 .. n - 1 in order (rows of row_len floats;
+ * indices within the table): numpy's add.at on a row index */
+void imp_rows_add(long n, long row_len, const int64_t *index, const float *value,
+                  float *table);
 
 #endif

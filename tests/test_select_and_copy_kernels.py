@@ -3,7 +3,9 @@ operand form it takes (full arrays, 0-d and stride-0 values, a mask repeated ove
 axes) and on those it leaves to numpy (other dtypes, strided views, a mask broadcast
 another way), through F.where on the caller's thread and the worker's alike. The tiled
 copy of a transposed view (_kernels.swapped_copy), which makes an op's result on a
-transposed input C-ordered: numpy's copy, value for value, on every shape."""
+transposed input C-ordered: numpy's copy, value for value, on every shape. The row
+scatter-add behind gathers' gradients (_kernels.rows_add): numpy's add.at bit for bit,
+repeated and negative indices included, out-of-range ones left to numpy's error."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -115,3 +117,36 @@ def test_an_op_on_a_transposed_tensor_is_c_ordered_and_numpys(shape):
     same_bits(np.ascontiguousarray(got), want)
     with imp.option("enable_host_compute", 0):
         same_bits(np.ascontiguousarray(F.exp(t).numpy()), np.exp(np.swapaxes(x, -1, -2)))
+
+
+@needs_native
+@given(rows=st.integers(1, 30), width=st.sampled_from([(), (1,), (5,), (3, 4)]),
+       index_shape=st.sampled_from([(0,), (1,), (7,), (4, 6)]),
+       dtype=st.sampled_from([np.int32, np.int64]), seed=st.integers(0, 1000))
+@settings(max_examples=200, deadline=None)
+def test_a_row_scatter_add_is_numpys_add_at(rows, width, index_shape, dtype, seed):
+    from imperative import _kernels
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((rows,) + width).astype(np.float32)
+    index = rng.integers(-rows, rows, index_shape).astype(dtype)     # repeats, negatives
+    value = rng.standard_normal(index_shape + width).astype(np.float32) * 1e3
+    want = table.copy()
+    np.add.at(want, index, value)
+    assert _kernels.rows_add(table, index, value) is True
+    same_bits(table, want)
+    assert _kernels.rows_add(table, np.array([rows]), np.ones((1,) + width, np.float32)) is False
+    assert _kernels.rows_add(table, index, value.astype(np.float64)) is False
+
+
+def test_an_embeddings_gradient_sums_repeated_rows():
+    from imperative.autodiff import GradManager
+    rng = np.random.default_rng(4)
+    weight = imp.Parameter(rng.standard_normal((50, 8)).astype(np.float32))
+    ids = rng.integers(0, 50, (16, 12)).astype(np.int32)
+    dy = rng.standard_normal((16, 12, 8)).astype(np.float32)
+    gm = GradManager().attach([weight])
+    with gm:
+        gm.backward((F.embedding(imp.Tensor(ids), weight) * imp.Tensor(dy)).sum())
+    want = np.zeros((50, 8), np.float32)
+    np.add.at(want, ids, dy)
+    same_bits(weight.grad.numpy(), want)

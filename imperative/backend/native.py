@@ -203,6 +203,13 @@ softmax_rows_or = _kernels.softmax_rows_or if _ROWS_ON else None
 log_softmax_rows_or = _kernels.log_softmax_rows_or if _ROWS_ON else None
 # numpy's where, in one branch-free pass where the operands allow (the same bits)
 where_or_numpy = _kernels.where_or_numpy if _ROWS_ON else None
+
+
+def rows_add(table, index, value):
+    """numpy's add.at(table, index, value) natively where index is one integer array picking
+    rows of a float32 table (the same sums, in the same order); False where it does not
+    apply (the caller runs numpy's)."""
+    return _ROWS_ON and len(index) == 1 and _kernels.rows_add(table, index[0], value)
 # Reduce's: a float32 sum, mean, max or min over all of a small array or its last axis
 reduce_rows_or = _kernels.reduce_rows_or if _ROWS_ON else None
 REDUCE_MODES = ({"SUM": _kernels.REDUCE_SUM, "MEAN": _kernels.REDUCE_MEAN,

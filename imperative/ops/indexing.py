@@ -25,6 +25,7 @@ import operator
 import numpy as np
 
 from .. import dtype as D
+from ..backend import native
 from .._core import CopyWithAssigned
 from .base import Op, check_arity, reject_quantized
 from .nn_common import check_int_dtype, check_ndim
@@ -375,7 +376,9 @@ class IndexingIncrMultiAxisVec(IndexingSetMultiAxisVec):
 
     def kernel(self, x, value, *indices, out=None):
         result = out if out is x else x.copy()
-        np.add.at(result, self.index(indices), value)
+        index = self.index(indices)
+        if not native.rows_add(result, index, value):
+            np.add.at(result, index, value)
         return result
 
 
