@@ -51,3 +51,90 @@ def max_pool_2x2(x):
         for p in range(planes):
             imp_max_pool_2x2_forward(ho, w, wo, px + p * h * w, po + p * ho * wo)
     return out
+
+
+cdef extern from "_windows.h":
+    void imp_depthwise_forward(long planes, long channels, long hp, long wp, long ho, long wo,
+                               int kh, int kw, int sh, int sw, int dh, int dw, const float *xp,
+                               const float *w, float *out) noexcept nogil
+    void imp_depthwise_grad_input(long planes, long channels, long hp, long wp, long ho,
+                                  long wo, int kh, int kw, int sh, int sw, int dh, int dw,
+                                  const float *dy, const float *w, float *gxp) noexcept nogil
+    void imp_depthwise_grad_weight(long planes, long channels, long hp, long wp, long ho,
+                                   long wo, int kh, int kw, int sh, int sw, int dh, int dw,
+                                   const float *xp, const float *dy, double *gw) noexcept nogil
+
+
+cdef tuple _depthwise_dims(str fn, object padded, object outputs, tuple kernel_hw,
+                           tuple stride, tuple dilation):
+    """(planes, channels, hp, wp, ho, wo) of a padded input (n, c, hp, wp) and an output
+    (n, c, ho, wo), both C-contiguous float32, checked to hold every tap's reads."""
+    for name, a in (("padded input", padded), ("output", outputs)):
+        if not _is_float32_c(a) or a.ndim != 4:
+            raise TypeError(f"{fn}: {name} must be a C-contiguous float32 (n, c, h, w) array")
+    n, c, hp, wp = padded.shape
+    ho, wo = outputs.shape[2:]
+    if (outputs.shape[:2] != (n, c) or (ho and (ho - 1) * stride[0]
+                                         + (kernel_hw[0] - 1) * dilation[0] >= hp)
+            or (wo and (wo - 1) * stride[1] + (kernel_hw[1] - 1) * dilation[1] >= wp)):
+        raise ValueError(f"{fn}: padded input {padded.shape} and output {outputs.shape} "
+                         f"do not fit a {kernel_hw} window")
+    return n * c, c, hp, wp, ho, wo
+
+
+def depthwise_forward(xp, w, out_hw, stride, dilation):
+    """A depthwise convolution (one kh x kw filter per channel, w (c, 1, kh, kw)) of the
+    zero-padded float32 input xp (n, c, hp, wp): a new (n, c) + out_hw array."""
+    out = np.empty(xp.shape[:2] + tuple(out_hw), np.float32)
+    wa = np.ascontiguousarray(w, np.float32)
+    cdef int kh = wa.shape[2], kw = wa.shape[3]
+    planes, channels, hp, wp, ho, wo = _depthwise_dims("depthwise_forward", xp, out, (kh, kw),
+                                                       stride, dilation)
+    if wa.shape != (channels, 1, kh, kw):
+        raise ValueError(f"depthwise_forward: weight {wa.shape} for {channels} channels")
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>xp)
+    cdef const float *pw = <const float *>cnp.PyArray_DATA(<cnp.ndarray>wa)
+    cdef float *po = <float *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    cdef long a = planes, b = channels, c = hp, d = wp, e = ho, f = wo
+    cdef int sh = stride[0], sw = stride[1], dh = dilation[0], dw = dilation[1]
+    with nogil:
+        imp_depthwise_forward(a, b, c, d, e, f, kh, kw, sh, sw, dh, dw, px, pw, po)
+    return out
+
+
+def depthwise_grad_input(dy, w, padded_hw, stride, dilation):
+    """The gradient of depthwise_forward's padded input, (n, c) + padded_hw, from the
+    output's gradient dy (n, c, ho, wo), C-contiguous float32."""
+    gxp = np.zeros(dy.shape[:2] + tuple(padded_hw), np.float32)
+    wa = np.ascontiguousarray(w, np.float32)
+    cdef int kh = wa.shape[2], kw = wa.shape[3]
+    planes, channels, hp, wp, ho, wo = _depthwise_dims("depthwise_grad_input", gxp, dy,
+                                                       (kh, kw), stride, dilation)
+    if wa.shape != (channels, 1, kh, kw):
+        raise ValueError(f"depthwise_grad_input: weight {wa.shape} for {channels} channels")
+    cdef const float *pd = <const float *>cnp.PyArray_DATA(<cnp.ndarray>dy)
+    cdef const float *pw = <const float *>cnp.PyArray_DATA(<cnp.ndarray>wa)
+    cdef float *pg = <float *>cnp.PyArray_DATA(<cnp.ndarray>gxp)
+    cdef long a = planes, b = channels, c = hp, d = wp, e = ho, f = wo
+    cdef int sh = stride[0], sw = stride[1], dh = dilation[0], dw = dilation[1]
+    with nogil:
+        imp_depthwise_grad_input(a, b, c, d, e, f, kh, kw, sh, sw, dh, dw, pd, pw, pg)
+    return gxp
+
+
+def depthwise_grad_weight(xp, dy, kernel_hw, stride, dilation):
+    """The gradient of depthwise_forward's weight, (c, 1, kh, kw) float32, from its padded
+    input and the output's gradient dy; each tap's sum over an image plane in eight float
+    lanes, the planes' sums in double."""
+    planes, channels, hp, wp, ho, wo = _depthwise_dims("depthwise_grad_weight", xp, dy,
+                                                       tuple(kernel_hw), stride, dilation)
+    cdef int kh = kernel_hw[0], kw = kernel_hw[1]
+    gw = np.zeros((channels, 1, kh, kw), np.float64)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>xp)
+    cdef const float *pd = <const float *>cnp.PyArray_DATA(<cnp.ndarray>dy)
+    cdef double *pg = <double *>cnp.PyArray_DATA(<cnp.ndarray>gw)
+    cdef long a = planes, b = channels, c = hp, d = wp, e = ho, f = wo
+    cdef int sh = stride[0], sw = stride[1], dh = dilation[0], dw = dilation[1]
+    with nogil:
+        imp_depthwise_grad_weight(a, b, c, d, e, f, kh, kw, sh, sw, dh, dw, px, pd, pg)
+    return gw.astype(np.float32)

@@ -250,3 +250,114 @@ IMP_INLINE void imp_max_pool_2x2_forward_body(long rows, long w, long wo, const 
 IMP_ISA_VARIANTS_EXACT(imp_max_pool_2x2_forward, (long rows, long w, long wo, const float *x,
                                                   float *out),
                        (rows, w, wo, x, out))
+
+/* Depthwise convolution on zero-padded planes (planes, hp, wp): plane p uses the kh x kw taps
+ * w + (p % channels) * kh * kw. Rows of wo outputs, eight at a time where the stride along
+ * a row is 1 (the part vector for the rest), one at a time otherwise. */
+/* one output row: with stride 1 along the row, 32 outputs at a time in four vector
+ * accumulators over all the taps (each output's taps summed in the (i, j) order the scalar
+ * tail also takes) */
+IMP_INLINE void depthwise_row(float *o, const float *rows, long wp, long wo, int kh, int kw,
+                              int sw, int dh, int dw, const float *taps)
+{
+    long x = 0;
+    if (sw == 1)
+        for (; x + 32 <= wo; x += 32) {
+            imp_v8 acc[4] = {imp_splat(0.f), imp_splat(0.f), imp_splat(0.f), imp_splat(0.f)};
+            for (int i = 0; i < kh; i++)
+                for (int j = 0; j < kw; j++) {
+                    const imp_v8 t = imp_splat(taps[i * kw + j]);
+                    const float *src = rows + i * dh * wp + j * dw + x;
+                    for (int v = 0; v < 4; v++) acc[v] += t * imp_load(src + 8 * v);
+                }
+            for (int v = 0; v < 4; v++) imp_store(o + x + 8 * v, acc[v]);
+        }
+    for (; x < wo; x++) {
+        float acc = 0.f;
+        for (int i = 0; i < kh; i++)
+            for (int j = 0; j < kw; j++)
+                acc += taps[i * kw + j] * rows[i * dh * wp + j * dw + x * sw];
+        o[x] = acc;
+    }
+}
+
+IMP_INLINE void imp_depthwise_forward_body(long planes, long channels, long hp, long wp,
+                                           long ho, long wo, int kh, int kw, int sh, int sw,
+                                           int dh, int dw, const float *xp, const float *w,
+                                           float *out)
+{
+    for (long p = 0; p < planes; p++) {
+        const float *taps = w + (p % channels) * kh * kw;
+        for (long oh = 0; oh < ho; oh++)
+            depthwise_row(out + (p * ho + oh) * wo, xp + (p * hp + oh * sh) * wp, wp, wo, kh,
+                          kw, sw, dh, dw, taps);
+    }
+}
+IMP_ISA_VARIANTS_EXACT(imp_depthwise_forward,
+                       (long planes, long channels, long hp, long wp, long ho, long wo, int kh,
+                        int kw, int sh, int sw, int dh, int dw, const float *xp, const float *w,
+                        float *out),
+                       (planes, channels, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw, xp, w, out))
+
+/* gxp (planes, hp, wp), zeroed by the caller, gets each tap's w * dy where the tap read */
+IMP_INLINE void imp_depthwise_grad_input_body(long planes, long channels, long hp, long wp,
+                                              long ho, long wo, int kh, int kw, int sh,
+                                              int sw, int dh, int dw, const float *dy,
+                                              const float *w, float *gxp)
+{
+    for (long p = 0; p < planes; p++) {
+        const float *taps = w + (p % channels) * kh * kw;
+        for (long oh = 0; oh < ho; oh++) {
+            const float *g = dy + (p * ho + oh) * wo;
+            for (int i = 0; i < kh; i++) {
+                float *row = gxp + (p * hp + oh * sh + i * dh) * wp;
+                for (int j = 0; j < kw; j++) {
+                    float *dst = row + j * dw, t = taps[i * kw + j];
+                    long x = 0;
+                    if (sw == 1) {
+                        const imp_v8 tv = imp_splat(t);
+                        for (; x + 8 <= wo; x += 8)
+                            imp_store(dst + x, imp_load(dst + x) + tv * imp_load(g + x));
+                    }
+                    for (; x < wo; x++) dst[x * sw] += t * g[x];
+                }
+            }
+        }
+    }
+}
+IMP_ISA_VARIANTS_EXACT(imp_depthwise_grad_input,
+                       (long planes, long channels, long hp, long wp, long ho, long wo, int kh,
+                        int kw, int sh, int sw, int dh, int dw, const float *dy, const float *w,
+                        float *gxp),
+                       (planes, channels, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw, dy, w, gxp))
+
+/* gw (channels, kh, kw), in double, zeroed by the caller, gets each tap's sum of dy times
+ * what it read; each plane's row sums taken in eight float lanes */
+IMP_INLINE void imp_depthwise_grad_weight_body(long planes, long channels, long hp, long wp,
+                                               long ho, long wo, int kh, int kw, int sh,
+                                               int sw, int dh, int dw, const float *xp,
+                                               const float *dy, double *gw)
+{
+    for (long p = 0; p < planes; p++) {
+        double *taps = gw + (p % channels) * kh * kw;
+        for (int i = 0; i < kh; i++)
+            for (int j = 0; j < kw; j++) {
+                imp_v8 acc = imp_splat(0.f);
+                float rest = 0.f;
+                for (long oh = 0; oh < ho; oh++) {
+                    const float *g = dy + (p * ho + oh) * wo;
+                    const float *src = xp + (p * hp + oh * sh + i * dh) * wp + j * dw;
+                    long x = 0;
+                    if (sw == 1)
+                        for (; x + 8 <= wo; x += 8) acc += imp_load(g + x) * imp_load(src + x);
+                    for (; x < wo; x++) rest += g[x] * src[x * sw];
+                }
+                taps[i * kw + j] += (double)imp_lane_sum(acc) + (double)rest;
+            }
+    }
+}
+IMP_ISA_VARIANTS_EXACT(imp_depthwise_grad_weight,
+                       (long planes, long channels, long hp, long wp, long ho, long wo, int kh,
+                        int kw, int sh, int sw, int dh, int dw, const float *xp, const float *dy,
+                        double *gw),
+                       (planes, channels, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw, xp, dy, gw))

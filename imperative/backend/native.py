@@ -205,6 +205,17 @@ log_softmax_rows_or = _kernels.log_softmax_rows_or if _ROWS_ON else None
 where_or_numpy = _kernels.where_or_numpy if _ROWS_ON else None
 
 
+def depthwise_on():
+    """The native depthwise convolution loops run (ops/depthwise.py)."""
+    return _loops_on()
+
+
+if _kernels is not None:
+    depthwise_forward = _kernels.depthwise_forward
+    depthwise_grad_input = _kernels.depthwise_grad_input
+    depthwise_grad_weight = _kernels.depthwise_grad_weight
+
+
 def rows_add(table, index, value):
     """numpy's add.at(table, index, value) natively where index is one integer array picking
     rows of a float32 table (the same sums, in the same order); False where it does not

@@ -7,7 +7,7 @@ import numpy as np
 from ..backend import native
 from ..backend.epilogue import finish
 from .base import Op, check_arity, float_dtype, reject_quantized, writable_view
-from . import nn_common
+from . import depthwise, nn_common
 from .nn_common import (check_ndim, compute_dtype, gemm_chunk, output_size,
                         positive_pair, scratch, window_chunks)
 
@@ -85,8 +85,12 @@ class Convolution(Op):
                             None if b is None else b.astype(compute, copy=False), epilogue)
         if out is not None:
             return out.astype(out_dtype, copy=False)
-        return self._finish(self._numpy_conv(x, w, n, c, o, k, l, ho, wo, compute), b,
-                            n, o, ho, wo, compute, out_dtype, epilogue)
+        if depthwise.applies(g, c, w.shape):
+            out = depthwise.forward(x, w, self.stride, self.padding, self.dilation, (ho, wo),
+                                    compute)
+        else:
+            out = self._numpy_conv(x, w, n, c, o, k, l, ho, wo, compute)
+        return self._finish(out, b, n, o, ho, wo, compute, out_dtype, epilogue)
 
     def _numpy_conv(self, x, w, n, c, o, k, l, ho, wo, compute):
         """The product as (N, O, Ho*Wo) in `compute`, through im2col and numpy's sgemm."""
@@ -198,6 +202,10 @@ class ConvolutionBackwardData(_ConvolutionGrad):
         h, wd = self.in_hw
         (sh, sw), (ph, pw), (dh, dw) = self.stride, self.padding, self.dilation
         k, l = cg * kh * kw, ho * wo
+        if depthwise.applies(g, c, w.shape):
+            gx = depthwise.backward_data(dy, w, self.stride, self.padding, self.dilation,
+                                         self.in_hw, compute)
+            return finish(gx.astype(out_dtype, copy=False), epilogue)
         if ((sh, sw) == (1, 1) and (c >= o or native.active()) and dh * (kh - 1) >= ph
                 and dw * (kw - 1) >= pw):
             # a stride-1 transposed convolution is a convolution of dy by the flipped,
@@ -284,6 +292,9 @@ class ConvolutionBackwardFilter(_ConvolutionGrad):
         k, l = cg * kh * kw, ho * wo
         done = native.conv2d_grad_weight(x, dy, self.kernel_hw, self.stride, self.padding,
                                          self.dilation, g, self.with_bias)
+        if done is None and depthwise.applies(g, c, (o, cg)):
+            done = depthwise.backward_filter(x, dy, self.kernel_hw, self.stride, self.padding,
+                                             self.dilation, compute, self.with_bias)
         if done is not None:
             if self.with_bias:
                 return tuple(gr.astype(out_dtype, copy=False) for gr in done)
