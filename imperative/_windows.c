@@ -254,6 +254,13 @@ IMP_ISA_VARIANTS_EXACT(imp_max_pool_2x2_forward, (long rows, long w, long wo, co
 /* Depthwise convolution on zero-padded planes (planes, hp, wp): plane p uses the kh x kw taps
  * w + (p % channels) * kh * kw. Rows of wo outputs, eight at a time where the stride along
  * a row is 1 (the part vector for the rest), one at a time otherwise. */
+/* the three depthwise loops' dimensions: planes, the channel count their taps cycle over,
+ * the padded plane, the output plane, the window, its stride and dilation */
+#define DEPTHWISE_DIMS                                                                        \
+    long planes, long channels, long hp, long wp, long ho, long wo, int kh, int kw, int sh,   \
+        int sw, int dh, int dw
+#define DEPTHWISE_ARGS planes, channels, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw
+
 /* one output row: with stride 1 along the row, 32 outputs at a time in four vector
  * accumulators over all the taps (each output's taps summed in the (i, j) order the scalar
  * tail also takes) */
@@ -281,9 +288,7 @@ IMP_INLINE void depthwise_row(float *o, const float *rows, long wp, long wo, int
     }
 }
 
-IMP_INLINE void imp_depthwise_forward_body(long planes, long channels, long hp, long wp,
-                                           long ho, long wo, int kh, int kw, int sh, int sw,
-                                           int dh, int dw, const float *xp, const float *w,
+IMP_INLINE void imp_depthwise_forward_body(DEPTHWISE_DIMS, const float *xp, const float *w,
                                            float *out)
 {
     for (long p = 0; p < planes; p++) {
@@ -294,15 +299,11 @@ IMP_INLINE void imp_depthwise_forward_body(long planes, long channels, long hp, 
     }
 }
 IMP_ISA_VARIANTS_EXACT(imp_depthwise_forward,
-                       (long planes, long channels, long hp, long wp, long ho, long wo, int kh,
-                        int kw, int sh, int sw, int dh, int dw, const float *xp, const float *w,
-                        float *out),
-                       (planes, channels, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw, xp, w, out))
+                       (DEPTHWISE_DIMS, const float *xp, const float *w, float *out),
+                       (DEPTHWISE_ARGS, xp, w, out))
 
 /* gxp (planes, hp, wp), zeroed by the caller, gets each tap's w * dy where the tap read */
-IMP_INLINE void imp_depthwise_grad_input_body(long planes, long channels, long hp, long wp,
-                                              long ho, long wo, int kh, int kw, int sh,
-                                              int sw, int dh, int dw, const float *dy,
+IMP_INLINE void imp_depthwise_grad_input_body(DEPTHWISE_DIMS, const float *dy,
                                               const float *w, float *gxp)
 {
     for (long p = 0; p < planes; p++) {
@@ -326,16 +327,12 @@ IMP_INLINE void imp_depthwise_grad_input_body(long planes, long channels, long h
     }
 }
 IMP_ISA_VARIANTS_EXACT(imp_depthwise_grad_input,
-                       (long planes, long channels, long hp, long wp, long ho, long wo, int kh,
-                        int kw, int sh, int sw, int dh, int dw, const float *dy, const float *w,
-                        float *gxp),
-                       (planes, channels, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw, dy, w, gxp))
+                       (DEPTHWISE_DIMS, const float *dy, const float *w, float *gxp),
+                       (DEPTHWISE_ARGS, dy, w, gxp))
 
 /* gw (channels, kh, kw), in double, zeroed by the caller, gets each tap's sum of dy times
  * what it read; each plane's row sums taken in eight float lanes */
-IMP_INLINE void imp_depthwise_grad_weight_body(long planes, long channels, long hp, long wp,
-                                               long ho, long wo, int kh, int kw, int sh,
-                                               int sw, int dh, int dw, const float *xp,
+IMP_INLINE void imp_depthwise_grad_weight_body(DEPTHWISE_DIMS, const float *xp,
                                                const float *dy, double *gw)
 {
     for (long p = 0; p < planes; p++) {
@@ -357,7 +354,5 @@ IMP_INLINE void imp_depthwise_grad_weight_body(long planes, long channels, long 
     }
 }
 IMP_ISA_VARIANTS_EXACT(imp_depthwise_grad_weight,
-                       (long planes, long channels, long hp, long wp, long ho, long wo, int kh,
-                        int kw, int sh, int sw, int dh, int dw, const float *xp, const float *dy,
-                        double *gw),
-                       (planes, channels, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw, xp, dy, gw))
+                       (DEPTHWISE_DIMS, const float *xp, const float *dy, double *gw),
+                       (DEPTHWISE_ARGS, xp, dy, gw))

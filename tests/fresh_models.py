@@ -46,6 +46,21 @@ def _ids(rng, shape, vocab):
     return rng.integers(0, vocab, shape)
 
 
+def _stepper(model_params, opt, loss_of):
+    """A training step: loss_of() under a GradManager of `model_params`, its backward pass,
+    then the optimizer's step; returns the loss."""
+    gm = GradManager().attach(model_params)
+
+    def step():
+        with gm:
+            loss = loss_of()
+            gm.backward(loss)
+        opt.step()
+        opt.clear_grad()
+        return loss
+    return step
+
+
 # ---------------------------------------------------------------------------------------
 # 1. GRU encoder-decoder with attention over the encoder states (matmul + softmax),
 #    teacher forcing; the task is to output the source reversed.
@@ -92,17 +107,8 @@ def _seq2seq(c):
     src_t, tin_t = imp.Tensor(src.astype(np.int32)), imp.Tensor(tgt_in.astype(np.int32))
     lab = imp.Tensor(np.ascontiguousarray(tgt).reshape(-1).astype(np.int32))
     opt = optim.Adam(model.parameters(), 3e-3)
-    gm = GradManager().attach(model.parameters())
-
-    def step():
-        with gm:
-            logits = model(src_t, tin_t)
-            loss = F.cross_entropy(F.reshape(logits, (-1, c["vocab"])), lab)
-            gm.backward(loss)
-        opt.step()
-        opt.clear_grad()
-        return loss
-    return step
+    return _stepper(model.parameters(), opt, lambda: F.cross_entropy(
+        F.reshape(model(src_t, tin_t), (-1, c["vocab"])), lab))
 
 
 # ---------------------------------------------------------------------------------------
@@ -134,20 +140,14 @@ def _siamese(c):
     eye = imp.Tensor(np.eye(c["batch"], dtype=np.float32))
     model = Encoder(c["features"], c["width"], c["out"])
     opt = optim.SGD(model.parameters(), 0.05, momentum=0.9)
-    gm = GradManager().attach(model.parameters())
 
-    def step():
-        with gm:
-            z1, z2 = _normalize(model(x)), _normalize(model(x2))
-            sim = F.matmul(z1, z2, transpose_b=True) * (1.0 / 0.2)
-            a = F.sum(F.log_softmax(sim, axis=1) * eye) / c["batch"]
-            b = F.sum(F.log_softmax(sim, axis=0) * eye) / c["batch"]
-            loss = -(a + b) * 0.5
-            gm.backward(loss)
-        opt.step()
-        opt.clear_grad()
-        return loss
-    return step
+    def contrastive():
+        z1, z2 = _normalize(model(x)), _normalize(model(x2))
+        sim = F.matmul(z1, z2, transpose_b=True) * (1.0 / 0.2)
+        a = F.sum(F.log_softmax(sim, axis=1) * eye) / c["batch"]
+        b = F.sum(F.log_softmax(sim, axis=0) * eye) / c["batch"]
+        return -(a + b) * 0.5
+    return _stepper(model.parameters(), opt, contrastive)
 
 
 # ---------------------------------------------------------------------------------------
@@ -353,16 +353,8 @@ def _gpt(c):
     lab = imp.Tensor(seqs[:, 1:].reshape(-1).astype(np.int32))
     model = GPT(c["vocab"], c["dim"], c["heads"], c["blocks"], c["seq"])
     opt = optim.AdamW(model.parameters(), 2e-3)
-    gm = GradManager().attach(model.parameters())
-
-    def step():
-        with gm:
-            loss = F.cross_entropy(F.reshape(model(inp), (-1, c["vocab"])), lab)
-            gm.backward(loss)
-        opt.step()
-        opt.clear_grad()
-        return loss
-    return step
+    return _stepper(model.parameters(), opt, lambda: F.cross_entropy(
+        F.reshape(model(inp), (-1, c["vocab"])), lab))
 
 
 # ---------------------------------------------------------------------------------------
@@ -548,17 +540,10 @@ def _canvas(c):
     x, labels = cluster_task(c["batch"], shape)
     model = Canvas(c["ch"])
     opt = optim.SGD(model.parameters(), 0.02, momentum=0.9)
-    gm = GradManager().attach(model.parameters())
-
-    def step():
-        with gm:
-            logits, r = model(x)
-            loss = F.cross_entropy(logits, labels) + F.mse_loss(r, x)
-            gm.backward(loss)
-        opt.step()
-        opt.clear_grad()
-        return loss
-    return step
+    def two_losses():
+        logits, r = model(x)
+        return F.cross_entropy(logits, labels) + F.mse_loss(r, x)
+    return _stepper(model.parameters(), opt, two_losses)
 
 
 # ---------------------------------------------------------------------------------------
