@@ -111,11 +111,13 @@ _pow = _elemwise("POW", "pow", "x ** y")
 
 
 def pow(x: TensorLike, y: TensorLike) -> Tensor:
-    """x ** y (Elemwise POW); a Tensor to the power 3 or 4 (a Python number) as products,
-    as the operator computes it."""
+    """x ** y (Elemwise POW); a float Tensor to the power 2, 3 or 4 (a Python number) as
+    products, as the operator computes it (docs/api.md)."""
     if isinstance(x, TensorBase) and type(y) in (int, float):
         return x ** y
     return _pow(x, y)
+
+
 maximum = _elemwise("MAX", "maximum", "Elementwise maximum, NaN-propagating")
 minimum = _elemwise("MIN", "minimum", "Elementwise minimum, NaN-propagating")
 neg = _elemwise("NEGATE", "neg", "-x")

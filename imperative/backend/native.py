@@ -204,6 +204,22 @@ log_softmax_rows_or = _kernels.log_softmax_rows_or if _ROWS_ON else None
 # numpy's where, in one branch-free pass where the operands allow (the same bits)
 where_or_numpy = _kernels.where_or_numpy if _ROWS_ON else None
 
+# Reduce's: a float32 sum, mean, max or min over all of a small array or its last axis
+reduce_rows_or = _kernels.reduce_rows_or if _ROWS_ON else None
+REDUCE_MODES = ({"SUM": _kernels.REDUCE_SUM, "MEAN": _kernels.REDUCE_MEAN,
+                 "MAX": _kernels.REDUCE_MAX, "MIN": _kernels.REDUCE_MIN} if _ROWS_ON else {})
+# a max pooling's input gradient in one pass (ops/pool.py:MaxPoolGrad; portable C, no
+# instruction set needed), None without the extension
+max_pool_grad = _kernels.max_pool_grad if _kernels is not None else None
+# the forward 2x2 stride-2 max pooling of float32 (ops/pool.py), likewise
+max_pool_2x2 = _kernels.max_pool_2x2 if _kernels is not None else None
+# LayerNormForward's (with weight and bias): float32 rows of the trailing values
+layer_norm_or = _kernels.layer_norm_or if _ROWS_ON else None
+# CrossEntropy's: 2-D float32 logits' losses and their mean or sum (codes: mean, sum, none)
+cross_entropy_or = _kernels.cross_entropy_or if _ROWS_ON else None
+CROSS_ENTROPY_REDUCTIONS = ({"mean": _kernels.REDUCE_MEAN, "sum": _kernels.REDUCE_SUM,
+                             "none": -1} if _ROWS_ON else {})
+
 
 def depthwise_on():
     """The native depthwise convolution loops run (ops/depthwise.py)."""
@@ -221,21 +237,7 @@ def rows_add(table, index, value):
     rows of a float32 table (the same sums, in the same order); False where it does not
     apply (the caller runs numpy's)."""
     return _ROWS_ON and len(index) == 1 and _kernels.rows_add(table, index[0], value)
-# Reduce's: a float32 sum, mean, max or min over all of a small array or its last axis
-reduce_rows_or = _kernels.reduce_rows_or if _ROWS_ON else None
-REDUCE_MODES = ({"SUM": _kernels.REDUCE_SUM, "MEAN": _kernels.REDUCE_MEAN,
-                 "MAX": _kernels.REDUCE_MAX, "MIN": _kernels.REDUCE_MIN} if _ROWS_ON else {})
-# a max pooling's input gradient in one pass (ops/pool.py:MaxPoolGrad; portable C, no
-# instruction set needed), None without the extension
-max_pool_grad = _kernels.max_pool_grad if _kernels is not None else None
-# the forward 2x2 stride-2 max pooling of float32 (ops/pool.py), likewise
-max_pool_2x2 = _kernels.max_pool_2x2 if _kernels is not None else None
-# LayerNormForward's (with weight and bias): float32 rows of the trailing values
-layer_norm_or = _kernels.layer_norm_or if _ROWS_ON else None
-# CrossEntropy's: 2-D float32 logits' losses and their mean or sum (codes: mean, sum, none)
-cross_entropy_or = _kernels.cross_entropy_or if _ROWS_ON else None
-CROSS_ENTROPY_REDUCTIONS = ({"mean": _kernels.REDUCE_MEAN, "sum": _kernels.REDUCE_SUM,
-                             "none": -1} if _ROWS_ON else {})
+
 
 
 def _along_rows(kernel, x, axis, *args):
