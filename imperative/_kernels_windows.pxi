@@ -66,9 +66,10 @@ cdef extern from "_windows.h":
 
 
 cdef tuple _depthwise_dims(str fn, object padded, object outputs, tuple kernel_hw,
-                           tuple stride, tuple dilation):
+                           tuple stride, tuple dilation, object weight=None):
     """(planes, channels, hp, wp, ho, wo) of a padded input (n, c, hp, wp) and an output
-    (n, c, ho, wo), both C-contiguous float32, checked to hold every tap's reads."""
+    (n, c, ho, wo), both C-contiguous float32, checked to hold every tap's reads (and, when
+    given, that the weight is (c, 1, kh, kw))."""
     for name, a in (("padded input", padded), ("output", outputs)):
         if not _is_float32_c(a) or a.ndim != 4:
             raise TypeError(f"{fn}: {name} must be a C-contiguous float32 (n, c, h, w) array")
@@ -79,6 +80,8 @@ cdef tuple _depthwise_dims(str fn, object padded, object outputs, tuple kernel_h
             or (wo and (wo - 1) * stride[1] + (kernel_hw[1] - 1) * dilation[1] >= wp)):
         raise ValueError(f"{fn}: padded input {padded.shape} and output {outputs.shape} "
                          f"do not fit a {kernel_hw} window")
+    if weight is not None and weight.shape != (c, 1) + kernel_hw:
+        raise ValueError(f"{fn}: weight {weight.shape} for {c} channels")
     return n * c, c, hp, wp, ho, wo
 
 
@@ -89,9 +92,7 @@ def depthwise_forward(xp, w, out_hw, stride, dilation):
     wa = np.ascontiguousarray(w, np.float32)
     cdef int kh = wa.shape[2], kw = wa.shape[3]
     planes, channels, hp, wp, ho, wo = _depthwise_dims("depthwise_forward", xp, out, (kh, kw),
-                                                       stride, dilation)
-    if wa.shape != (channels, 1, kh, kw):
-        raise ValueError(f"depthwise_forward: weight {wa.shape} for {channels} channels")
+                                                       stride, dilation, wa)
     cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>xp)
     cdef const float *pw = <const float *>cnp.PyArray_DATA(<cnp.ndarray>wa)
     cdef float *po = <float *>cnp.PyArray_DATA(<cnp.ndarray>out)
@@ -109,9 +110,7 @@ def depthwise_grad_input(dy, w, padded_hw, stride, dilation):
     wa = np.ascontiguousarray(w, np.float32)
     cdef int kh = wa.shape[2], kw = wa.shape[3]
     planes, channels, hp, wp, ho, wo = _depthwise_dims("depthwise_grad_input", gxp, dy,
-                                                       (kh, kw), stride, dilation)
-    if wa.shape != (channels, 1, kh, kw):
-        raise ValueError(f"depthwise_grad_input: weight {wa.shape} for {channels} channels")
+                                                       (kh, kw), stride, dilation, wa)
     cdef const float *pd = <const float *>cnp.PyArray_DATA(<cnp.ndarray>dy)
     cdef const float *pw = <const float *>cnp.PyArray_DATA(<cnp.ndarray>wa)
     cdef float *pg = <float *>cnp.PyArray_DATA(<cnp.ndarray>gxp)

@@ -220,14 +220,11 @@ cdef list _tensor_and_other(TensorInfo a, object other, bint other_first):
 cdef tuple _OPERAND_TYPES = (int, float, bool, np.ndarray, np.generic, list, tuple)
 
 
-# x ** 2, x ** 3 and x ** 4 of float32 or float64 x are products, as PyTorch computes them:
-# numpy's power takes a slow path for negative bases (60 ns a float32 value here, against
-# 0.1 ns a product; a hand-written GELU's x ** 3 was 600 times PyTorch's), and its square
-# (x * x's bits) makes a new array where a product may reuse a dying buffer. Not float16,
-# whose products would round twice where numpy's power computes in float32, rounds once.
-cdef tuple _PRODUCT_POWER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
+# x ** 2, x ** 3 and x ** 4 of float32 x are products, as PyTorch computes them: numpy's
+# power takes a slow path for negative bases (60 ns a float32 value here, against 0.1 ns
+# a product; a hand-written GELU's x ** 3 was 600 times PyTorch's), and its square (x * x's
+# bits) makes a new array where a product may reuse a dying buffer. Not float16, whose
+# products would round twice where numpy's power computes in float32, rounds once.
 cdef object _power_by_products(object x, object exponent):
     """x * x, x * x * x or (x * x) * (x * x), each product rounded (x ** 3 and x ** 4 up to
     2 ulp from the exact power, where numpy's power is within 1)."""
@@ -490,8 +487,7 @@ cdef class TensorBase:
 
     def __pow__(self, other, mod=None):
         if type(other) is int or type(other) is float:
-            if 2 <= other <= 4 and other == <int>other and (
-                    self._info.dtype in _PRODUCT_POWER_DTYPES):
+            if 2 <= other <= 4 and other == <int>other and self._info.dtype is _FLOAT32:
                 return _power_by_products(self, other)
         return _binary(self, other, _POW, False)
 

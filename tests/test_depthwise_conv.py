@@ -1,7 +1,8 @@
 """Depthwise convolution (groups = in = out channels) on its own path (ops/depthwise.py):
 forward, the input's and the weight's gradients against the definition in float64 (and
-PyTorch where installed), with the native loops and with numpy's, over strides, paddings,
-dilations, kernel sizes and rows longer and shorter than the 32-output vector blocks."""
+PyTorch where installed), with the native loops and, where they are off, the general
+grouped path, over strides, paddings, dilations, kernel sizes and rows longer and shorter
+than the 32-output vector blocks."""
 import numpy as np
 import pytest
 

@@ -85,9 +85,8 @@ class Convolution(Op):
                             None if b is None else b.astype(compute, copy=False), epilogue)
         if out is not None:
             return out.astype(out_dtype, copy=False)
-        if depthwise.applies(g, c, w.shape):
-            out = depthwise.forward(x, w, self.stride, self.padding, self.dilation, (ho, wo),
-                                    compute)
+        if depthwise.applies(g, c, w.shape, x, w):
+            out = depthwise.forward(x, w, self.stride, self.padding, self.dilation, (ho, wo))
         else:
             out = self._numpy_conv(x, w, n, c, o, k, l, ho, wo, compute)
         return self._finish(out, b, n, o, ho, wo, compute, out_dtype, epilogue)
@@ -202,9 +201,9 @@ class ConvolutionBackwardData(_ConvolutionGrad):
         h, wd = self.in_hw
         (sh, sw), (ph, pw), (dh, dw) = self.stride, self.padding, self.dilation
         k, l = cg * kh * kw, ho * wo
-        if depthwise.applies(g, c, w.shape):
+        if depthwise.applies(g, c, w.shape, dy, w):
             gx = depthwise.backward_data(dy, w, self.stride, self.padding, self.dilation,
-                                         self.in_hw, compute)
+                                         self.in_hw)
             return finish(gx.astype(out_dtype, copy=False), epilogue)
         if ((sh, sw) == (1, 1) and (c >= o or native.active()) and dh * (kh - 1) >= ph
                 and dw * (kw - 1) >= pw):
@@ -292,9 +291,9 @@ class ConvolutionBackwardFilter(_ConvolutionGrad):
         k, l = cg * kh * kw, ho * wo
         done = native.conv2d_grad_weight(x, dy, self.kernel_hw, self.stride, self.padding,
                                          self.dilation, g, self.with_bias)
-        if done is None and depthwise.applies(g, c, (o, cg)):
+        if done is None and depthwise.applies(g, c, (o, cg), x, dy):
             done = depthwise.backward_filter(x, dy, self.kernel_hw, self.stride, self.padding,
-                                             self.dilation, compute, self.with_bias)
+                                             self.dilation, self.with_bias)
         if done is not None:
             if self.with_bias:
                 return tuple(gr.astype(out_dtype, copy=False) for gr in done)
