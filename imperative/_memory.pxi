@@ -271,12 +271,14 @@ cdef class MemoryManager:
         """`leaf` (a value without producer: data, an RNG result, a parameter's old value)
         has no tensor left, but recorded recipes read it. Its value is the only copy. It
         stays while an evicted tensor needs it to come back, or while the tensors whose
-        recipes reach it could be evicted and are together at least as large (keeping it
-        is then the cheaper way to keep them evictable: a batch norm's old running mean,
-        which its output's recipe reads). Otherwise those tensors, all resident or about
-        to be, stop being recomputable and the value can go (a parameter's old value after
-        the update, which only the step's loss still reaches). True when no recipe needs
-        it any more."""
+        recipes reach it could be evicted and are together larger (keeping it is then the
+        cheaper way to keep them evictable: a batch norm's old running mean, which its
+        output's recipe reads). Readers of its own size do not keep it: evicting them would
+        only trade its bytes for theirs, at the price of a recomputation (an accumulator
+        `g = g + d` whose old value was a leaf kept each old value beside the new one).
+        Otherwise those tensors, all resident or about to be, stop being recomputable and
+        the value can go (a parameter's old value after the update, which only the step's
+        loss still reaches). True when no recipe needs it any more."""
         if not self.let_go_of_leaf(leaf):
             self.kept[_key(leaf)] = _weakref.ref(leaf)
             return False
@@ -286,10 +288,10 @@ cdef class MemoryManager:
     cdef bint let_go_of_leaf(self, TensorInfo leaf) except -1:
         """release_leaf's decision: True, after cutting the recipes of the tensors that
         reach `leaf`, when no evicted tensor needs it and those tensors could not be
-        evicted for as many bytes as it holds."""
+        evicted for more bytes than it holds."""
         cdef list frontier = []
         if (_needed_by_evicted(leaf, frontier)
-                or self.evictable_frontier_bytes(frontier) >= max(leaf.size, 1)):
+                or self.evictable_frontier_bytes(frontier) > leaf.size):
             return False
         for info in frontier:
             self.cut(<TensorInfo>info)

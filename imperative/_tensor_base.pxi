@@ -42,7 +42,15 @@ cdef int _rebind(TensorBase t, TensorInfo info) except -1:
         _trace_rebind(t, old)
     t._info = info
     info.tensor_refs += 1
-    if _channel._memory_on:
+    if _channel._memory_on and (old is None or old.persistent or old.producer is None):
+        # A new value of a leaf (a parameter's update, an optimizer's state, data written
+        # in place) is persistent: its recipe would reach back through every earlier
+        # update. A new value of a computed tensor (a buffer a forward pass fills by
+        # setitem, an accumulator) keeps its recipe, like any op's output: made a leaf,
+        # its value had to stay resident, past its last reader, for as long as recipes
+        # read it, and could not be evicted (an RNN writing its states into a
+        # preallocated buffer had its whole peak as its floor). The recipe chain such
+        # updates make is bounded as any other (_MAX_DEAD_CHAIN).
         _channel.mm.make_persistent(info)
     if old is not None:
         old.tensor_refs -= 1
@@ -434,7 +442,7 @@ cdef class TensorBase:
 
     def _set_info_from(self, TensorBase other):
         """Rebind this tensor to `other`'s value (in-place operators, __setitem__, optimizer
-        updates). The new value is persistent for the memory manager."""
+        updates). The new value of a leaf is persistent for the memory manager (_rebind)."""
         _rebind(self, other._info)
 
     def _init_value(self, array, dtype, device):

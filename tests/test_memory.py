@@ -196,30 +196,37 @@ def test_in_place_reuse_while_recording_spares_a_leaf_that_an_evicted_tensor_nee
         assert imp.memory_stats()["inplace_reuses"] > before
 
 
-def test_a_dying_leaf_goes_when_its_readers_are_small_and_stays_for_large_ones(memory_options):
+def test_a_dying_leaf_goes_unless_its_readers_outweigh_it(memory_options):
     """Recipes hold producers, not values. A leaf whose tensors are gone stays only while
-    the tensors whose recipes read it could be dropped and weigh at least as much as it
-    (keeping it keeps them droppable); otherwise its memory goes, and those tensors keep
-    their values but stop being droppable."""
+    the tensors whose recipes read it could be dropped and weigh more than it (keeping it
+    keeps them droppable, and dropping them then frees more than it holds); otherwise its
+    memory goes, and those tensors keep their values but stop being droppable. Readers of
+    its own size do not keep it: dropping them would only trade its bytes for theirs (an
+    accumulator `g = g + d`, whose old value a cut recipe left a leaf, kept each old value
+    beside the new one, where without recording the new one is written over it)."""
     data = np.arange(N, dtype=np.float32)
-    leaf = imp.Tensor(data.copy())
-    small = leaf[:10] * 2                # reads the leaf through a view: 40 bytes
-    before = allocated()
-    del leaf
-    gc.collect()
-    assert allocated() <= before - N * 4          # the leaf's memory went
-    with pytest.warns(UserWarning, match="no producer"):
-        small._drop()
-    np.testing.assert_array_equal(small.numpy(), data[:10] * 2)
+    for reader, want in ((lambda leaf: leaf[:10] * 2, data[:10] * 2),     # 40 bytes
+                         (lambda leaf: leaf * 3, data * 3)):              # the leaf's size
+        leaf = imp.Tensor(data.copy())
+        kept = reader(leaf)
+        before = allocated()
+        del leaf
+        gc.collect()
+        assert allocated() <= before - N * 4          # the leaf's memory went
+        with pytest.warns(UserWarning, match="no producer"):
+            kept._drop()
+        np.testing.assert_array_equal(kept.numpy(), want)
 
     leaf = imp.Tensor(data.copy())
-    large = leaf * 3                     # as large as the leaf
+    large, other = leaf * 3, leaf + 1    # together twice the leaf
     before = allocated()
     del leaf
     gc.collect()
-    assert allocated() == before                  # kept for `large`, which stays droppable
+    assert allocated() == before                  # kept for them, which stay droppable
     large._drop()
+    other._drop()
     np.testing.assert_array_equal(large.numpy(), data * 3)
+    np.testing.assert_array_equal(other.numpy(), data + 1)
 
 
 def test_swap_out_writes_a_file_and_any_use_reads_it_back(memory_options, tmp_path):

@@ -203,11 +203,12 @@ def test_a_view_dropped_while_its_base_is_resident_leaves_the_base_writable(asyn
 
 def test_a_kept_leaf_that_buys_no_evictable_tensor_goes_when_room_is_needed(async_level,
                                                                            rng):
-    """A dead leaf that a recipe reads stays while the tensors that recipe makes could be
-    evicted. In a ReLU MLP's backward each layer's gradient was such a leaf, kept for the
-    next gradient, which the next op reads at once: two gradients stayed where one was
-    needed. Where room is needed and the tensors it is kept for cannot be evicted now, it
-    goes without a recomputation, instead of the budget passing."""
+    """A dead leaf that recipes read stays while the tensors those recipes make could be
+    evicted and outweigh it. In a ReLU MLP's backward each layer's gradient was such a
+    leaf, kept for the next gradient, which the next op reads at once: two gradients stayed
+    where one was needed. Where room is needed and the tensors it is kept for cannot be
+    evicted now and weigh no more than it, it goes without a recomputation, instead of the
+    budget passing."""
     size = 512
     w = imp.Tensor(rng.standard_normal((size, size), dtype=np.float32))
     g_value = rng.standard_normal((size, size), dtype=np.float32)
@@ -215,8 +216,13 @@ def test_a_kept_leaf_that_buys_no_evictable_tensor_goes_when_room_is_needed(asyn
     with _dtr_budget(1 << 40, 0):
         g = imp.Tensor(g_value)
         h = g @ w                              # its recipe reads g
+        h2 = g * 3                             # and so does this one's
         imp.sync()
-        del g                                  # kept: h, as large, could be evicted
+        with_g = imp.memory_stats()["allocated"]
+        del g                                  # kept: h and h2 could be evicted, and outweigh it
+        imp.sync()
+        assert imp.memory_stats()["allocated"] == with_g
+        del h2                                 # dropped as it dies: h alone reads g now
         imp.sync()
         held = imp.memory_stats()["allocated"]
         imp.dtr.enable(eviction_threshold=held, evictee_minimum_size=0)

@@ -59,18 +59,7 @@ def unconstrained(name, async_level):
 
 @pytest.mark.parametrize("fraction", [0.7, 0.4])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_an_unseen_model_trains_under_a_budget_bit_for_bit(name, fraction, async_level,
-                                                          request):
-    if name == "memwrite" and async_level == 0:
-        # A known defect, open in issue 12 (session 37's note): session 37's one-product
-        # weight gradient of a Linear on a sequence lowered this RNN's unconstrained peak
-        # (2.58 -> 2.08 MiB here, 17.1 -> 13.1 MiB at its bench size), but at async level
-        # 0 with recording on, one (batch, steps, hidden) array stays resident through the
-        # backward of its 32 setitems (from the reshaped operands' records, it seems),
-        # so the budgeted peak (2.59 MiB) passes the new unconstrained one by more than one
-        # op's outputs; it stays under the old one.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="recording keeps one "
-                                              "more array through a setitem chain"))
+def test_an_unseen_model_trains_under_a_budget_bit_for_bit(name, fraction, async_level):
     want, peak, outputs = unconstrained(name, async_level)
     got, stats = train(name, fraction, peak)
     assert got == want
