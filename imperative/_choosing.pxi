@@ -33,15 +33,21 @@ cdef class Ranking:
     cdef vector[_Bound] read, unread     # taken from those in order: ascending bounds
     cdef size_t read_from, unread_from   # entries before these are out or no longer resident
     cdef Py_ssize_t evictable_bytes      # of those evictable when ranked (make_room's floor)
+    cdef Py_ssize_t read_evictable_bytes  # of those some op has read since they were made
+    cdef bint tiers_merged               # read and unread ones compete by score (see choose)
     cdef dict groups                     # storage -> its _Group (_sharing.pxi), for the round
 
 
-cdef object _round_ranking(MemoryManager self, Device device, list pool):
-    """The ranking of a round of evictions, or None where each choice samples the pool
-    instead (the DTR paper's sqrt sampling, enable_dtr_sqrt_sampling)."""
+cdef object _round_ranking(MemoryManager self, Device device, list pool,
+                           Py_ssize_t to_free):
+    """The ranking of a round of evictions that frees at most `to_free` bytes, or None
+    where each choice samples the pool instead (the DTR paper's sqrt sampling,
+    enable_dtr_sqrt_sampling)."""
     if self.opts.sqrt_sampling and len(pool) > 16:
         return None
-    return _rank(self, device, pool)
+    cdef Ranking r = _rank(self, device, pool)
+    _merge_tiers_if_short(r, to_free)
+    return r
 
 
 cdef Ranking _rank(MemoryManager self, Device device, list pool):
@@ -54,6 +60,7 @@ cdef Ranking _rank(MemoryManager self, Device device, list pool):
     cdef TensorInfo info
     cdef Py_ssize_t k
     cdef double bound
+    cdef Py_ssize_t nbytes
     r.pool = pool
     r.gaps.resize(len(pool))
     r.dear_bounds.resize(len(pool), -INFINITY)      # (-inf: no bound known)
@@ -64,16 +71,29 @@ cdef Ranking _rank(MemoryManager self, Device device, list pool):
         info = <TensorInfo>pool[k]
         if info.status != PRODUCED or info.device is not device:
             continue
-        r.evictable_bytes += _bytes_evictable(self, info, device, counted, r.groups)
+        nbytes = _bytes_evictable(self, info, device, counted, r.groups)
+        r.evictable_bytes += nbytes
         r.gaps[k] = self.gap(info)
         bound = self.policy.score_at_least(info, r.gaps[k])
         if info.read_since_produced:
+            r.read_evictable_bytes += nbytes
             r.read_heap.push_back(_Bound(-bound, -k))
         else:
             r.unread_heap.push_back(_Bound(-bound, -k))
     _make_heap(r.read_heap.begin(), r.read_heap.end())
     _make_heap(r.unread_heap.begin(), r.unread_heap.end())
     return r
+
+
+cdef void _merge_tiers_if_short(Ranking r, Py_ssize_t to_free):
+    """Where the values some op has read cannot free `to_free` bytes by themselves, values
+    none has read will be evicted in this round anyway: the two compete by score from the
+    first choice. Kept apart, the round took every read value first, however dear to
+    bring back, and then the unread ones all the same: an RNN writing its states into a
+    buffer evicted its 22 states (each brought back through the recurrence before it,
+    231 recomputations a step) and then the 2 MiB buffer, recomputed just before and
+    cheap to recompute again, which alone made the room."""
+    r.tiers_merged = r.read_evictable_bytes < to_free
 
 
 cdef Py_ssize_t _evictable_bytes(MemoryManager self, Device device, list pool, ranking):
@@ -89,25 +109,47 @@ cdef Py_ssize_t _evictable_bytes(MemoryManager self, Device device, list pool, r
     return total
 
 
+cdef bint _last_choice_merged = False     # the last choice's tiers were merged (tests)
+
+
+def last_choice_merged_tiers():
+    """Debugging and tests: whether the last choice of a victim let the values no op has
+    read compete by score with the others (_merge_tiers_if_short)."""
+    return _last_choice_merged
+
+
 cdef TensorInfo _lowest_score(MemoryManager self, Device device, Ranking r):
     """The evictable candidate of the ranking with the lowest score (the first in its pool
-    among equal ones); one no op has read yet only where no read one is evictable (see
-    choose). The full scores (h_DTR^eq's walks of the evicted neighbourhood) are taken in
-    increasing order of the bounds, until a bound passes the best score found: the choice
-    of scoring them all, in a fraction of the walks (a GRU's 340 candidates, scored in the
-    pool's order, took 60 us a choice, 6.5 ms of a 250 ms step at 0.5 P)."""
-    cdef TensorInfo best = _best_of(self, device, r, r.read_heap, r.read, r.read_from)
-    if best is None:
-        best = _best_of(self, device, r, r.unread_heap, r.unread, r.unread_from)
+    among equal ones); one no op has read yet only where no read one is evictable, unless
+    the round's tiers are merged (see choose). The full scores (h_DTR^eq's walks of the
+    evicted neighbourhood) are taken in increasing order of the bounds, until a bound
+    passes the best score found: the choice of scoring them all, in a fraction of the
+    walks (a GRU's 340 candidates, scored in the pool's order, took 60 us a choice, 6.5 ms
+    of a 250 ms step at 0.5 P)."""
+    global _last_choice_merged
+    cdef double read_score = 0, unread_score = 0
+    cdef Py_ssize_t read_k = -1, unread_k = -1
+    _last_choice_merged = r.tiers_merged
+    cdef TensorInfo best = _best_of(self, device, r, r.read_heap, r.read, r.read_from,
+                                    &read_score, &read_k)
+    cdef TensorInfo other = None
+    if best is None or r.tiers_merged:
+        other = _best_of(self, device, r, r.unread_heap, r.unread, r.unread_from,
+                         &unread_score, &unread_k)
+    if other is not None and (best is None or unread_score < read_score):
+        best, read_k = other, unread_k
+    if best is not None:
+        r.out[read_k] = 1       # (evicted, or staying because evict could not take it)
     return best
 
 
 cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
-                         vector[_Bound]& heap, vector[_Bound]& ranked, size_t& first):
+                         vector[_Bound]& heap, vector[_Bound]& ranked, size_t& first,
+                         double* best_score_out, Py_ssize_t* best_k_out):
     """The lowest-scoring evictable candidate of `ranked` and then of `heap` (see
-    _lowest_score), taken out of the round; those looked at and not chosen stay for the
-    round's next choice, with the dearer bound found. `first`: where the entries of
-    `ranked` still in the round begin."""
+    _lowest_score), with its score and position in the pool; those looked at and not
+    chosen stay for the round's next choice, with the dearer bound found. `first`: where
+    the entries of `ranked` still in the round begin."""
     cdef TensorInfo best = None, info
     cdef double score, best_score = 0, bound
     cdef Py_ssize_t k, best_k = 0
@@ -149,8 +191,8 @@ cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
         r.dear_bounds[k] = max(r.dear_bounds[k], score)
         if best is None or score < best_score or (score == best_score and k < best_k):
             best, best_score, best_k = info, score, k
-    if best is not None:
-        r.out[best_k] = 1       # (evicted, or staying because evict could not take it)
+    best_score_out[0] = best_score
+    best_k_out[0] = best_k
     return best
 
 

@@ -273,12 +273,11 @@ cdef class MemoryManager:
         stays while an evicted tensor needs it to come back, or while the tensors whose
         recipes reach it could be evicted and are together larger (keeping it is then the
         cheaper way to keep them evictable: a batch norm's old running mean, which its
-        output's recipe reads). Readers of its own size do not keep it: evicting them would
-        only trade its bytes for theirs, at the price of a recomputation (an accumulator
-        `g = g + d` whose old value was a leaf kept each old value beside the new one).
-        Otherwise those tensors, all resident or about to be, stop being recomputable and
-        the value can go (a parameter's old value after the update, which only the step's
-        loss still reaches). True when no recipe needs it any more."""
+        output's recipe reads; not for readers of its own size, an accumulator's next
+        value: evicting them would only trade its bytes for theirs). Otherwise those
+        tensors, all resident or about to be, stop being recomputable and the value can
+        go (a parameter's old value after the update, which only the step's loss still
+        reaches). True when no recipe needs it any more."""
         if not self.let_go_of_leaf(leaf):
             self.kept[_key(leaf)] = _weakref.ref(leaf)
             return False
@@ -454,7 +453,8 @@ cdef class MemoryManager:
             _let_idle_leaves_go(self, device)
         # (one snapshot for the evictions below: a victim leaves it by its status)
         cdef list pool = self.live_candidates()
-        ranking = _round_ranking(self, device, pool)      # (_choosing.pxi)
+        ranking = _round_ranking(self, device, pool,      # (_choosing.pxi; the most the
+            device.stats.allocated - max(limit - needed, self.highest_floor))  # loop frees)
         self.floor_now(device, _evictable_bytes(self, device, pool, ranking), needed)
         while (device.stats.allocated + needed > limit
                and device.stats.allocated > self.highest_floor):
@@ -544,9 +544,10 @@ cdef class MemoryManager:
 
     cdef TensorInfo choose(self, Device device, list pool, object ranking):
         """The evictable candidate with the lowest score (_choosing.pxi). A value no op has
-        read yet is taken only when nothing else is left: it was made to be used next (a
-        gradient flowing back, an output just recomputed), and evicting it makes its op
-        wait on a recomputation whose inputs may be gone by then. `pool`: the live
+        read yet is taken only when nothing else is left (or with the others by score,
+        where they cannot make the room: _merge_tiers_if_short): it was made to be used
+        next (a gradient flowing back, an output just recomputed), and evicting it makes
+        its op wait on a recomputation whose inputs may be gone by then. `pool`: the live
         candidates, `ranking` the round's (_rank), or None to sample the pool."""
         if ranking is None:
             pool = self._rng.sample(pool, <Py_ssize_t>sqrt(<double>len(pool)) + 1)

@@ -1,8 +1,10 @@
 """Each victim DTR evicts is the candidate a brute-force choice picks (issue 12): the lowest
 full score among the evictable candidates some op has read (among the others when none
-has), the first in the manager's order among equal ones. The manager takes it from bounds
-ranked once per round of evictions, popped until one loses; this checks, over random
-programs and each policy, that the shortcut never changes the choice. At async level 0, so
+has, or among all where the round's read ones could not make its room: then a read one
+before an unread one of equal score), the first in the manager's order among equal ones.
+The manager takes it from bounds ranked once per round of evictions, popped until one
+loses; this checks, over random programs and each policy, that the shortcut never changes
+the choice. At async level 0, so
 that no op is queued between a round's ranking and its choices."""
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -16,6 +18,8 @@ from memory_strategies import programs
 
 def _brute_force_victim():
     scored = _core.candidate_scores()
+    if _core.last_choice_merged_tiers():
+        return min(scored, key=lambda c: (c[1], not c[2]))[0] if scored else None
     read = [c for c in scored if c[2]]
     pool = read or scored
     return min(pool, key=lambda c: c[1])[0] if pool else None   # (min keeps the first)

@@ -302,6 +302,46 @@ def test_what_the_queue_reads_next_stays_and_what_it_reads_last_goes(async_level
     assert evicted and evicted[0] is read_last._record
 
 
+def test_values_no_op_has_read_compete_when_read_ones_cannot_make_the_room(async_level, rng):
+    """A value no op has read yet is evicted only when nothing read is left, unless the
+    read values cannot make the room by themselves: then an unread one goes in any case,
+    and the cheapest by score goes first. Kept apart, a round evicted every read value
+    (an RNN's states, each brought back through the recurrence) before the unread buffer
+    that alone made the room."""
+    n = 1 << 18                                               # 1 MiB of float32
+    base = rng.standard_normal(n, dtype=np.float32)
+    factors = [(rng.standard_normal((64, 256), dtype=np.float32),
+                rng.standard_normal((256, 64), dtype=np.float32)) for _ in range(4)]
+    events = []
+    with (imp.option("enable_host_compute", 0), imp.option("enable_drop", 1),
+          imp.option("dtr_evictee_minimum_size", 0)):           # (recipes for them all)
+        x = imp.Tensor(base)
+        operands = [(imp.Tensor(a), imp.Tensor(b)) for a, b in factors]
+        products = [a @ b for a, b in operands]                # 16 KiB each: dear
+        sums = [p + 0.0 for p in products]                     # the products are read
+        got_sums = [t.numpy() for t in sums]
+        del sums                                               # (dropped as they die)
+        cheap = x + 1.0                                        # 1 MiB, read by nothing yet
+        imp.sync()
+        with _dtr_budget(imp.memory_stats()["allocated"], 0):
+            _core.set_decision_hook(lambda action, record, clock: events.append((action,
+                                                                                 record)))
+            try:
+                made = x * 3.0                                 # no room: 1 MiB must go
+                got = [made.numpy(), cheap.numpy()] + [p.numpy() for p in products]
+            finally:
+                _core.set_decision_hook(None)
+    wants = [base * 3, base + 1] + [a @ b for a, b in factors]
+    for value, want in zip(got[:2], wants[:2]):
+        np.testing.assert_array_equal(value, want)
+    for value, want in zip(got[2:], wants[2:]):
+        np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(got[2:], got_sums)           # (+ 0.0 changes no bit)
+    evicted = [record for action, record in events if action == "evict"]
+    assert evicted and evicted[0] is cheap._record              # the one that makes the room
+    assert not {id(p._record) for p in products} & {id(r) for r in evicted}
+
+
 def _embedding_bag_trainer():
     """unseen_models' embedding bag: a 5000 x 64 table averaged over 32 ids and a small MLP
     head (SGD, momentum): the table, its gradient and its momentum outweigh every
