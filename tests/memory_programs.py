@@ -30,6 +30,7 @@ LAYOUTS = ("C", "F", "strided", "transposed")
 BINARY = ("add", "subtract", "multiply", "maximum", "minimum")
 UNARY = ("negative", "abs", "tanh", "sigmoid", "relu", "exp", "sqrt", "log1p")
 REDUCE = ("sum", "mean", "max")
+INPLACE = ("iadd", "imul", "setitem")
 
 
 class Chooser:
@@ -79,7 +80,8 @@ class Leaf:
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """kind: "op" (writes slot `out`), "drop", "swap_out", "swap_in", "del" or "read"."""
+    """kind: "op" (writes slot `out`), "inplace" (rebinds slot args[0]), "drop",
+    "swap_out", "swap_in", "del" or "read"."""
     kind: str
     args: tuple = ()
     name: str = ""
@@ -217,17 +219,24 @@ def op_concat(ch, shapes, a):
     return (a, b), "concat", (axis,), out
 
 
-def op_getitem(ch, shapes, a):
-    shape = shapes[a]
-    if shape == ():
-        return None
+def draw_index(ch, shape):
+    """Basic slices over the leading axes of a non-0-d `shape`: (index as (start, stop,
+    step) triples, the shape it selects)."""
     index, out = [], []
     for n in shape[:ch.integer(1, len(shape))]:
         start, step = ch.integer(0, max(0, n - 1)), ch.choice((1, 1, 2, 3, -1))
         item = slice(start, None, step) if step > 0 else slice(None, None, -1)
         index.append((item.start, item.stop, item.step))
         out.append(len(range(n)[item]))
-    return (a,), "getitem", (tuple(index),), tuple(out) + shape[len(index):]
+    return tuple(index), tuple(out) + shape[len(index):]
+
+
+def op_getitem(ch, shapes, a):
+    shape = shapes[a]
+    if shape == ():
+        return None
+    index, out = draw_index(ch, shape)
+    return (a,), "getitem", (index,), out
 
 
 def op_softmax(ch, shapes, a):
@@ -247,6 +256,25 @@ def draw_op(ch, shapes):
         made = ch.choice(OP_MAKERS)(ch, shapes, ch.choice(sorted(shapes)))
         if made is not None:
             return made
+
+
+def draw_inplace_step(ch, shapes):
+    """An in-place update of a live value, leaf or computed (`t += s`, `t *= u`,
+    `t[index] = s`): the Tensor is rebound to the new value, as an optimizer's update or a
+    forward pass filling a buffer does."""
+    target = ch.choice(sorted(shapes))
+    kind = ch.choice(INPLACE)
+    if kind == "setitem":
+        if shapes[target] == ():
+            return None
+        return Step("inplace", (target,), kind,
+                    (draw_index(ch, shapes[target])[0], ch.integer(-4, 4) / 2))
+    if ch.coin(50):
+        return Step("inplace", (target,), kind, ("scalar", ch.integer(-4, 4) / 2))
+    partner = _same_shape_partner(ch, shapes, target)
+    if shapes[partner] not in (shapes[target], ()):       # (a 0-d target, a larger partner)
+        return None
+    return Step("inplace", (target, partner), kind, ("tensor",))
 
 
 def draw_memory_step(ch, shapes, leaves):
@@ -270,6 +298,11 @@ def draw_program(ch, min_ops=10, max_ops=60):
     while slot < len(leaves) + n_ops:
         if ch.coin(35):
             step = draw_memory_step(ch, shapes, len(leaves))
+            if step is not None:
+                steps.append(step)
+            continue
+        if ch.coin(10):
+            step = draw_inplace_step(ch, shapes)
             if step is not None:
                 steps.append(step)
             continue
@@ -321,6 +354,21 @@ def apply_op(step, values):
     raise ValueError(f"unknown op {step.name}")
 
 
+def update_in_place(step, values):
+    """The in-place update `step` names, on the Tensor in its slot (rebound, not replaced)."""
+    tensor = values[step.args[0]]
+    if step.name == "setitem":
+        index, scalar = step.params
+        tensor[tuple(slice(*s) for s in index)] = scalar
+        return
+    other = step.params[1] if step.params[0] == "scalar" else values[step.args[1]]
+    if step.name == "iadd":
+        tensor += other
+    else:
+        tensor *= other
+    assert tensor is values[step.args[0]]              # (the same Tensor, rebound)
+
+
 @dataclasses.dataclass
 class RunResult:
     reads: list                   # (label, numpy copy) in the order the program read them
@@ -364,6 +412,8 @@ def execute(program, setting, result):
     for step in program.steps:
         if step.kind == "op":
             values[step.out] = apply_op(step, values)
+        elif step.kind == "inplace":
+            update_in_place(step, values)
         elif step.kind == "del":
             del values[step.args[0]]
         elif step.kind == "read":
@@ -427,15 +477,30 @@ def budget_for(setting, reference):
 
 # ---- the invariants
 
+def _same_bits(w, g):
+    """Bit for bit, but for which NaN a NaN is: numpy's own loops propagate another NaN
+    (its sign) when the output is the first input's buffer (`np.add(a, b, out=a)` gives
+    b's NaN, `np.add(a, b)` a's), so a NaN's payload depends on whether a dying input's
+    buffer was reused, which the memory manager's choices change."""
+    if w.tobytes() == g.tobytes():
+        return True
+    if w.dtype.kind not in "fc":
+        return False
+    nan_w, nan_g = np.isnan(w), np.isnan(g)
+    return bool(np.array_equal(nan_w, nan_g)
+                and np.where(nan_w, 0, w).tobytes() == np.where(nan_g, 0, g).tobytes())
+
+
 def mismatches(want, got):
-    """Descriptions of every read that differs in label, dtype, shape, value or bits."""
+    """Descriptions of every read that differs in label, dtype, shape, value or bits (a
+    NaN's payload aside: _same_bits)."""
     if [label for label, _ in want] != [label for label, _ in got]:
         return [f"reads differ: {[l for l, _ in want]} vs {[l for l, _ in got]}"]
     found = []
     for (label, w), (_, g) in zip(want, got):
         if w.dtype != g.dtype or w.shape != g.shape:
             found.append(f"{label}: {g.dtype}{g.shape} instead of {w.dtype}{w.shape}")
-        elif w.tobytes() != g.tobytes():          # (C order whatever the layout)
+        elif not _same_bits(w, g):          # (C order whatever the layout)
             bad = int(np.sum(w != g))
             found.append(f"{label}: {bad} of {w.size} elements differ "
                          f"(max abs diff {float(np.nanmax(np.abs(w - g), initial=0))})")
