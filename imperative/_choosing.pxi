@@ -127,19 +127,19 @@ cdef TensorInfo _lowest_score(MemoryManager self, Device device, Ranking r):
     walks (a GRU's 340 candidates, scored in the pool's order, took 60 us a choice, 6.5 ms
     of a 250 ms step at 0.5 P)."""
     global _last_choice_merged
-    cdef double read_score = 0, unread_score = 0
-    cdef Py_ssize_t read_k = -1, unread_k = -1
+    cdef double best_score = 0, unread_score = 0
+    cdef Py_ssize_t best_k = -1, unread_k = -1
     _last_choice_merged = r.tiers_merged
     cdef TensorInfo best = _best_of(self, device, r, r.read_heap, r.read, r.read_from,
-                                    &read_score, &read_k)
-    cdef TensorInfo other = None
+                                    &best_score, &best_k)
+    cdef TensorInfo unread = None
     if best is None or r.tiers_merged:
-        other = _best_of(self, device, r, r.unread_heap, r.unread, r.unread_from,
-                         &unread_score, &unread_k)
-    if other is not None and (best is None or unread_score < read_score):
-        best, read_k = other, unread_k
+        unread = _best_of(self, device, r, r.unread_heap, r.unread, r.unread_from,
+                          &unread_score, &unread_k)
+    if unread is not None and (best is None or unread_score < best_score):
+        best, best_k = unread, unread_k     # (a tie goes to the read one)
     if best is not None:
-        r.out[read_k] = 1       # (evicted, or staying because evict could not take it)
+        r.out[best_k] = 1       # (evicted, or staying because evict could not take it)
     return best
 
 
