@@ -91,15 +91,16 @@ def depthwise_forward(xp, w, out_hw, stride, dilation):
     out = np.empty(xp.shape[:2] + tuple(out_hw), np.float32)
     wa = np.ascontiguousarray(w, np.float32)
     cdef int kh = wa.shape[2], kw = wa.shape[3]
+    cdef long planes, channels, hp, wp, ho, wo
     planes, channels, hp, wp, ho, wo = _depthwise_dims("depthwise_forward", xp, out, (kh, kw),
                                                        stride, dilation, wa)
     cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>xp)
     cdef const float *pw = <const float *>cnp.PyArray_DATA(<cnp.ndarray>wa)
     cdef float *po = <float *>cnp.PyArray_DATA(<cnp.ndarray>out)
-    cdef long a = planes, b = channels, c = hp, d = wp, e = ho, f = wo
     cdef int sh = stride[0], sw = stride[1], dh = dilation[0], dw = dilation[1]
     with nogil:
-        imp_depthwise_forward(a, b, c, d, e, f, kh, kw, sh, sw, dh, dw, px, pw, po)
+        imp_depthwise_forward(planes, channels, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw,
+                              px, pw, po)
     return out
 
 
@@ -109,15 +110,16 @@ def depthwise_grad_input(dy, w, padded_hw, stride, dilation):
     gxp = np.zeros(dy.shape[:2] + tuple(padded_hw), np.float32)
     wa = np.ascontiguousarray(w, np.float32)
     cdef int kh = wa.shape[2], kw = wa.shape[3]
+    cdef long planes, channels, hp, wp, ho, wo
     planes, channels, hp, wp, ho, wo = _depthwise_dims("depthwise_grad_input", gxp, dy,
                                                        (kh, kw), stride, dilation, wa)
     cdef const float *pd = <const float *>cnp.PyArray_DATA(<cnp.ndarray>dy)
     cdef const float *pw = <const float *>cnp.PyArray_DATA(<cnp.ndarray>wa)
     cdef float *pg = <float *>cnp.PyArray_DATA(<cnp.ndarray>gxp)
-    cdef long a = planes, b = channels, c = hp, d = wp, e = ho, f = wo
     cdef int sh = stride[0], sw = stride[1], dh = dilation[0], dw = dilation[1]
     with nogil:
-        imp_depthwise_grad_input(a, b, c, d, e, f, kh, kw, sh, sw, dh, dw, pd, pw, pg)
+        imp_depthwise_grad_input(planes, channels, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw,
+                                 pd, pw, pg)
     return gxp
 
 
@@ -125,6 +127,7 @@ def depthwise_grad_weight(xp, dy, kernel_hw, stride, dilation):
     """The gradient of depthwise_forward's weight, (c, 1, kh, kw) float32, from its padded
     input and the output's gradient dy; each tap's sum over an image plane in eight float
     lanes, the planes' sums in double."""
+    cdef long planes, channels, hp, wp, ho, wo
     planes, channels, hp, wp, ho, wo = _depthwise_dims("depthwise_grad_weight", xp, dy,
                                                        tuple(kernel_hw), stride, dilation)
     cdef int kh = kernel_hw[0], kw = kernel_hw[1]
@@ -132,8 +135,8 @@ def depthwise_grad_weight(xp, dy, kernel_hw, stride, dilation):
     cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>xp)
     cdef const float *pd = <const float *>cnp.PyArray_DATA(<cnp.ndarray>dy)
     cdef double *pg = <double *>cnp.PyArray_DATA(<cnp.ndarray>gw)
-    cdef long a = planes, b = channels, c = hp, d = wp, e = ho, f = wo
     cdef int sh = stride[0], sw = stride[1], dh = dilation[0], dw = dilation[1]
     with nogil:
-        imp_depthwise_grad_weight(a, b, c, d, e, f, kh, kw, sh, sw, dh, dw, px, pd, pg)
+        imp_depthwise_grad_weight(planes, channels, hp, wp, ho, wo, kh, kw, sh, sw, dh, dw,
+                                  px, pd, pg)
     return gw.astype(np.float32)

@@ -453,8 +453,8 @@ cdef class MemoryManager:
             _let_idle_leaves_go(self, device)
         # (one snapshot for the evictions below: a victim leaves it by its status)
         cdef list pool = self.live_candidates()
-        ranking = _round_ranking(self, device, pool,      # (_choosing.pxi; the most the
-            device.stats.allocated - max(limit - needed, self.highest_floor))  # loop frees)
+        ranking = _round_ranking(self, device, pool, device.stats.allocated   # (_choosing.pxi:
+                                 - max(limit - needed, self.highest_floor))    # the most freed)
         self.floor_now(device, _evictable_bytes(self, device, pool, ranking), needed)
         while (device.stats.allocated + needed > limit
                and device.stats.allocated > self.highest_floor):

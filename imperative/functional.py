@@ -111,7 +111,7 @@ _pow = _elemwise("POW", "pow", "x ** y")
 
 
 def pow(x: TensorLike, y: TensorLike) -> Tensor:
-    """x ** y (Elemwise POW); a float Tensor to the power 2, 3 or 4 (a Python number) as
+    """x ** y (Elemwise POW); a float32 Tensor to the power 2, 3 or 4 (a Python number) as
     products, as the operator computes it (docs/api.md)."""
     if isinstance(x, TensorBase) and type(y) in (int, float):
         return x ** y

@@ -239,7 +239,6 @@ def rows_add(table, index, value):
     return _ROWS_ON and len(index) == 1 and _kernels.rows_add(table, index[0], value)
 
 
-
 def _along_rows(kernel, x, axis, *args):
     """`kernel(x, *args)`, a loop over rows along the last axis (or an elementwise one), of
     float32 x along its last axis whatever x's layout: a strided or transposed x copied
