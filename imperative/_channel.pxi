@@ -145,10 +145,9 @@ cdef class Channel:
         """A tensor whose value the caller already has (the array is owned by the runtime)."""
         cdef TensorInfo info = self.new_info(shape, dtype, device)
         info.scope = _current_scope
-        if self._memory_on and self._processed == self._seq:
-            # under a DTR budget, data is budgeted like an op's output (the 0-d constant
-            # F.multiply(0.5, x) makes too): room first, when no op of the worker's runs
-            # beside (at async level 0, always)
+        if self._memory_on:      # under a budget, data takes room as an op's output does,
+            if self._processed != self._seq and not self.mm.fits(info.size, device):
+                _wait_seq(self, self._seq, "room for data")   # made between the worker's ops
             self.mm.make_room(info.size, device)
         self._set_value(info, array, None)
         if _tracing: _trace_put(info)

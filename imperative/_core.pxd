@@ -483,6 +483,7 @@ cdef class MemoryManager:
     # ---- the budget
     cdef void size_pool(self, long long threshold)
     cdef int make_room(self, Py_ssize_t needed, Device device) except -1
+    cdef bint fits(self, Py_ssize_t needed, Device device)
     cdef void floor_now(self, Device device, Py_ssize_t evictable, Py_ssize_t needed)
     cdef bint budget_in_force(self)
     cdef void new_window(self)

@@ -8,7 +8,7 @@
 # docs/design.md lists them with the thread each runs on:
 #   on_options      an option changed: the manager's snapshot of them is refreshed
 #   on_dispatch     an op was issued: record how to recompute its outputs
-#   make_room       a value is about to be allocated (host data under a budget)
+#   make_room       a value is about to be allocated (host data under a budget); fits
 #   on_produced     a value became resident;  on_freed: a value was freed
 #   on_dead         no Tensor refers to a record any more: keep it, drop it, or let it go
 #   run_managed     run a command: inputs pinned and resident, room made for its outputs
@@ -43,20 +43,19 @@ cdef vector[PyObject*] _chain_stack, _chain_outs     # lengthen_chains' working 
 
 def set_decision_hook(hook):
     """Debugging: `hook(action, record, clock)` on every eviction ("evict"; a value evicted
-    with the victim, sharing its storage: "evict_sharer"), drop of a dead value
-    ("drop_dead") or its keeping ("keep"), recomputation ("recompute") and value taken
-    back from the views that kept it ("revive"); None to stop."""
+    with the victim, sharing its storage: "evict_sharer"), drop of a dead value ("drop_dead")
+    or its keeping ("keep"), recomputation ("recompute") and value taken back from the views
+    that kept it ("revive"); None to stop."""
     global _decision_hook
     _decision_hook = hook
 
 
 # ------------------------------------------------------------------ the manager
 #
-# Its fields and cdef method signatures are declared in imperative/_core.pxd, each field with
-# its owning thread ([C] caller threads, [W] the worker, [C/W] either, always under the GIL),
-# and so are its two inline methods, pin and evictable, with their bodies. Kernels and swap
-# files let other threads run midway: see "Several threads" in docs/design.md for what pins
-# protect.
+# Its fields and cdef method signatures are declared in imperative/_core.pxd, each field with its
+# owning thread ([C] caller threads, [W] the worker, [C/W] either, always under the GIL), and so
+# are its two inline methods, pin and evictable, with their bodies. Kernels and swap files let
+# other threads run midway: see "Several threads" in docs/design.md for what pins protect.
 
 
 cdef class MemoryManager:
@@ -434,16 +433,13 @@ cdef class MemoryManager:
         long as make_room hears of every allocation an op makes (a recomputation whose
         kernel takes no `out=`, a recomputed view's copy: see _restore.pxi, _execute.pxi).
         The cost: one deep recomputation's pins may hold all later steps above their own
-        floor (the highest floor, and the high water above it by at most one op's
-        outputs)."""
+        floor (the highest floor, and the high water over it by one op's outputs at most)."""
         cdef long long threshold = self.opts.budget
         cdef long long limit = max(threshold, self.high_water)   # (what need not be evicted)
         cdef long long t0
         cdef TensorInfo victim
         self.size_pool(threshold)
-        if threshold == 0:
-            return 0
-        if device.stats.allocated + needed <= limit:
+        if self.fits(needed, device):
             return 0
         if device.stats.allocated <= self.highest_floor:
             self.overshoot(device, needed, threshold)
@@ -469,6 +465,11 @@ cdef class MemoryManager:
             self.overshoot(device, needed, threshold)
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
         return 0
+
+    cdef bint fits(self, Py_ssize_t needed, Device device):
+        """Whether `needed` more bytes on `device` leave nothing to evict (make_room)."""
+        return (self.opts.budget == 0
+                or device.stats.allocated + needed <= max(self.opts.budget, self.high_water))
 
     cdef void floor_now(self, Device device, Py_ssize_t evictable, Py_ssize_t needed):
         """What cannot be evicted on `device` now (all but the `evictable` bytes), for the

@@ -302,6 +302,47 @@ def test_what_the_queue_reads_next_stays_and_what_it_reads_last_goes(async_level
     assert evicted and evicted[0] is read_last._record
 
 
+def test_data_put_while_the_worker_runs_takes_room_under_the_budget(async_level, rng):
+    """A Tensor made from host data while the worker runs an op is budgeted as an op's
+    output is: the caller waits for the queue and evicts before the value becomes resident
+    (before, the room was made only when the worker was idle: the data passed the budget
+    by its whole size)."""
+    if async_level != 2:
+        pytest.skip("sets async level 2 itself: runs once")
+    n = 1 << 18                                                    # 1 MiB of float32
+    base, data = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, np.float32)
+    opened = threading.Event()
+    with (imp.option("async_level", 2), imp.option("enable_drop", 1),
+          imp.option("enable_host_compute", 0)):
+        x = imp.Tensor(base)
+        small = imp.Tensor(np.ones(4, np.float32))
+        products = [x * float(k) for k in (2, 3, 4)]              # 3 MiB, evictable
+        imp.sync()
+        budget = imp.memory_stats()["allocated"] + (1 << 19)
+        with _dtr_budget(budget, 1 << 16):
+            imp.reset_peak_memory_stats()
+            timer = threading.Timer(0.2, opened.set)               # (the caller may wait)
+            timer.start()
+            try:
+                (held,) = imp.apply(Gate(opened), small)            # the worker is busy
+                for _ in range(8):                     # (past the Del-folding buffer's 3)
+                    held = held * 2.0
+                arrived = imp.Tensor(data)
+                got = [arrived.numpy(), held.numpy()] + [p.numpy() for p in products]
+                imp.sync()
+                stats = imp.memory_stats()
+            finally:
+                opened.set()
+                timer.cancel()
+    np.testing.assert_array_equal(got[0], data)
+    np.testing.assert_array_equal(got[1], np.full(4, 256.0, np.float32))
+    for value, k in zip(got[2:], (2, 3, 4)):
+        np.testing.assert_array_equal(value, base * np.float32(k))
+    assert stats["evictions"] >= 1
+    # (peak_allocated: the put and the reads back, each within the budget)
+    assert stats["peak_allocated"] <= budget + 16, (stats["peak_allocated"], budget)
+
+
 def test_values_no_op_has_read_compete_when_read_ones_cannot_make_the_room(async_level, rng):
     """A value no op has read yet is evicted only when nothing read is left, unless the
     read values cannot make the room by themselves: then an unread one goes in any case,
