@@ -414,7 +414,8 @@ def print_summary(rows):
               f"{row['bookkeeping'] * 100:>11.2f}"
               f"{row['rss_lower']:>7}/{row['rss_known']:<3}  {hybrid}")
     print(f"targets: median <= {RATIO_MEDIAN[0.5]}x at 0.5 P and <= {RATIO_MEDIAN[0.3]}x at 0.3 P, "
-          f"worst model <= {RATIO_WORST}x; peak <= budget (or floor) + one op's outputs; "
+          f"worst model <= {RATIO_WORST}x; every step's peak <= budget (or floor) + one op's "
+          f"outputs, and <= P + one op's outputs; "
           f"bookkeeping <= {BOOKKEEPING:.0%}; losses bit-identical; "
           f"hybrid <= {HYBRID_SLOWDOWN}x drop")
 
