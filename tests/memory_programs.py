@@ -513,6 +513,13 @@ def peak_rule_excess(program, run):
     return max(0, run.peak - limit)
 
 
+def peak_over_off_excess(program, run, off):
+    """Bytes by which a DTR run's peak passes the same program's peak with DTR off (`off`:
+    the same drops and swaps) + the largest output: issue 12's "DTR on never peaks above
+    the same program with DTR off"."""
+    return max(0, run.peak - (off.peak + program.largest_output))
+
+
 def usable():
     """The runtime still computes after the program (a small and a worker-sized op)."""
     for n in (3, 100_000):

@@ -9,6 +9,7 @@ thousands of programs). This quick profile runs a few hundred programs; shrinkin
 that a failure costs seconds (the tool and hypothesis' printed example reproduce it).
 """
 import ctypes
+import dataclasses
 import gc
 import json
 import platform
@@ -45,7 +46,8 @@ def settings_with(draw, dtr):
 
 def check_against_reference(program, setting):
     """The managed run reads what the reference reads, bit for bit; under DTR its peak
-    keeps the rule; no handle leaks; the runtime still computes."""
+    keeps the rule, and passes the same program's with DTR off (the same drops and swaps)
+    by one op's outputs at most; no handle leaks; the runtime still computes."""
     before = mp.live_handles()
     reference = mp.run_program(program)
     budget = mp.budget_for(setting, reference)
@@ -57,6 +59,10 @@ def check_against_reference(program, setting):
         assert mp.peak_rule_excess(program, managed) == 0, (
             f"peak {managed.peak} > max(budget {budget}, floor {managed.stats['peak_floor']}) "
             f"+ largest output {program.largest_output}")
+        off = mp.run_program(program, dataclasses.replace(setting, dtr=False))
+        assert mp.peak_over_off_excess(program, managed, off) == 0, (
+            f"peak {managed.peak} > peak with DTR off {off.peak} + largest output "
+            f"{program.largest_output}")
     assert mp.leaked_handles(before) == 0
     mp.usable()
 
