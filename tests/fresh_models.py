@@ -21,7 +21,8 @@ import numpy as np
 import imperative as imp
 from imperative import F, nn, optim
 from imperative.autodiff import GradManager
-from imperative.models import cluster_task, conv_bn_relu, global_average, training_step
+from imperative.models import cluster_task, conv_bn_relu, global_average
+from model_sets import ModelSet, stepper
 
 
 # ---------------------------------------------------------------------------------------
@@ -44,21 +45,6 @@ class GRUCell(nn.Module):
 
 def _ids(rng, shape, vocab):
     return rng.integers(0, vocab, shape)
-
-
-def _stepper(model_params, opt, loss_of):
-    """A training step: loss_of() under a GradManager of `model_params`, its backward pass,
-    then the optimizer's step; returns the loss."""
-    gm = GradManager().attach(model_params)
-
-    def step():
-        with gm:
-            loss = loss_of()
-            gm.backward(loss)
-        opt.step()
-        opt.clear_grad()
-        return loss
-    return step
 
 
 # ---------------------------------------------------------------------------------------
@@ -107,7 +93,7 @@ def _seq2seq(c):
     src_t, tin_t = imp.Tensor(src.astype(np.int32)), imp.Tensor(tgt_in.astype(np.int32))
     lab = imp.Tensor(np.ascontiguousarray(tgt).reshape(-1).astype(np.int32))
     opt = optim.Adam(model.parameters(), 3e-3)
-    return _stepper(model.parameters(), opt, lambda: F.cross_entropy(
+    return stepper(model.parameters(), opt, lambda: F.cross_entropy(
         F.reshape(model(src_t, tin_t), (-1, c["vocab"])), lab))
 
 
@@ -147,7 +133,7 @@ def _siamese(c):
         a = F.sum(F.log_softmax(sim, axis=1) * eye) / c["batch"]
         b = F.sum(F.log_softmax(sim, axis=0) * eye) / c["batch"]
         return -(a + b) * 0.5
-    return _stepper(model.parameters(), opt, contrastive)
+    return stepper(model.parameters(), opt, contrastive)
 
 
 # ---------------------------------------------------------------------------------------
@@ -353,7 +339,7 @@ def _gpt(c):
     lab = imp.Tensor(seqs[:, 1:].reshape(-1).astype(np.int32))
     model = GPT(c["vocab"], c["dim"], c["heads"], c["blocks"], c["seq"])
     opt = optim.AdamW(model.parameters(), 2e-3)
-    return _stepper(model.parameters(), opt, lambda: F.cross_entropy(
+    return stepper(model.parameters(), opt, lambda: F.cross_entropy(
         F.reshape(model(inp), (-1, c["vocab"])), lab))
 
 
@@ -543,7 +529,7 @@ def _canvas(c):
     def two_losses():
         logits, r = model(x)
         return F.cross_entropy(logits, labels) + F.mse_loss(r, x)
-    return _stepper(model.parameters(), opt, two_losses)
+    return stepper(model.parameters(), opt, two_losses)
 
 
 # ---------------------------------------------------------------------------------------
@@ -593,26 +579,5 @@ STEPS = {
 }
 
 
-def trainer(name, **overrides):
-    """A training step of model `name` on fixed data (the same at every call): returns the
-    loss. Seeded, so that two trainers of one name give the same losses."""
-    c = dict(CONFIGS[name], **overrides)
-    imp.random.seed(0)
-    if name in STEPS:
-        return STEPS[name](c)
-    model, shape, opt_name, lr = BUILDERS[name](c)
-    x, labels = cluster_task(c["batch"], shape)
-    opt = (optim.Adam(model.parameters(), lr) if opt_name == "adam"
-           else optim.SGD(model.parameters(), lr, momentum=0.9))
-    step = training_step(model, opt)
-    return lambda: step(x, labels)
-
-
-def bench_trainer(name, lr=None, batch=None):
-    """`trainer` at BENCH_SIZES, with the zoo trainer's signature (tools/bench_dtr.py)."""
-    return trainer(name, **dict(BENCH_SIZES[name], **({"batch": batch} if batch else {})))
-
-
-def bench_describe(name):
-    sizes = ", ".join(f"{k} {v}" for k, v in BENCH_SIZES[name].items())
-    return f"{name} (tests/fresh_models.py; {sizes})"
+_SET = ModelSet("tests/fresh_models.py", CONFIGS, BENCH_SIZES, BUILDERS, STEPS)
+trainer, bench_trainer, bench_describe = _SET.trainer, _SET.bench_trainer, _SET.bench_describe

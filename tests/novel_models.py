@@ -23,27 +23,12 @@ import numpy as np
 
 import imperative as imp
 from imperative import F, nn, optim
-from imperative.autodiff import GradManager
-from imperative.models import cluster_task, conv_bn_relu, global_average, training_step
+from imperative.models import cluster_task, conv_bn_relu, global_average
+from model_sets import ModelSet, stepper
 
 
 # ---------------------------------------------------------------------------------------
 # helpers
-
-def _stepper(model_params, opt, loss_of):
-    """A training step: loss_of() under a GradManager of `model_params`, its backward pass,
-    then the optimizer's step; returns the loss."""
-    gm = GradManager().attach(model_params)
-
-    def step():
-        with gm:
-            loss = loss_of()
-            gm.backward(loss)
-        opt.step()
-        opt.clear_grad()
-        return loss
-    return step
-
 
 def _upsample2(x):
     """(n, c, h, w) -> (n, c, 2h, 2w), nearest neighbour, by reshape and broadcast."""
@@ -132,7 +117,7 @@ def _fpn(c):
             loss = F.cross_entropy(logits, labels)
             total = loss if total is None else total + loss
         return total * 0.25
-    return _stepper(model.parameters(), opt, every_level)
+    return stepper(model.parameters(), opt, every_level)
 
 
 # ---------------------------------------------------------------------------------------
@@ -167,7 +152,7 @@ def _gcn(c):
     norm = imp.Tensor((adj * d[:, None] * d[None, :]).astype(np.float32))
     model = GCN(norm, c["features"], c["hidden"])
     opt = optim.Adam(model.parameters(), 1e-3)
-    return _stepper(model.parameters(), opt, lambda: F.cross_entropy(model(x), labels))
+    return stepper(model.parameters(), opt, lambda: F.cross_entropy(model(x), labels))
 
 
 # ---------------------------------------------------------------------------------------
@@ -228,7 +213,7 @@ def _vae(c):
     def elbo():
         recon, kl = model(x, eps)
         return F.mse_loss(recon, x) + c["beta"] * kl
-    return _stepper(model.parameters(), opt, elbo)
+    return stepper(model.parameters(), opt, elbo)
 
 
 # ---------------------------------------------------------------------------------------
@@ -408,7 +393,7 @@ def _multitask(c):
         a, b, r = model(x)
         return (F.cross_entropy(a, labels) + 0.5 * F.cross_entropy(b, mod3)
                 + 0.25 * F.mse_loss(r, small))
-    return _stepper(model.parameters(), opt, three_losses)
+    return stepper(model.parameters(), opt, three_losses)
 
 
 # ---------------------------------------------------------------------------------------
@@ -464,26 +449,5 @@ STEPS = {
 }
 
 
-def trainer(name, **overrides):
-    """A training step of model `name` on fixed data (the same at every call): returns the
-    loss. Seeded, so that two trainers of one name give the same losses."""
-    c = dict(CONFIGS[name], **overrides)
-    imp.random.seed(0)
-    if name in STEPS:
-        return STEPS[name](c)
-    model, shape, opt_name, lr = BUILDERS[name](c)
-    x, labels = cluster_task(c["batch"], shape)
-    opt = (optim.Adam(model.parameters(), lr) if opt_name == "adam"
-           else optim.SGD(model.parameters(), lr, momentum=0.9))
-    step = training_step(model, opt)
-    return lambda: step(x, labels)
-
-
-def bench_trainer(name, lr=None, batch=None):
-    """`trainer` at BENCH_SIZES, with the zoo trainer's signature (tools/bench_dtr.py)."""
-    return trainer(name, **dict(BENCH_SIZES[name], **({"batch": batch} if batch else {})))
-
-
-def bench_describe(name):
-    sizes = ", ".join(f"{k} {v}" for k, v in BENCH_SIZES[name].items())
-    return f"{name} (tests/novel_models.py; {sizes})"
+_SET = ModelSet("tests/novel_models.py", CONFIGS, BENCH_SIZES, BUILDERS, STEPS)
+trainer, bench_trainer, bench_describe = _SET.trainer, _SET.bench_trainer, _SET.bench_describe

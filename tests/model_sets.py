@@ -1,0 +1,55 @@
+"""What tests/fresh_models.py and tests/novel_models.py share: from a set's sizes, builders
+and custom steps, a seeded trainer per model name, at the tests' sizes or the bench's
+(tools/bench_dtr.py --fresh / --novel)."""
+import imperative as imp
+from imperative import optim
+from imperative.autodiff import GradManager
+from imperative.models import cluster_task, training_step
+
+
+def stepper(model_params, opt, loss_of):
+    """A training step: loss_of() under a GradManager of `model_params`, its backward pass,
+    then the optimizer's step; returns the loss."""
+    gm = GradManager().attach(model_params)
+
+    def step():
+        with gm:
+            loss = loss_of()
+            gm.backward(loss)
+        opt.step()
+        opt.clear_grad()
+        return loss
+    return step
+
+
+class ModelSet:
+    """`configs` and `bench_sizes`: name -> sizes; `builders`: name -> config -> (model,
+    input shape, "adam" or "sgd", learning rate); `steps`: name -> config -> step(), for
+    models whose training step is not the plain one."""
+
+    def __init__(self, path, configs, bench_sizes, builders, steps):
+        self.path, self.configs, self.bench_sizes = path, configs, bench_sizes
+        self.builders, self.steps = builders, steps
+
+    def trainer(self, name, **overrides):
+        """A training step of model `name` on fixed data (the same at every call): returns
+        the loss. Seeded, so that two trainers of one name give the same losses."""
+        c = dict(self.configs[name], **overrides)
+        imp.random.seed(0)
+        if name in self.steps:
+            return self.steps[name](c)
+        model, shape, opt_name, lr = self.builders[name](c)
+        x, labels = cluster_task(c["batch"], shape)
+        opt = (optim.Adam(model.parameters(), lr) if opt_name == "adam"
+               else optim.SGD(model.parameters(), lr, momentum=0.9))
+        step = training_step(model, opt)
+        return lambda: step(x, labels)
+
+    def bench_trainer(self, name, lr=None, batch=None):
+        """`trainer` at the bench's sizes, with the zoo trainer's signature."""
+        return self.trainer(name, **dict(self.bench_sizes[name],
+                                         **({"batch": batch} if batch else {})))
+
+    def bench_describe(self, name):
+        sizes = ", ".join(f"{k} {v}" for k, v in self.bench_sizes[name].items())
+        return f"{name} ({self.path}; {sizes})"
