@@ -146,7 +146,8 @@ cdef class Channel:
         cdef TensorInfo info = self.new_info(shape, dtype, device)
         info.scope = _current_scope
         if self._memory_on:      # under a budget, data takes room as an op's output does,
-            if self._processed != self._seq and not self.mm.fits(info.size, device):
+            if (self._processed != self._seq and not self.mm.fits(info.size, device)
+                    and threading.current_thread() is not self._thread):   # (not the worker)
                 _wait_seq(self, self._seq, "room for data")   # made between the worker's ops
             self.mm.make_room(info.size, device)
         self._set_value(info, array, None)
