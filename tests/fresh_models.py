@@ -579,5 +579,6 @@ STEPS = {
 }
 
 
-_SET = ModelSet("tests/fresh_models.py", CONFIGS, BENCH_SIZES, BUILDERS, STEPS)
-trainer, bench_trainer, bench_describe = _SET.trainer, _SET.bench_trainer, _SET.bench_describe
+MODEL_SET = ModelSet(__name__, "tests/fresh_models.py", CONFIGS, BENCH_SIZES, BUILDERS, STEPS)
+trainer, bench_trainer = MODEL_SET.trainer, MODEL_SET.bench_trainer
+bench_describe = MODEL_SET.bench_describe

@@ -1,6 +1,8 @@
 """What tests/fresh_models.py and tests/novel_models.py share: from a set's sizes, builders
 and custom steps, a seeded trainer per model name, at the tests' sizes or the bench's
 (tools/bench_dtr.py --fresh / --novel)."""
+import importlib
+
 import imperative as imp
 from imperative import optim
 from imperative.autodiff import GradManager
@@ -22,14 +24,25 @@ def stepper(model_params, opt, loss_of):
     return step
 
 
+def _model_set_of(module):
+    """The MODEL_SET of the module named `module`."""
+    return importlib.import_module(module).MODEL_SET
+
+
 class ModelSet:
     """`configs` and `bench_sizes`: name -> sizes; `builders`: name -> config -> (model,
     input shape, "adam" or "sgd", learning rate); `steps`: name -> config -> step(), for
-    models whose training step is not the plain one."""
+    models whose training step is not the plain one. Kept as its module's MODEL_SET, and
+    pickled as a reference to it (the bench hands `bench_trainer` to the processes it
+    starts; the builders, lambdas, cannot be pickled themselves)."""
 
-    def __init__(self, path, configs, bench_sizes, builders, steps):
-        self.path, self.configs, self.bench_sizes = path, configs, bench_sizes
+    def __init__(self, module, path, configs, bench_sizes, builders, steps):
+        self.module, self.path = module, path
+        self.configs, self.bench_sizes = configs, bench_sizes
         self.builders, self.steps = builders, steps
+
+    def __reduce__(self):
+        return _model_set_of, (self.module,)
 
     def trainer(self, name, **overrides):
         """A training step of model `name` on fixed data (the same at every call): returns

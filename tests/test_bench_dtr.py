@@ -123,19 +123,22 @@ def test_pairs_of_processes_pool_their_timed_steps_and_each_warm_up_is_left_out(
     assert point["losses"] == point["reference_losses"] == [4.0, 3.0, 2.0] * 2
 
 
-def test_the_unseen_models_run_paired_under_a_budget(tmp_path, async_level):
-    """`--unseen`: a model of tests/unseen_models.py, measured and stepped beside its
-    unconstrained run (the demo's runs given the unseen models' trainer), bit-identical."""
+@pytest.mark.parametrize("model_set, model", [("unseen", "shared"), ("fresh", "canvas"),
+                                              ("novel", "fpn")])
+def test_the_outside_models_run_paired_under_a_budget(tmp_path, async_level, model_set, model):
+    """`--unseen`, `--fresh`, `--novel`: a model of tests/<set>_models.py, measured and
+    stepped beside its unconstrained run (the demo's runs given that set's trainer, which
+    the processes they start must be able to unpickle), bit-identical."""
     if async_level == 0:
         pytest.skip("the bench's processes run at the default level: once is enough")
     import json
     import subprocess
-    out = tmp_path / "unseen.json"
-    subprocess.run([sys.executable, os.path.join(TOOLS, "bench_dtr.py"), "--unseen",
-                    "--models", "shared", "--budgets", "0.5", "--steps", "1", "--pairs", "1",
+    out = tmp_path / f"{model_set}.json"
+    subprocess.run([sys.executable, os.path.join(TOOLS, "bench_dtr.py"), f"--{model_set}",
+                    "--models", model, "--budgets", "0.5", "--steps", "1", "--pairs", "1",
                     "--policies", "dtr_eq", "--json", str(out)], check=True,
                    capture_output=True, timeout=300)
-    record = json.loads(out.read_text())["models"]["shared"]
-    assert record["about"].startswith("shared (tests/unseen_models.py")
+    record = json.loads(out.read_text())["models"][model]
+    assert record["about"].startswith(f"{model} (tests/{model_set}_models.py")
     (p,) = record["points"]
     assert p["identical"] and p["peak_ok"] and p["ratio"] > 0

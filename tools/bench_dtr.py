@@ -374,6 +374,8 @@ def summarize(results):
             "peak_ok": sum(p["peak_ok"] for p in done),
             "identical": sum(p["identical"] for p in done),
             "bookkeeping": max((p["bookkeeping"] for p in done), default=0.0),
+            "worst_first": max(((p["first_ratio"], n) for n, p in entries
+                                if p.get("first_ratio") is not None), default=None),
             "rss_known": sum(1 for p in done if rss_known(p)),
             "rss_lower": sum(1 for p in done if rss_known(p) and p["rss"] <= p["reference_rss"]),
             "hybrid": worst_hybrid(results, fraction)}
@@ -403,16 +405,19 @@ def print_summary(rows):
           "losses over all points)")
     print(f"{'budget':>7}{'median x':>10}{'target':>8}  {'worst model':<24}"
           f"{'peak ok':>9}{'same':>7}"
-          f"{'book % max':>11}{'RSS <= off':>11}  hybrid / drop (worst)")
+          f"{'book % max':>11}{'RSS <= off':>11}  {'worst first step':<24}"
+          f"hybrid / drop (worst)")
     for fraction, row in rows.items():
         median = "-" if row["median"] is None else shown_ratio(row["median"])
         target = f"{RATIO_MEDIAN[fraction]:.2f}" if fraction in RATIO_MEDIAN else "-"
         worst = "-" if row["worst"] is None else f"{row['worst'][1]} {shown_ratio(row['worst'][0])}"
         hybrid = "-" if row["hybrid"] is None else f"{row['hybrid'][0]:.2f} ({row['hybrid'][1]})"
+        first = ("-" if row["worst_first"] is None
+                 else f"{row['worst_first'][1]} {row['worst_first'][0]:.2f}")
         print(f"{fraction:>5.1f} P{median:>10}{target:>8}  {worst:<24}"
               f"{row['peak_ok']:>5}/{row['points']:<3}{row['identical']:>3}/{row['points']:<3}"
               f"{row['bookkeeping'] * 100:>11.2f}"
-              f"{row['rss_lower']:>7}/{row['rss_known']:<3}  {hybrid}")
+              f"{row['rss_lower']:>7}/{row['rss_known']:<3}  {first:<24}{hybrid}")
     print(f"targets: median <= {RATIO_MEDIAN[0.5]}x at 0.5 P and <= {RATIO_MEDIAN[0.3]}x at 0.3 P, "
           f"worst model <= {RATIO_WORST}x; every step's peak <= budget (or floor) + one op's "
           f"outputs, and <= P + one op's outputs; "
