@@ -513,11 +513,12 @@ def peak_rule_excess(program, run):
     return max(0, run.peak - limit)
 
 
-def peak_over_off_excess(program, run, off):
-    """Bytes by which a DTR run's peak passes the same program's peak with DTR off (`off`:
-    the same drops and swaps) + the largest output: issue 12's "DTR on never peaks above
-    the same program with DTR off"."""
-    return max(0, run.peak - (off.peak + program.largest_output))
+def peak_over_dtr_off(program, setting, run):
+    """Run `program` again under `setting` with DTR off (the same drops and swaps): (the
+    bytes by which the DTR run's peak passes that run's + the largest output, that run's
+    peak). Issue 12: DTR on never peaks above the same program with DTR off."""
+    off = run_program(program, dataclasses.replace(setting, dtr=False))
+    return max(0, run.peak - (off.peak + program.largest_output)), off.peak
 
 
 def usable():

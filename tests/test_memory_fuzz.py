@@ -9,7 +9,6 @@ thousands of programs). This quick profile runs a few hundred programs; shrinkin
 that a failure costs seconds (the tool and hypothesis' printed example reproduce it).
 """
 import ctypes
-import dataclasses
 import gc
 import json
 import platform
@@ -59,10 +58,9 @@ def check_against_reference(program, setting):
         assert mp.peak_rule_excess(program, managed) == 0, (
             f"peak {managed.peak} > max(budget {budget}, floor {managed.stats['peak_floor']}) "
             f"+ largest output {program.largest_output}")
-        off = mp.run_program(program, dataclasses.replace(setting, dtr=False))
-        assert mp.peak_over_off_excess(program, managed, off) == 0, (
-            f"peak {managed.peak} > peak with DTR off {off.peak} + largest output "
-            f"{program.largest_output}")
+        over, off_peak = mp.peak_over_dtr_off(program, setting, managed)
+        assert over == 0, (f"peak {managed.peak} > peak with DTR off {off_peak} + largest "
+                           f"output {program.largest_output}")
     assert mp.leaked_handles(before) == 0
     mp.usable()
 
