@@ -85,6 +85,7 @@ cdef class DeviceStats:
     # memory counters of one device, kept by the channel
     cdef public long long allocated, peak_allocated, swapped   # [C/W]
     cdef public long long evictions, recomputes, swap_outs, swap_ins, inplace_reuses  # [C/W]
+    cdef public long long recomputes_repeated  # [C/W] of a value its restore brought back already
     cdef public double recompute_seconds                       # [C/W]
 
     cdef inline void add(self, long long nbytes):

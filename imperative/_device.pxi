@@ -12,6 +12,7 @@ cdef class DeviceStats:
             "recomputes": self.recomputes, "swap_outs": self.swap_outs,
             "swap_ins": self.swap_ins, "recompute_seconds": self.recompute_seconds,
             "inplace_reuses": self.inplace_reuses,
+            "recomputes_repeated": self.recomputes_repeated,
         }
 
 

@@ -51,7 +51,7 @@ PROFILED_STEPS = 3      # the budgeted run's last steps go into the trace
 STORM_FACTOR = 10       # a budgeted step this many times slower than unconstrained: say why
 STORM_MIN_SECONDS = 5
 COUNTS = ("evictions", "recomputes", "recompute_seconds", "budget_overshoots", "swap_outs",
-          "eviction_seconds")
+          "eviction_seconds", "recomputes_repeated")
 
 
 class BudgetTooSmall(Exception):

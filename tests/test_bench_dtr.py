@@ -20,7 +20,7 @@ def point(step_s=0.12, peak=50 * MIB, floor=None, losses=(2.0, 1.5)):
     return {"losses": list(losses), "reference_losses": list(BASE["losses"]),
             "ratio": step_s / BASE["step_s"], "step_s": step_s, "peak": peak, "floor": floor,
             "evictions": 3, "recomputes": 5, "recompute_ms": 2.5, "swap_outs": 0,
-            "overshoots": 0, "bookkeeping": 0.01}
+            "overshoots": 0, "bookkeeping": 0.01, "repeats": 0, "first_repeats": 0}
 
 
 def test_bytes_of_reads_a_profiles_output_description():
@@ -72,7 +72,7 @@ def test_the_summary_skips_infeasible_points_counts_storms_and_compares_the_hybr
 def steps(seconds, losses, floor=30 * MIB):
     return [dict(loss=loss, seconds=s, peak=40 * MIB + i, floor=floor, evictions=2, recomputes=4,
                  recompute_seconds=0.002 + i * 1e-3, swap_outs=0, budget_overshoots=0,
-                 eviction_seconds=0.001)
+                 eviction_seconds=0.001, recomputes_repeated=6 if i == 0 else i % 2)
             for i, (s, loss) in enumerate(zip(seconds, losses))]
 
 
@@ -84,6 +84,8 @@ def test_a_paired_point_is_the_median_of_its_per_step_ratios_against_the_run_bes
     assert point["ratio"] == pytest.approx(1.2)          # the warm-up step is left out
     assert point["step_s"] == pytest.approx(0.18) and point["peak"] == 40 * MIB + 4
     assert point["recompute_ms"] == pytest.approx(4.5)  # the median of steps 1-4's 3-6 ms
+    assert point["first_repeats"] == 6 and point["repeats"] == pytest.approx(0.5)
+    assert "0/6" in bench_dtr.point_row("dtr_eq", "0.5 P", bench_dtr.judge(point, BASE, 50 * MIB))
     judged = bench_dtr.judge(point, dict(BASE, step_s=0.01), 50 * MIB)
     assert judged["ratio"] == pytest.approx(1.2) and judged["identical"] and judged["feasible"]
     other = bench_dtr.paired_record([budgeted], [steps([1.0] * 5, [4.0, 3.0, 2.0, 1.0, 0.25])])

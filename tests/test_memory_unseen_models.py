@@ -6,6 +6,7 @@ passes the unconstrained peak by more than one op's outputs."""
 import os
 import sys
 
+import numpy as np
 import pytest
 
 import fresh_models
@@ -67,3 +68,46 @@ def test_an_unseen_model_trains_under_a_budget_bit_for_bit(name, fraction, async
     budget = int(fraction * peak)
     assert stats["peak_allocated"] <= max(budget, stats["peak_floor"]) + outputs, stats
     assert stats["peak_allocated"] <= peak + outputs, stats
+
+
+def _recomputations(step):
+    """(recomputes, recomputes_repeated) of one call of `step` (synced)."""
+    imp.sync()
+    before = imp.memory_stats()
+    step()
+    imp.sync()
+    after = imp.memory_stats()
+    return (after["recomputes"] - before["recomputes"],
+            after["recomputes_repeated"] - before["recomputes_repeated"])
+
+
+def test_recomputations_repeated_within_a_restore_are_counted(async_level):
+    """memory_stats()'s recomputes_repeated counts a value one restore brings back more
+    than once, the sign of a storm: the multi-task CNN's first step under half its peak
+    brings back a gradient by replaying the backward pass, and evicts on the way what the
+    replay reads again. A restore that fits brings each value back once."""
+    step = novel_models.MODEL_SET.trainer("multitask")
+    float(step())
+    _, peak, _ = unconstrained("multitask", async_level)
+    with imp.option("dtr_evictee_minimum_size", 0), imp.option("dtr_eviction_threshold", 0):
+        imp.dtr.enable(eviction_threshold=peak // 2)
+        try:
+            recomputes, repeated = _recomputations(lambda: float(step()))
+        finally:
+            imp.dtr.disable()
+    assert 0 < repeated < recomputes
+
+    with imp.option("enable_drop", 1), imp.option("record_computing_path", 1):
+        x = imp.Tensor(np.arange(4096, dtype=np.float32))
+        chain = [x]
+        for _ in range(8):
+            chain.append(chain[-1] * 1.5 + 1.0)
+        for t in chain[1:]:
+            t._drop()
+        expected = np.arange(4096, dtype=np.float32)
+        for _ in range(8):
+            expected = expected * np.float32(1.5) + np.float32(1.0)
+        result = []
+        recomputes, repeated = _recomputations(lambda: result.append(chain[-1].numpy()))
+    np.testing.assert_array_equal(result[0], expected)
+    assert recomputes >= 8 and repeated == 0

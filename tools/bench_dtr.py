@@ -30,11 +30,12 @@ point it reports that ratio, the peak against the budget, the floor (`peak_floor
 bytes that could not be evicted when an op ran under the budget; "n/a" where the core does
 not report it), whether the budget was feasible (floor <= budget), evictions, recomputes
 (and the median time a step they took, "ms": less noisy than the ratio, for changes that
-make recomputation cheaper), swap-outs and over-budget ops per step, the eviction
-bookkeeping as a share of the step, the peak resident memory of the budgeted process and of
-the unconstrained one beside it ("RSS b/u"; the summary counts the points where the first
-is not the larger), and whether the losses are bit-identical to the unconstrained run's
-beside it. A point whose budgeted step runs past
+make recomputation cheaper; "rep/1st": recomputations of a value the same restore had
+brought back already, the sign of a storm, per later step and in the first step), swap-outs
+and over-budget ops per step, the eviction bookkeeping as a share of the step, the peak
+resident memory of the budgeted process and of the unconstrained one beside it ("RSS b/u";
+the summary counts the points where the first is not the larger), and whether the losses are
+bit-identical to the unconstrained run's beside it. A point whose budgeted step runs past
 its timeout (a recomputation storm) is shown as "timed out"; the default timeout is 10 times
 the unconstrained step beside it (at least 20 s). Then a summary for h_DTR^eq against the
 targets of issue 12, and, with PyTorch installed, `checkpoint_sequential` on the
@@ -160,6 +161,9 @@ def paired_record(budgeted_runs, reference_runs):
             "reference_rss": max(r.get("rss") or 0 for r in reference) or None,
             "floor": max(floors) if floors else None, "evictions": per_step("evictions"),
             "recomputes": per_step("recomputes"), "swap_outs": per_step("swap_outs"),
+            "repeats": per_step("recomputes_repeated"),
+            "first_repeats": statistics.fmean(run[0]["recomputes_repeated"]
+                                              for run in budgeted_runs),
             "recompute_ms": statistics.median(r["recompute_seconds"] for r in budgeted) * 1e3,
             "overshoots": per_step("budget_overshoots"),
             "bookkeeping": per_step("eviction_seconds") / step_s}
@@ -284,10 +288,16 @@ def point_row(label, fraction, p):
     return (f"{head}{p['ratio']:>7.2f}{p['first_ratio']:>7.2f}{p['peak'] / 2**20:>9.1f}"
             f"{p['peak_over_budget']:>7.2f}"
             f"{'' if p['peak_ok'] else '!':1}{floor:>8}{feasible:>5}{p['evictions']:>8.0f}"
-            f"{p['recomputes']:>8.0f}{p['recompute_ms']:>7.1f}{p['swap_outs']:>6.0f}"
+            f"{p['recomputes']:>8.0f}{repeats(p):>10}{p['recompute_ms']:>7.1f}{p['swap_outs']:>6.0f}"
             f"{p['overshoots']:>6.0f}"
             f"{p['bookkeeping'] * 100:>7.2f}{rss_pair(p):>10}  "
             f"{'yes' if p['identical'] else 'NO'}")
+
+
+def repeats(p):
+    """Recomputations repeated within one restore, a storm's sign: per later step / in the
+    first step."""
+    return f"{p['repeats']:.0f}/{p['first_repeats']:.0f}"
 
 
 def rss_known(p):
@@ -311,11 +321,14 @@ def print_model_table(name, record):
           f"the unconstrained run stepping beside each point")
     print(f"{'policy':<13}{'budget':>6}{'step x':>7}{'first':>7}{'peak MiB':>9}{'/budget':>8}"
           f"{'floor':>8}"
-          f"{'feas':>5}{'evict':>8}{'recomp':>8}{'ms':>7}{'swap':>6}{'over':>6}{'book %':>7}"
+          f"{'feas':>5}{'evict':>8}{'recomp':>8}{'rep/1st':>10}{'ms':>7}{'swap':>6}{'over':>6}"
+          f"{'book %':>7}"
           f"{'RSS b/u':>10}  same losses")
     for p in record["points"]:
         print(point_row(p["policy"], f"{p['fraction']:.1f} P", p))
-    print("  per step; first: the first step's ratio (the others leave it out); '!' after "
+    print("  per step; first: the first step's ratio (the others leave it out); rep/1st: "
+          "recomputations of a value its restore had brought back already (a storm), per "
+          "later step / in the first step; '!' after "
           "peak/budget: a step's peak, the first's included, passed the unconstrained peak "
           "+ one op's outputs, or the budget + one op's outputs "
           "(where the floor passed the budget: the floor + one op's outputs); RSS b/u: the "
