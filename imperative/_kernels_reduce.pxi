@@ -1,5 +1,5 @@
 # Included by _kernels.pyx: small float32 reductions (_reduce.c), Reduce's direct kernel
-# on the tiny-op path.
+# on the tiny-op path; batch norm's gradients, per-channel sums first (_loops.c).
 
 cdef extern from "_reduce.h":
     void imp_reduce_rows(int mode, long rows, long n, const float *x, float *out,
@@ -102,3 +102,32 @@ def cross_entropy_or(logits, labels, int reduction, fallback):
     cdef cnp.ndarray total = cnp.PyArray_EMPTY(0, NULL, cnp.NPY_FLOAT32, 0)
     imp_reduce_rows(reduction, 1, rows, po, <float *>cnp.PyArray_DATA(total), &unsure)
     return fallback(logits, labels) if unsure else total
+
+
+cdef extern from "_loops.h":
+    void imp_batch_norm_grad(long n, long c, long l, const float *x, const float *dy,
+                             const float *mean, const float *var, const float *weight,
+                             float eps, float *dx, double *dw, double *db) nogil
+
+
+def batch_norm_grad(x, dy, mean, var, weight, float eps):
+    """Batch norm's gradients in training: (dx, dw, db) of C-contiguous float32 x and dy
+    (N, C, ...) of one shape, from the batch's mean and biased variance and the weight
+    (float32, (C,) each); dw and db summed in double, returned as float32."""
+    cdef long n, c, l
+    n, c, l = _channel_dims("batch_norm_grad", x)
+    _check_same_size("batch_norm_grad", x, ("dy",), (dy,))
+    if dy.shape != x.shape:
+        raise ValueError(f"batch_norm_grad: x {x.shape} and dy {dy.shape} must be of one shape")
+    mean, var, weight = _as_float32_c(mean), _as_float32_c(var), _as_float32_c(weight)
+    if not cnp.PyArray_SIZE(mean) == cnp.PyArray_SIZE(var) == cnp.PyArray_SIZE(weight) == c:
+        raise ValueError(f"batch_norm_grad: mean, var and weight must hold {c} values")
+    dx = np.empty_like(x)
+    dw, db = np.empty(c, np.float64), np.empty(c, np.float64)
+    cdef size_t px = _addr(x), pdy = _addr(dy), pm = _addr(mean), pv = _addr(var)
+    cdef size_t pw = _addr(weight), pdx = _addr(dx), pdw = _addr(dw), pdb = _addr(db)
+    with nogil:
+        imp_batch_norm_grad(n, c, l, <const float *>px, <const float *>pdy, <const float *>pm,
+                            <const float *>pv, <const float *>pw, eps, <float *>pdx,
+                            <double *>pdw, <double *>pdb)
+    return dx, dw.astype(np.float32), db.astype(np.float32)

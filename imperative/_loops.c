@@ -159,6 +159,47 @@ void imp_channel_moments(long n, long c, long l, const float *x, float *mean,
     }
 }
 
+/* Two passes a channel: the sums of dy and of dy * (x - mean), in double, row by row; then
+ * dx = w rstd (dy - mean(dy) - xhat mean(dy xhat)), with xhat = (x - mean) rstd, which is
+ * the composite rule's formula with its two means read from those sums. */
+void imp_batch_norm_grad(long n, long c, long l, const float *x, const float *dy,
+                         const float *mean, const float *var, const float *weight, float eps,
+                         float *dx, double *dw, double *db)
+{
+    double count = (double)(n * l);
+    for (long ch = 0; ch < c; ch++) {
+        float m = mean[ch], rstd = 1.0f / sqrtf(var[ch] + eps);
+        double sum_dy = 0.0, sum_dy_xc = 0.0;
+        for (long i = 0; i < n; i++) {
+            const float *xr = x + (i * c + ch) * l, *gr = dy + (i * c + ch) * l;
+            double s[4] = {0.0, 0.0, 0.0, 0.0}, t[4] = {0.0, 0.0, 0.0, 0.0};
+            long j = 0;
+            for (; j + 4 <= l; j += 4)          /* four chains of adds: not one long one */
+                for (int q = 0; q < 4; q++) {
+                    s[q] += gr[j + q];
+                    t[q] += (double)gr[j + q] * (double)(xr[j + q] - m);
+                }
+            for (; j < l; j++) {
+                s[0] += gr[j];
+                t[0] += (double)gr[j] * (double)(xr[j] - m);
+            }
+            sum_dy += (s[0] + s[1]) + (s[2] + s[3]);
+            sum_dy_xc += (t[0] + t[1]) + (t[2] + t[3]);
+        }
+        db[ch] = sum_dy;
+        dw[ch] = sum_dy_xc * rstd;
+        float a = weight[ch] * rstd;
+        float mean_dy = (float)(sum_dy / count);
+        float k = (float)(sum_dy_xc * rstd / count) * rstd;    /* mean(dy xhat) rstd */
+        for (long i = 0; i < n; i++) {
+            const float *xr = x + (i * c + ch) * l, *gr = dy + (i * c + ch) * l;
+            float *out = dx + (i * c + ch) * l;
+            for (long j = 0; j < l; j++)
+                out[j] = a * ((gr[j] - mean_dy) - (xr[j] - m) * k);
+        }
+    }
+}
+
 void imp_channel_affine(long n, long c, long l, const float *x, const float *mean,
                                const float *scale, const float *shift, float *y)
 {

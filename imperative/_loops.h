@@ -10,6 +10,11 @@ void imp_relu_grad(long n, const float *dy, const float *y, float *out);
 void imp_axpy(long n, const float *x, float alpha, const float *y, float *out);
 /* mean and biased variance per channel of x (n, c, l) */
 void imp_channel_moments(long n, long c, long l, const float *x, float *mean, float *var);
+/* batch norm's gradients in training, per channel of x and dy (n, c, l), from the batch's
+ * mean and biased variance: db = sum(dy), dw = sum(dy * xhat) (double), and dx */
+void imp_batch_norm_grad(long n, long c, long l, const float *x, const float *dy,
+                         const float *mean, const float *var, const float *weight, float eps,
+                         float *dx, double *dw, double *db);
 /* y = (x - mean) * scale + shift per channel of x (n, c, l), in that order */
 void imp_channel_affine(long n, long c, long l, const float *x, const float *mean,
                         const float *scale, const float *shift, float *y);

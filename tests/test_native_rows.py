@@ -208,3 +208,63 @@ def test_layer_norm_in_one_call_gives_the_kernels_bits(lead, size, transposed, w
                                           torch.from_numpy(w.astype(np.float32)),
                                           torch.from_numpy(b.astype(np.float32)), eps=eps)
     close(here.astype(np.float32), want.numpy(), 2e-3 if weight_dtype == "float16" else 1e-5)
+
+
+def _batch_norm_grads(x, w, b, dy, outer):
+    """x's, the weight's and the bias's gradients of training batch norm: fused (nothing
+    records the backward), or the composite rule's ops (an outer GradManager records)."""
+    params = [imp.Parameter(x), imp.Parameter(w), imp.Parameter(b)]
+    gm, outer_gm = GradManager().attach(params), GradManager().attach(params)
+    with outer_gm if outer else gm:
+        with gm if outer else outer_gm:
+            y = F.batch_norm(params[0], None, None, params[1], params[2], training=True)
+            gm.backward((y * imp.Tensor(dy)).sum())
+    return [p.grad.numpy() for p in params]
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 6), c=st.integers(1, 5), spatial=st.lists(st.integers(1, 9), max_size=2),
+       scale=st.sampled_from([1e-3, 1.0, 1e3]), strided=st.booleans(), seed=st.integers(0, 2**16))
+def test_batch_norm_gradients_in_one_op_match_the_composite_rule_and_torch(
+        n, c, spatial, scale, strided, seed):
+    """BatchNormBackward (native, and numpy's path with the native loops off) against the
+    composite rule's ops and PyTorch, on contiguous and strided inputs."""
+    if n * int(np.prod(spatial)) < 2:
+        n = 2                               # (training needs two values a channel)
+    rng = np.random.default_rng(seed)
+    shape = [n, c] + spatial
+    x = (rng.standard_normal(shape) * scale + scale).astype(np.float32)
+    if strided:
+        x = np.ascontiguousarray(np.moveaxis(x, 0, -1)).transpose(
+            (len(shape) - 1,) + tuple(range(len(shape) - 1)))    # (N last in memory)
+    w, b = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    tparams = [torch.tensor(np.ascontiguousarray(a), requires_grad=True) for a in (x, w, b)]
+    (TF.batch_norm(tparams[0], None, None, tparams[1], tparams[2], training=True)
+     * torch.from_numpy(dy)).sum().backward()
+    composite = _batch_norm_grads(x, w, b, dy, outer=True)
+    for mode in ("always", "never"):
+        native._MODE, saved = mode, native._MODE
+        try:
+            fused = _batch_norm_grads(x, w, b, dy, outer=False)
+        finally:
+            native._MODE = saved
+        for f, comp, t in zip(fused, composite, tparams):
+            close(f, comp, 1e-4)
+            close(f, t.grad.numpy(), 1e-4)
+
+
+def test_batch_norm_backward_op_names_its_bad_inputs():
+    from imperative.ops.norm import BatchNormBackward
+    from imperative import _core
+    x = imp.Tensor(np.ones((2, 3, 4), np.float32))
+    with pytest.raises(ValueError, match="takes 3 inputs"):
+        _core.apply(BatchNormBackward(), x, x)
+    with pytest.raises(TypeError, match="dy must be float32"):
+        _core.apply(BatchNormBackward(), x, x.astype("float16"), imp.Tensor(np.ones(3, np.float32)))
+    with pytest.raises(ValueError, match="must be of one shape"):
+        _core.apply(BatchNormBackward(), x, x[:1], imp.Tensor(np.ones(3, np.float32)))
+    with pytest.raises(ValueError, match="weight must have shape \\(3,\\)"):
+        _core.apply(BatchNormBackward(), x, x, imp.Tensor(np.ones(4, np.float32)))
+    dx, dw, db = _core.apply(BatchNormBackward(), x, x, imp.Tensor(np.ones(3, np.float32)))
+    assert dx.shape == (2, 3, 4) and dw.shape == db.shape == (3,)      # usable after errors

@@ -12,7 +12,7 @@ from ..ops.indexing import TENSOR
 from ..ops.conv import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
 from ..ops.elemwise import LeakyRelu
 from ..ops.indexing import Embedding
-from ..ops.norm import BatchNormForward, LayerNormBackward, LayerNormForward
+from ..ops.norm import BatchNormBackward, BatchNormForward, LayerNormBackward, LayerNormForward
 from ..ops.pool import MaxPoolGrad, Pooling, valid_counts
 from ..ops.softmax import CrossEntropy, CrossEntropyGrad, LogSoftmax, Softmax, SoftmaxGrad
 from ..tensor import Tensor
@@ -280,6 +280,13 @@ _BATCH_NORM_SAVES = {True: (0, 1), False: (0, 1, 3, 4)}    # by op.training
 def _batch_norm_backward(op, ctx, dy):
     """Gradients of x, weight and bias from the normalised output; the running statistics
     (inputs 3, 4, and the updated ones, outputs 1, 2) are buffers without gradients."""
+    if (op.training and _core.get_grad_hook() is None and dy.dtype == _FLOAT32
+            and all(d == _FLOAT32 for d in ctx.in_dtypes[:2])):
+        # nothing records this backward (no higher order): the gradients as one op, where
+        # the composite rule made eight temporaries of x's size
+        grads = apply(cached_op(BatchNormBackward, op.eps), ctx.inputs[0], dy, ctx.inputs[1])
+        return tuple(as_input_grad(g, ctx, i) if wants(ctx, i) else None
+                     for i, g in enumerate(grads)) + (None,) * (len(ctx.in_shapes) - 3)
     x, weight = ctx.inputs[0].astype(dy.dtype), ctx.inputs[1].astype(dy.dtype)
     axes = (0,) + tuple(range(2, x.ndim))
     as_channels = lambda t: t.reshape((1, -1) + (1,) * (x.ndim - 2))  # noqa: E731

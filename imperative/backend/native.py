@@ -175,6 +175,15 @@ def channel_moments(x):
     return _kernels.channel_moments(x) if _channels_ok(x) else None
 
 
+def batch_norm_grad(x, dy, weight, eps):
+    """Batch norm's training gradients (dx, dw, db) of float32 x and dy (N, C, ...) in two
+    native passes a channel after the statistics' (channel_moments'), or None."""
+    if not (_channels_ok(x) and _same_shape_float32(x, dy) and weight.dtype == _FLOAT32):
+        return None
+    mean, var = _kernels.channel_moments(x)
+    return _kernels.batch_norm_grad(x, dy, mean, var, weight, eps)
+
+
 def channel_affine(x, mean, scale, shift):
     """(x - mean) * scale + shift per channel (axis 1), as numpy would compute it, or None."""
     return _kernels.channel_affine(x, mean, scale, shift) if _channels_ok(x) else None

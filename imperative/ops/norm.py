@@ -1,4 +1,5 @@
-"""Batch and layer normalisation (the forward ops; their gradients are composite rules)."""
+"""Batch and layer normalisation: the forward ops, and their float32 gradients as one op
+each (autodiff's composite rules otherwise)."""
 import numbers
 
 import numpy as np
@@ -108,6 +109,56 @@ class BatchNormForward(Op):
         new_var = (1 - m) * running_var + m * var * (count / (count - 1))
         return (y, new_mean.astype(float_dtype([running_mean.dtype])),
                 new_var.astype(float_dtype([running_var.dtype]))), statistics
+
+
+class BatchNormBackward(Op):
+    """`BatchNormBackward(eps=1e-5)`: batch norm's gradients in training in one op. Inputs
+    x, dy (N, C, ...) and the weight (C,), float32; outputs dx and the weight's and the
+    bias's gradients (dy * xhat and dy summed over every axis but 1). The batch's
+    statistics are recomputed as BatchNormForward computes them. Not differentiable
+    itself: autodiff's rule issues it only while no outer gradient records (higher orders
+    take the composite rule)."""
+
+    _fields = ("eps",)
+
+    def __init__(self, eps=1e-5):
+        self._set(eps=float(eps))
+
+    def infer(self, inputs):
+        if len(inputs) != 3:
+            raise ValueError(f"op {self!r} takes 3 inputs (x, dy, weight), got {len(inputs)}")
+        reject_quantized(self, inputs)
+        x, dy, weight = inputs
+        for name, t in zip(("x", "dy", "weight"), inputs):
+            if t.dtype != _FLOAT32:
+                raise TypeError(f"{self!r}: {name} must be float32, got {t.dtype}")
+        if len(x.shape) < 2 or dy.shape != x.shape:
+            raise ValueError(f"{self!r}: x {x.shape} and dy {dy.shape} must be of one shape "
+                             f"(N, C, ...)")
+        _check_vector("batch_norm", "weight", weight.shape, x.shape[1],
+                      f"channels of input {x.shape}")
+        return ((x.shape, _FLOAT32),) + ((weight.shape, _FLOAT32),) * 2
+
+    def kernel(self, x, dy, weight):
+        x, dy = np.ascontiguousarray(x), np.ascontiguousarray(dy)
+        out = native.batch_norm_grad(x, dy, weight, self.eps)
+        return out if out is not None else _batch_norm_grad(x, dy, weight, self.eps)
+
+
+def _batch_norm_grad(x, dy, weight, eps):
+    """BatchNormBackward's gradients with numpy (the native kernel's formula)."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    as_channels = (1, -1) + (1,) * (x.ndim - 2)
+    mean = x.mean(axis=axes)
+    centered = x - mean.reshape(as_channels)
+    rstd = 1 / np.sqrt(np.square(centered).mean(axis=axes) + np.float32(eps))
+    db = dy.sum(axis=axes, dtype=np.float64)
+    dw = (dy * centered).sum(axis=axes, dtype=np.float64) * rstd
+    count = x.size // x.shape[1]
+    k = (dw / count).astype(_FLOAT32) * rstd
+    dx = (dy - (db / count).astype(_FLOAT32).reshape(as_channels)
+          - centered * k.reshape(as_channels)) * (weight * rstd).reshape(as_channels)
+    return dx.astype(_FLOAT32), dw.astype(_FLOAT32), db.astype(_FLOAT32)
 
 
 class _LayerNormOp(Op):
