@@ -16,6 +16,8 @@ import threading
 import numpy as np
 
 from . import _core
+from .ops.base import cached_op
+from .ops.dropout import DropoutApply
 from .ops.rng import (DropoutMaskRNG, GaussianRNG, PermutationRNG, RandIntRNG, ShuffleRNG,
                       UniformRNG)
 
@@ -93,9 +95,11 @@ def dropout(x, p=0.5, training=True):
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training:
         return x
-    # A float x takes a boolean mask (as PyTorch's): the product keeps a float32 copy of
-    # it, a cast a memory manager can recompute, so that one byte an element must stay (a
-    # float32 mask is an RNG value, all four bytes of it kept); x * True and x * False are
-    # the products x * 1.0 and x * 0.0 give. Any other x takes dropout_mask's float32 one.
-    mask = _mask(x, p, np.dtype(bool) if x.dtype.kind == "f" else np.dtype(np.float32))
-    return x * mask / (1 - p)
+    # A float x takes a boolean mask (as PyTorch's), applied by one op (DropoutApply: the
+    # product and quotient below in one pass), so that one byte an element must stay (a
+    # float32 mask is an RNG value, all four bytes of it kept). Any other x takes
+    # dropout_mask's float32 one.
+    if x.dtype.kind == "f":
+        mask = _mask(x, p, np.dtype(bool))
+        return _core.apply(cached_op(DropoutApply, 1 - p), x, mask)[0]
+    return x * _mask(x, p, np.dtype(np.float32)) / (1 - p)

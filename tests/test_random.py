@@ -1,6 +1,8 @@
 """imperative.random: seeded, deterministic at every async level, RNG ops not recomputable."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import imperative as imp
 from imperative import ops as O
@@ -182,3 +184,43 @@ def test_rng_ops_follow_the_device():
     x = imp.Tensor(np.ones(4, np.float32), device="cpu1")
     assert R.normal(size=2, device="cpu1").device == "cpu1"
     assert R.dropout(x, 0.5).device == "cpu1"
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.lists(st.integers(1, 9), min_size=0, max_size=3),
+       dtype=st.sampled_from(["float32", "float16"]), p=st.floats(0.0, 0.95),
+       seed=st.integers(0, 2**16))
+def test_dropout_in_one_op_gives_the_composites_bits_and_gradient(shape, dtype, p, seed):
+    """DropoutApply against `x * mask / (1 - p)` with the mask of the same seed: the same
+    bits forward and backward (signed zeros, infinities and NaNs included), and under a
+    GradManager recording the backward too (its gradient is the op itself)."""
+    from imperative.autodiff import GradManager
+    rng = np.random.default_rng(seed)
+    x0 = (rng.standard_normal(shape) * 3).astype(dtype)
+    if x0.size >= 4:
+        x0.flat[:4] = [-0.0, np.inf, -np.inf, np.nan]
+    dy = rng.standard_normal(shape).astype(dtype)
+
+    def run(fused):
+        x = imp.Parameter(x0)
+        gm = GradManager().attach([x])
+        R.seed(seed)
+        with gm, np.errstate(invalid="ignore"):
+            y = R.dropout(x, p) if fused else x * R._mask(x, p, np.dtype(bool)) / (1 - p)
+            gm.backward((y * imp.Tensor(dy)).sum())
+        return y.numpy().tobytes(), x.grad.numpy().tobytes()
+    assert run(True) == run(False)
+
+
+def test_dropout_apply_names_its_bad_inputs():
+    from imperative import _core
+    from imperative.ops.dropout import DropoutApply
+    x = imp.Tensor(np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="keep must be in"):
+        DropoutApply(0.0)
+    with pytest.raises(TypeError, match="mask boolean of its shape"):
+        _core.apply(DropoutApply(0.5), x, x)
+    with pytest.raises(TypeError, match="mask boolean of its shape"):
+        _core.apply(DropoutApply(0.5), x, imp.Tensor(np.ones((3, 2), bool)))
+    y = _core.apply(DropoutApply(0.5), x, imp.Tensor(np.ones((2, 3), bool)))[0]
+    np.testing.assert_array_equal(y.numpy(), np.full((2, 3), 2.0, np.float32))

@@ -12,6 +12,7 @@ from ..ops.indexing import TENSOR
 from ..ops.conv import Convolution, ConvolutionBackwardData, ConvolutionBackwardFilter
 from ..ops.elemwise import LeakyRelu
 from ..ops.indexing import Embedding
+from ..ops.dropout import DropoutApply
 from ..ops.norm import BatchNormBackward, BatchNormForward, LayerNormBackward, LayerNormForward
 from ..ops.pool import MaxPoolGrad, Pooling, valid_counts
 from ..ops.softmax import CrossEntropy, CrossEntropyGrad, LogSoftmax, Softmax, SoftmaxGrad
@@ -314,6 +315,13 @@ def _embedding_backward(op, ctx, dy):
         return no_grads(ctx)
     g = scatter_add(ctx.in_shapes[1], ctx.in_dtypes[1], dy, (TENSOR,), (ctx.inputs[0],))
     return None, g
+
+
+@defgrad(DropoutApply, inputs=(1,))
+@single_output
+def _dropout_backward(op, ctx, dy):
+    # dy * mask / keep: the same op, the same rounding as the composite's gradient
+    return apply(cached_op(DropoutApply, op.keep), dy, ctx.inputs[1])[0], None
 
 
 @defgrad(LeakyRelu, inputs=(0,))
