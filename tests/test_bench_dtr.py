@@ -144,3 +144,14 @@ def test_the_outside_models_run_paired_under_a_budget(tmp_path, async_level, mod
     assert record["about"].startswith(f"{model} (tests/{model_set}_models.py")
     (p,) = record["points"]
     assert p["identical"] and p["peak_ok"] and p["ratio"] > 0
+
+
+def test_a_floor_above_the_unconstrained_peak_is_no_floor():
+    """A storm's pins can measure a 'floor' above P, which the run beside never needed:
+    feasibility is then unknown, and the peak is held to the budget (plus one op's
+    outputs) as where no floor is known."""
+    judged = bench_dtr.judge(point(peak=100 * MIB, floor=110 * MIB), BASE, 50 * MIB)
+    assert judged["feasible"] is None and not judged["peak_ok"]
+    judged = bench_dtr.judge(point(peak=53 * MIB, floor=110 * MIB), BASE, 50 * MIB)
+    assert judged["feasible"] is None and judged["peak_ok"]
+    assert bench_dtr.judge(point(peak=99 * MIB, floor=96 * MIB), BASE, 50 * MIB)["peak_ok"]
