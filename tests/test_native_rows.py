@@ -151,6 +151,18 @@ def test_a_bias_like_operand_takes_the_host_path_with_numpys_values(shapes):
         np.testing.assert_array_equal(got.numpy(), op(a, b))
 
 
+def _gradients(forward, arrays, dy, outer):
+    """The gradients of sum(forward(*arrays) * dy) with respect to each array: the fused
+    ops' (nothing records the backward), or the composite rules' (an outer GradManager
+    records it, so that the rules issue their ops)."""
+    params = [imp.Parameter(a) for a in arrays]
+    gm, outer_gm = GradManager().attach(params), GradManager().attach(params)
+    with outer_gm if outer else gm:
+        with gm if outer else outer_gm:
+            gm.backward((forward(*params) * imp.Tensor(dy)).sum())
+    return [p.grad.numpy() for p in params]
+
+
 @pytest.mark.parametrize("affine", [True, False])
 @pytest.mark.parametrize("shape,normalized", [((6, 40), (40,)), ((2, 3, 4, 5), (4, 5)),
                                               ((3, 7), (7,))])
@@ -158,7 +170,6 @@ def test_layer_norm_gradients_in_one_op_match_the_composite_rule(kernels, affine
                                                                  normalized):
     """The fused gradients (nothing records the backward) against the composite rule's
     ops (an outer GradManager makes the rule issue them) and PyTorch's."""
-    from imperative.autodiff import GradManager
     rng = np.random.default_rng(5)
     x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
     w = rng.standard_normal(normalized).astype(np.float32)
@@ -166,13 +177,8 @@ def test_layer_norm_gradients_in_one_op_match_the_composite_rule(kernels, affine
     dy = rng.standard_normal(shape).astype(np.float32)
 
     def grads(outer):
-        params = [imp.Parameter(x)] + ([imp.Parameter(w), imp.Parameter(b)] if affine else [])
-        gm, outer_gm = GradManager().attach(params), GradManager().attach(params)
-        with outer_gm if outer else gm:
-            with gm if outer else outer_gm:
-                y = F.layer_norm(params[0], normalized, *params[1:])
-                gm.backward((y * imp.Tensor(dy)).sum())
-        return [p.grad.numpy() for p in params]
+        return _gradients(lambda x, *wb: F.layer_norm(x, normalized, *wb),
+                          [x, w, b] if affine else [x], dy, outer)
 
     tparams = [torch.tensor(a, requires_grad=True) for a in ([x, w, b] if affine else [x])]
     (TF.layer_norm(tparams[0], normalized, *tparams[1:]) * torch.from_numpy(dy)).sum().backward()
@@ -211,15 +217,9 @@ def test_layer_norm_in_one_call_gives_the_kernels_bits(lead, size, transposed, w
 
 
 def _batch_norm_grads(x, w, b, dy, outer):
-    """x's, the weight's and the bias's gradients of training batch norm: fused (nothing
-    records the backward), or the composite rule's ops (an outer GradManager records)."""
-    params = [imp.Parameter(x), imp.Parameter(w), imp.Parameter(b)]
-    gm, outer_gm = GradManager().attach(params), GradManager().attach(params)
-    with outer_gm if outer else gm:
-        with gm if outer else outer_gm:
-            y = F.batch_norm(params[0], None, None, params[1], params[2], training=True)
-            gm.backward((y * imp.Tensor(dy)).sum())
-    return [p.grad.numpy() for p in params]
+    """x's, the weight's and the bias's gradients of training batch norm (_gradients)."""
+    return _gradients(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                      [x, w, b], dy, outer)
 
 
 @settings(max_examples=40, deadline=None)

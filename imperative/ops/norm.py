@@ -88,10 +88,7 @@ class BatchNormForward(Op):
         elif statistics is not None:
             mean, var = statistics
         else:
-            statistics = native.channel_moments(x)
-            if statistics is None:
-                mean = x.mean(axis=axes)
-                statistics = (mean, np.square(x - mean.reshape(as_channels)).mean(axis=axes))
+            statistics = _batch_moments(x, axes, as_channels)
             mean, var = statistics
         scale = weight.astype(compute) / np.sqrt(var + compute.type(self.eps))
         shift = bias.astype(compute)
@@ -145,13 +142,23 @@ class BatchNormBackward(Op):
         return out if out is not None else _batch_norm_grad(x, dy, weight, self.eps)
 
 
+def _batch_moments(x, axes, as_channels):
+    """The batch's (mean, biased variance) per channel of float x, natively where it can:
+    BatchNormForward's statistics, and so its gradient's."""
+    statistics = native.channel_moments(x)
+    if statistics is None:
+        mean = x.mean(axis=axes)
+        statistics = (mean, np.square(x - mean.reshape(as_channels)).mean(axis=axes))
+    return statistics
+
+
 def _batch_norm_grad(x, dy, weight, eps):
     """BatchNormBackward's gradients with numpy (the native kernel's formula)."""
     axes = (0,) + tuple(range(2, x.ndim))
     as_channels = (1, -1) + (1,) * (x.ndim - 2)
-    mean = x.mean(axis=axes)
+    mean, var = _batch_moments(x, axes, as_channels)
     centered = x - mean.reshape(as_channels)
-    rstd = 1 / np.sqrt(np.square(centered).mean(axis=axes) + np.float32(eps))
+    rstd = 1 / np.sqrt(var + np.float32(eps))
     db = dy.sum(axis=axes, dtype=np.float64)
     dw = (dy * centered).sum(axis=axes, dtype=np.float64) * rstd
     count = x.size // x.shape[1]
