@@ -193,6 +193,24 @@ cdef TensorInfo _inplace_candidate(Channel self, Command cmd, TensorInfo out):
     return None
 
 
+cdef Py_ssize_t _bytes_to_allocate(Channel self, Command cmd):
+    """The bytes `cmd`'s outputs will take when it runs: none for an output written over
+    a dying input's storage, as _run_ufunc and _run_kernel will write it (a kernel that
+    declines its `out=` after all allocates; the budget then counts one overshoot). Room
+    made for it anyway evicted values later ops read back (an attention block's softmax
+    gradient, written over its 4 MiB input, evicted the block's gradients: 128
+    recomputations a step at 0.5 P where 41 do), and its bytes, never allocated, raised
+    the floor that make_room leaves alone."""
+    cdef TensorInfo info
+    cdef Py_ssize_t total = 0
+    for info in cmd.outputs:
+        total += info.size
+    if len(cmd.outputs) == 1 and (cmd.fast or (<OpDef>cmd.op).inplace_capable):
+        if _inplace_candidate(self, cmd, cmd.outputs[0]) is not None:
+            total -= (<TensorInfo>cmd.outputs[0]).size
+    return total
+
+
 cdef bint _overwritable(Channel self, TensorInfo info, TensorInfo out):
     """A dying input's storage can hold `out`: same shape and dtype, contiguous, owning
     its whole storage, and no view of it anywhere."""

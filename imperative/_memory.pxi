@@ -133,9 +133,9 @@ cdef class MemoryManager:
 
     cdef int run_managed(self, Command cmd) except -1:
         """[W, or C for an op it runs itself] Run an op with its inputs pinned and
-        resident (recomputed or swapped in), room made for its outputs under the budget."""
+        resident (recomputed or swapped in), room made for its outputs under the budget
+        (none for one it writes over a dying input: _bytes_to_allocate)."""
         cdef TensorInfo info
-        cdef Py_ssize_t needed = 0
         cdef long long t0
         if cmd.seq:
             self.running = cmd.seq
@@ -145,10 +145,9 @@ cdef class MemoryManager:
             for info in cmd.inputs:
                 if info.status == DROPPED or info.status == SWAPPED:
                     _restore(self, info)
-            for info in cmd.outputs:
-                needed += info.size
             if cmd.outputs:
-                self.make_room(needed, (<TensorInfo>cmd.outputs[0]).device)
+                self.make_room(_bytes_to_allocate(self.ch, cmd),
+                               (<TensorInfo>cmd.outputs[0]).device)
             t0 = _now_ns()
             _run_unmanaged(self.ch, cmd)
             self.measured(cmd, _now_ns() - t0)
