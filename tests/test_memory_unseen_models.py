@@ -50,18 +50,13 @@ _unconstrained_runs = {}
 def unconstrained(name, async_level):
     """`name`'s losses, peak P and the largest outputs one op writes, at this async level
     (the peak differs between levels: what the worker has freed when the caller reads).
-    Measured once a level. At level 2 the peak also differs from run to run, with the
-    moment the caller lets go of a step's tensors against the worker's progress (the
-    highway MLP: 13.01 or 13.47 MB, about half the runs each, 13.40 at level 0): there
-    P is the higher of that run's and level 0's, a peak the program reaches unmanaged."""
+    Measured once a level."""
     key = name, async_level
     if key not in _unconstrained_runs:
-        losses, stats = train(name)
-        peak = stats["peak_allocated"]
-        if async_level:
-            peak = max(peak, unconstrained(name, 0)[1])
-        outputs = bench_dtr.largest_op_outputs(MODELS[name].trainer(name))
-        _unconstrained_runs[key] = losses, peak, outputs
+        with imp.option("async_level", async_level):
+            losses, stats = train(name)
+            outputs = bench_dtr.largest_op_outputs(MODELS[name].trainer(name))
+        _unconstrained_runs[key] = losses, stats["peak_allocated"], outputs
     return _unconstrained_runs[key]
 
 
@@ -73,7 +68,12 @@ def test_an_unseen_model_trains_under_a_budget_bit_for_bit(name, fraction, async
     assert got == want
     budget = int(fraction * peak)
     assert stats["peak_allocated"] <= max(budget, stats["peak_floor"]) + outputs, stats
-    assert stats["peak_allocated"] <= peak + outputs, stats
+    # At level 2 the unmanaged peak differs from run to run, with the moment the caller
+    # lets go of a step's tensors against the worker's progress (the highway MLP: 13.01
+    # or 13.47 MB, about half the runs each; 13.40 at level 0): the bound is the higher
+    # of this level's run and level 0's, a peak the program reaches unmanaged.
+    unmanaged = max(peak, unconstrained(name, 0)[1]) if async_level else peak
+    assert stats["peak_allocated"] <= unmanaged + outputs, stats
 
 
 def _recomputations(step):
