@@ -67,18 +67,8 @@ cdef class DTREqPolicy(EvictionPolicy):
         # way to a live tensor, and that tensor's own score counts it.
         # (called for every candidate before every eviction: the classes counted go in a
         # C vector of borrowed pointers, where a list was made for each call)
-        # Its storage goes with it (alone, or with the values sharing it): an evicted
-        # ancestor whose value lies there, the base a view was cut from, is not free to
-        # take back. Counted free, the last section of an Inception block's gradient split
-        # looked as cheap as the split (5 us) where bringing it back replayed the forward
-        # and backward passes to it (77 ops, 14 ms): it was evicted every step.
-        global _storage_going
         _seen.clear()
-        _storage_going = info.storage
-        try:
-            return _cost_around(info) / (<double>max(info.size, 1) * <double>gap)
-        finally:
-            _storage_going = None
+        return _cost_around(info) / (<double>max(info.size, 1) * <double>gap)
 
     cpdef double score_together(self, list members, list gaps, Py_ssize_t nbytes):
         # all of them recomputed, their evicted neighbourhoods counted once, for the
