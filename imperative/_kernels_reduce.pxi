@@ -116,13 +116,13 @@ def batch_norm_grad(x, dy, mean, var, weight, float eps):
     (float32, (C,) each); dw and db summed in double, returned as float32."""
     cdef long n, c, l
     n, c, l = _channel_dims("batch_norm_grad", x)
-    _check_same_size("batch_norm_grad", x, ("dy",), (dy,))
+    dx = np.empty_like(x)       # (the array written: x and dy are only read, may be read-only)
+    _check_same_size("batch_norm_grad", dx, ("dy",), (dy,))
     if dy.shape != x.shape:
         raise ValueError(f"batch_norm_grad: x {x.shape} and dy {dy.shape} must be of one shape")
     mean, var, weight = _as_float32_c(mean), _as_float32_c(var), _as_float32_c(weight)
     if not cnp.PyArray_SIZE(mean) == cnp.PyArray_SIZE(var) == cnp.PyArray_SIZE(weight) == c:
         raise ValueError(f"batch_norm_grad: mean, var and weight must hold {c} values")
-    dx = np.empty_like(x)
     dw, db = np.empty(c, np.float64), np.empty(c, np.float64)
     cdef size_t px = _addr(x), pdy = _addr(dy), pm = _addr(mean), pv = _addr(var)
     cdef size_t pw = _addr(weight), pdx = _addr(dx), pdw = _addr(dw), pdb = _addr(db)

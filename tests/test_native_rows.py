@@ -268,3 +268,17 @@ def test_batch_norm_backward_op_names_its_bad_inputs():
         _core.apply(BatchNormBackward(), x, x, imp.Tensor(np.ones(4, np.float32)))
     dx, dw, db = _core.apply(BatchNormBackward(), x, x, imp.Tensor(np.ones(3, np.float32)))
     assert dx.shape == (2, 3, 4) and dw.shape == db.shape == (3,)      # usable after errors
+
+
+def test_batch_norm_backward_reads_read_only_inputs():
+    """x and dy are only read: read-only arrays (a value revived from views, a broadcast
+    made contiguous by numpy without a copy) take the native path as writeable ones do."""
+    from imperative.ops.norm import BatchNormBackward
+    rng = np.random.default_rng(7)
+    x, dy = (rng.standard_normal((4, 3, 5)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(3).astype(np.float32)
+    want = BatchNormBackward().kernel(x, dy, w)
+    for a in (x, dy, w):
+        a.flags.writeable = False
+    for got, expected in zip(BatchNormBackward().kernel(x, dy, w), want):
+        assert np.array_equal(got, expected)
