@@ -129,7 +129,7 @@ cdef void _free_dels(Channel self, Command cmd):
 cdef int _run_ufunc(Channel self, Command cmd) except -1:
     cdef OpDef op = cmd.op
     cdef TensorInfo out = cmd.outputs[0]
-    cdef TensorInfo reuse = _inplace_candidate(self, cmd, out)
+    cdef TensorInfo reuse = _written_over(self, cmd)
     cdef list inputs = cmd.inputs
     cdef Py_ssize_t n = len(inputs)
     a = (<TensorInfo>inputs[0]).value
@@ -177,6 +177,14 @@ cdef inline void _gone_to_reader(Channel self, TensorInfo dying):
         self.mm.drop_dead(dying, "written over by its reader")
 
 
+cdef TensorInfo _written_over(Channel self, Command cmd):
+    """The dying input `cmd`'s one output will be written over, or None: an elementwise op
+    on the fast path, or an INPLACE_CAPABLE op (which takes `out=`), with a candidate."""
+    if len(cmd.outputs) != 1 or not (cmd.fast or (<OpDef>cmd.op).inplace_capable):
+        return None
+    return _inplace_candidate(self, cmd, cmd.outputs[0])
+
+
 cdef TensorInfo _inplace_candidate(Channel self, Command cmd, TensorInfo out):
     """A dying input whose storage the output may overwrite; first the product whose
     epilogue wrote this op's result (prefused), if it qualifies."""
@@ -203,11 +211,10 @@ cdef Py_ssize_t _bytes_to_allocate(Channel self, Command cmd):
     the floor that make_room leaves alone."""
     cdef TensorInfo info
     cdef Py_ssize_t total = 0
+    if _written_over(self, cmd) is not None:
+        return 0                     # (its one output)
     for info in cmd.outputs:
         total += info.size
-    if len(cmd.outputs) == 1 and (cmd.fast or (<OpDef>cmd.op).inplace_capable):
-        if _inplace_candidate(self, cmd, cmd.outputs[0]) is not None:
-            total -= (<TensorInfo>cmd.outputs[0]).size
     return total
 
 
@@ -230,9 +237,7 @@ cdef int _run_kernel(Channel self, Command cmd) except -1:
     cdef OpDef op = cmd.op
     cdef TensorInfo info
     arrays = [_unpacked_value(info) for info in cmd.inputs]
-    cdef TensorInfo reuse = None
-    if op.inplace_capable and len(cmd.outputs) == 1:
-        reuse = _inplace_candidate(self, cmd, cmd.outputs[0])
+    cdef TensorInfo reuse = _written_over(self, cmd)
     if reuse is not None:
         # The op may write into the dying input's buffer (INPLACE_CAPABLE ops take `out=`),
         # where the product before it may have written its result already (its epilogue).
