@@ -1,10 +1,13 @@
-# Included by _kernels.pyx: numpy's where as one branch-free pass of _loops.c, a tiled
-# copy of a transposed view, and numpy's add.at on a row index (an embedding's gradient).
+# Included by _kernels.pyx: numpy's where as one branch-free pass of _loops.c, a dropout's
+# product with a mask packed 8 to a byte, a tiled copy of a transposed view, and numpy's
+# add.at on a row index (an embedding's gradient).
 from libc.stdint cimport int64_t, uint32_t
 
 cdef extern from "_loops.h":
     void imp_where32(long n, long cond_n, const unsigned char *cond, const uint32_t *x,
                      int x_full, const uint32_t *y, int y_full, uint32_t *out) nogil
+    void imp_dropout_bits32(long n, const float *x, const unsigned char *bits, float keep,
+                            float *out) nogil
     void imp_transpose32(long batch, long rows, long cols, const uint32_t *src,
                          uint32_t *dst) nogil
     void imp_rows_add(long n, long row_len, const int64_t *index, const float *value,
@@ -61,6 +64,28 @@ def where_or_numpy(cond, x, y):
     else:
         with nogil:
             imp_where32(n, cond_n, pc, px, x_kind, py, y_kind, po)
+    return out
+
+
+def dropout_bits(x, bits, float keep):
+    """(x * mask) / keep as float32 for a C-contiguous float32 x and its mask packed 8 to a
+    byte in little bit order (np.packbits(mask, bitorder="little") of the flattened mask,
+    C-contiguous uint8): numpy's bits for the boolean mask, in one pass; None for any other
+    x or bits (the caller unpacks the mask for numpy)."""
+    if not (_c_array(x) and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT32
+            and _c_array(bits) and cnp.PyArray_TYPE(<cnp.ndarray>bits) == cnp.NPY_UINT8
+            and cnp.PyArray_SIZE(<cnp.ndarray>bits) * 8 >= cnp.PyArray_SIZE(<cnp.ndarray>x)):
+        return None
+    cdef cnp.ndarray out = np.empty(x.shape, np.float32)
+    cdef long n = cnp.PyArray_SIZE(out)
+    cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef const unsigned char *pb = <const unsigned char *>cnp.PyArray_DATA(<cnp.ndarray>bits)
+    cdef float *po = <float *>cnp.PyArray_DATA(out)
+    if n < _NOGIL_ELEMENTS:
+        imp_dropout_bits32(n, px, pb, keep, po)
+    else:
+        with nogil:
+            imp_dropout_bits32(n, px, pb, keep, po)
     return out
 
 

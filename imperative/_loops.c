@@ -486,6 +486,26 @@ IMP_ISA_VARIANTS_EXACT(imp_where32, (long n, long cond_n, const unsigned char *c
                                      int y_full, uint32_t *out),
                        (n, cond_n, cond, x, x_full, y, y_full, out))
 
+/* out = (x * bit) / keep for n float32 values and their mask packed 8 to a byte (bit k of
+ * byte b is value 8b + k's): numpy's x * mask / keep for a boolean mask, each product and
+ * quotient rounded as there (the mask's bit as 1.0f or 0.0f, so x * 0 keeps x's sign and a
+ * NaN or an infinity gives NaN), in one pass reading an eighth of a byte a value. */
+IMP_INLINE void imp_dropout_bits32_body(long n, const float *x, const unsigned char *bits,
+                                        float keep, float *out)
+{
+    long bytes = n / 8;
+    for (long b = 0; b < bytes; b++) {
+        unsigned m = bits[b];
+        for (int k = 0; k < 8; k++)
+            out[8 * b + k] = (x[8 * b + k] * (float)((m >> k) & 1u)) / keep;
+    }
+    for (long i = 8 * bytes; i < n; i++)
+        out[i] = (x[i] * (float)((bits[i / 8] >> (i % 8)) & 1u)) / keep;
+}
+IMP_ISA_VARIANTS_EXACT(imp_dropout_bits32, (long n, const float *x, const unsigned char *bits,
+                                            float keep, float *out),
+                       (n, x, bits, keep, out))
+
 /* dst (batch, rows, cols) = src (batch, cols, rows) with its last two axes swapped, both
  * C-contiguous 4-byte values: 8 x 8 tiles transposed in registers (three rounds of
  * shuffles), a strip of 32 destination rows at a time so that each source line is used

@@ -35,6 +35,10 @@ void imp_adam(long n, const float *param, const float *g, const float *m, const 
  * values (cond_n divides n); x and y full arrays (flag 1) or one value each (0) */
 void imp_where32(long n, long cond_n, const unsigned char *cond, const uint32_t *x,
                  int x_full, const uint32_t *y, int y_full, uint32_t *out);
+/* out = (x * bit) / keep over n float32 values, bit i of the mask bit (i % 8) of byte i / 8:
+ * a dropout's x * mask / keep for a boolean mask packed 8 to a byte */
+void imp_dropout_bits32(long n, const float *x, const unsigned char *bits, float keep,
+                        float *out);
 /* dst (batch, rows, cols) = src (batch, cols, rows) with the last two axes swapped (4-byte
  * values, both C-contiguous) */
 void imp_transpose32(long batch, long rows, long cols, const uint32_t *src, uint32_t *dst);

@@ -10,6 +10,7 @@ fresh OS entropy.
     imp.random.seed(0)
     w = imp.random.normal(0.0, 0.02, size=(256, 128))
 """
+import math
 import operator
 import threading
 
@@ -18,8 +19,8 @@ import numpy as np
 from . import _core
 from .ops.base import cached_op
 from .ops.dropout import DropoutApply
-from .ops.rng import (DropoutMaskRNG, GaussianRNG, PermutationRNG, RandIntRNG, ShuffleRNG,
-                      UniformRNG)
+from .ops.rng import (DropoutBitsRNG, DropoutMaskRNG, GaussianRNG, PermutationRNG,
+                      RandIntRNG, ShuffleRNG, UniformRNG)
 
 __all__ = ["seed", "normal", "uniform", "randint", "permutation", "dropout_mask", "dropout"]
 
@@ -95,11 +96,11 @@ def dropout(x, p=0.5, training=True):
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if not training:
         return x
-    # A float x takes a boolean mask (as PyTorch's), applied by one op (DropoutApply: the
-    # product and quotient below in one pass), so that one byte an element must stay (a
-    # float32 mask is an RNG value, all four bytes of it kept). Any other x takes
-    # dropout_mask's float32 one.
+    # A float x takes a boolean mask packed 8 to a byte, applied by one op (DropoutApply:
+    # the product and quotient below in one pass), so that one bit an element must stay
+    # for the backward (the mask is an RNG value: nothing may recompute it; PyTorch keeps a
+    # byte an element). Any other x takes dropout_mask's float32 one.
     if x.dtype.kind == "f":
-        mask = _mask(x, p, np.dtype(bool))
+        mask = _run(lambda s: DropoutBitsRNG(s, p, math.prod(x.shape), x.device))
         return _core.apply(cached_op(DropoutApply, 1 - p), x, mask)[0]
     return x * _mask(x, p, np.dtype(np.float32)) / (1 - p)

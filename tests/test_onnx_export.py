@@ -171,7 +171,7 @@ def test_an_op_with_no_onnx_form_is_a_value_error_naming_it_and_its_step(tmp_pat
     program, _ = record(lambda t: F.dropout(F.exp(t), 0.5, training=True), x)
     rng_step = next(i for i, s in enumerate(program.steps) if "RNG" in type(s.op).__name__)
     program.steps[rng_step].where = "model.py:12"
-    with pytest.raises(ValueError, match=rf"DropoutMaskRNG.*step {rng_step} \(issued at "
+    with pytest.raises(ValueError, match=rf"DropoutBitsRNG.*step {rng_step} \(issued at "
                                          rf"model.py:12\)"):
         export(program, tmp_path / "m.onnx")
     assert not (tmp_path / "m.onnx").exists()

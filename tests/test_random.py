@@ -167,7 +167,7 @@ def test_bad_types_raise_type_error(call):
 
 def test_rng_ops_are_not_recomputable_values():
     for cls in (O.GaussianRNG, O.UniformRNG, O.RandIntRNG, O.PermutationRNG, O.ShuffleRNG,
-                O.DropoutMaskRNG):
+                O.DropoutMaskRNG, O.DropoutBitsRNG):
         assert cls.RECOMPUTABLE is False
     op = O.GaussianRNG(7, 0.0, 1.0, (2,))
     assert not op.recomputable
@@ -212,6 +212,58 @@ def test_dropout_in_one_op_gives_the_composites_bits_and_gradient(shape, dtype, 
     assert run(True) == run(False)
 
 
+@pytest.mark.parametrize("shape", [(), (5,), (8,), (3, 7), (2, 4, 8), (0, 3)])
+def test_dropout_bits_are_the_boolean_mask_packed(shape):
+    """DropoutBitsRNG draws the boolean mask of the same seed and size, packed 8 to a byte
+    (little bit order, the last byte's spare bits 0)."""
+    x = imp.Tensor(np.zeros(shape, np.float32))
+    R.seed(4)
+    mask = R._mask(x, 0.4, np.dtype(bool)).numpy()
+    size = int(np.prod(shape))
+    R.seed(4)
+    bits = R._run(lambda s: O.DropoutBitsRNG(s, 0.4, size))
+    assert bits.shape == (-(-size // 8),) and bits.dtype == np.uint8
+    np.testing.assert_array_equal(bits.numpy(), np.packbits(mask.reshape(-1), bitorder="little"))
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided", "float16"])
+def test_dropout_with_packed_bits_matches_the_boolean_product_on_any_layout(layout):
+    """DropoutApply with a packed mask (the C loop on C-contiguous float32, the unpacked
+    mask for numpy otherwise) gives numpy's bits for x * mask / keep, x's values read in
+    its logical (C) order whatever its layout."""
+    from imperative import _core
+    from imperative.ops.dropout import DropoutApply
+    rng = np.random.default_rng(1)
+    base = (rng.standard_normal((40, 30)) * 3).astype(np.float32)
+    base.flat[:4] = [-0.0, np.inf, -np.inf, np.nan]
+    x = {"contiguous": base[:, :27], "transposed": base.T, "strided": base[::2, ::3],
+         "float16": base.astype(np.float16)}[layout]
+    if layout == "contiguous":
+        x = np.ascontiguousarray(x)
+    mask = rng.random(x.shape) >= 0.3
+    bits = np.packbits(mask.reshape(-1), bitorder="little")
+    with np.errstate(invalid="ignore"):
+        want = (x * mask) / x.dtype.type(0.7)
+    got, = _core.apply(DropoutApply(0.7), imp.Tensor(x), imp.Tensor(bits))
+    assert got.numpy().tobytes() == want.tobytes()
+
+
+def test_dropout_keeps_one_bit_a_value_for_its_backward():
+    """Under a GradManager, a dropout leaves its output and its mask allocated: the mask
+    ceil(size / 8) bytes."""
+    from imperative.autodiff import GradManager
+    x = imp.Parameter(np.ones((64, 100), np.float32))
+    gm = GradManager().attach([x])
+    with gm:
+        imp.sync()
+        before = imp.memory_stats()["allocated"]
+        y = R.dropout(x, 0.5)
+        imp.sync()
+        assert imp.memory_stats()["allocated"] - before == 64 * 100 * 4 + 64 * 100 // 8
+        gm.backward(y.sum())
+    np.testing.assert_array_equal(x.grad.numpy(), y.numpy())   # 2 where kept, 0 elsewhere
+
+
 def test_dropout_apply_names_its_bad_inputs():
     from imperative import _core
     from imperative.ops.dropout import DropoutApply
@@ -222,5 +274,7 @@ def test_dropout_apply_names_its_bad_inputs():
         _core.apply(DropoutApply(0.5), x, x)
     with pytest.raises(TypeError, match="mask boolean of its shape"):
         _core.apply(DropoutApply(0.5), x, imp.Tensor(np.ones((3, 2), bool)))
+    with pytest.raises(TypeError, match=r"packed 8 to a byte, uint8 \(1,\)\), got .* uint8 \(2,\)"):
+        _core.apply(DropoutApply(0.5), x, imp.Tensor(np.ones(2, np.uint8)))
     y = _core.apply(DropoutApply(0.5), x, imp.Tensor(np.ones((2, 3), bool)))[0]
     np.testing.assert_array_equal(y.numpy(), np.full((2, 3), 2.0, np.float32))

@@ -31,7 +31,8 @@ from .matmul import BatchedMatrixMul, MatrixMul
 from .norm import BatchNormForward, LayerNormForward
 from .pool import Pooling
 from .reduce import Argmax, Argmin, Reduce
-from .rng import DropoutMaskRNG, GaussianRNG, PermutationRNG, RandIntRNG, ShuffleRNG, UniformRNG
+from .rng import (DropoutBitsRNG, DropoutMaskRNG, GaussianRNG, PermutationRNG, RandIntRNG,
+                  ShuffleRNG, UniformRNG)
 from .select import Clip, Where
 from .shape import (AddAxis, Broadcast, Concat, Dimshuffle, FastpathCopy, GetVarShape, Identity,
                     RemoveAxis, Reshape, Split, Subtensor)
@@ -56,4 +57,5 @@ __all__ = [
     "LeakyRelu",
     # random numbers
     "GaussianRNG", "UniformRNG", "RandIntRNG", "PermutationRNG", "ShuffleRNG", "DropoutMaskRNG",
+    "DropoutBitsRNG",
 ]
