@@ -67,8 +67,24 @@ cdef class DTREqPolicy(EvictionPolicy):
         # way to a live tensor, and that tensor's own score counts it.
         # (called for every candidate before every eviction: the classes counted go in a
         # C vector of borrowed pointers, where a list was made for each call)
+        # An unread value's storage goes with it: an evicted ancestor whose value lies
+        # there (the dead base a view was cut from) is not free to take back. An unread
+        # value is chosen only when the read ones cannot make the room, and its reader is
+        # the next op or close to it: what its eviction costs is paid at once. Counted
+        # free, the last section of an Inception block's gradient split looked as cheap
+        # as the split (5 us) where bringing it back replayed the forward and backward
+        # passes to it (77 ops, 14 ms), every step. (Applied to read values too, the
+        # GRU's hidden-gate views then stayed and its 24 MiB input projection went
+        # instead, brought back four times in the second step at 0.5 P: 1,045
+        # recomputations against 126. A read value's restore is further off, where the
+        # projection's bytes, which h_DTR^eq does not weigh, decided.)
+        global _storage_going
         _seen.clear()
-        return _cost_around(info) / (<double>max(info.size, 1) * <double>gap)
+        _storage_going = None if info.read_since_produced else info.storage
+        try:
+            return _cost_around(info) / (<double>max(info.size, 1) * <double>gap)
+        finally:
+            _storage_going = None
 
     cpdef double score_together(self, list members, list gaps, Py_ssize_t nbytes):
         # all of them recomputed, their evicted neighbourhoods counted once, for the

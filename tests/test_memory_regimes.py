@@ -616,3 +616,32 @@ def test_an_op_written_over_its_dying_input_makes_no_room_for_it():
             np.testing.assert_array_equal(d.numpy(), np.arange(mib, dtype=np.float32) - 1)
             for i, k in enumerate(kept):
                 np.testing.assert_array_equal(k.numpy(), np.arange(mib, dtype=np.float32) + i)
+
+
+
+def test_an_unread_last_view_of_a_dead_base_costs_the_bases_history(async_level):
+    """Evicting the last view of a dead base takes the base's memory with it: bringing it
+    back recomputes the base and what the base was made from. An unread such view (as a
+    section of a gradient's split that a queued backward op is about to read) was scored as
+    if the base were still free to take back from the view: the last section of an
+    Inception block's gradient split looked as cheap as the split itself (5 us against 14
+    ms to replay the 77 ops behind it) and was evicted every step, each time replaying the
+    forward and backward passes up to it. A value as large, as fresh (both just read back
+    to numpy, which no op's read is) and far cheaper to recompute goes first."""
+    mib = 1 << 18                                      # float32 elements in 1 MiB
+    x = imp.Tensor(np.linspace(-1, 1, 3 * mib, dtype=np.float32).reshape(3, mib))
+    with _dtr_budget(1 << 40, 0):
+        cheap = F.exp(x[0])                            # one op from a resident leaf
+        history = x
+        for _ in range(12):                            # a dear history behind the base
+            history = F.tanh(history * 1.5)
+        last, *others = F.split(history, 3, axis=0)    # views of the base's storage
+        del history, others                            # dead: the base lies in `last`
+        want = last.numpy().copy(), cheap.numpy().copy()
+        imp.sync()
+        imp.set_option("dtr_eviction_threshold", imp.memory_stats()["allocated"])
+        (x[1] + 1.0).numpy()                           # needs room for 1 MiB
+        assert _core.tensor_status(cheap) == "DROPPED"
+        assert _core.tensor_status(last) == "PRODUCED"   # the point
+        assert np.array_equal(last.numpy(), want[0])
+        assert np.array_equal(cheap.numpy(), want[1])
