@@ -23,15 +23,18 @@ cdef cnp.ndarray _like(str fn, object x):
     return cnp.PyArray_EMPTY(a.ndim, cnp.PyArray_DIMS(a), cnp.NPY_FLOAT32, 0)
 
 
-cdef cnp.ndarray _map(str fn, object x, object out, _unary_loop loop):
-    """loop(x) of a C-contiguous float32 array into `out` (a C-contiguous float32 array of
-    x's size, which may be x) or, with out None, a new array."""
-    cdef cnp.ndarray y
+cdef cnp.ndarray _output(str fn, object x, object out):
+    """`out` (a C-contiguous float32 array of x's size, which may be x) for a result like
+    x, x a C-contiguous float32 array; with out None, a new array."""
     if out is None:
-        y = _like(fn, x)
-    else:
-        _check_same_size(fn, out, ("x",), (x,))
-        y = <cnp.ndarray>out
+        return _like(fn, x)
+    _check_same_size(fn, out, ("x",), (x,))
+    return <cnp.ndarray>out
+
+
+cdef cnp.ndarray _map(str fn, object x, object out, _unary_loop loop):
+    """loop(x) of a C-contiguous float32 array into `out` (_output)."""
+    cdef cnp.ndarray y = _output(fn, x, out)
     cdef long n = cnp.PyArray_SIZE(y)
     cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)
     cdef float *py = <float *>cnp.PyArray_DATA(y)
@@ -50,27 +53,28 @@ def relu(x, out=None):
     return _map("relu", x, out, imp_relu)
 
 
-def sigmoid(x):
-    """1 / (1 + exp(-x)) of a C-contiguous float32 array (a new array), computed from
-    exp(-|x|), which never overflows."""
-    return _map("sigmoid", x, None, imp_sigmoid)
+def sigmoid(x, out=None):
+    """1 / (1 + exp(-x)) of a C-contiguous float32 array (into `out` as relu's, or a new
+    array), computed from exp(-|x|), which never overflows."""
+    return _map("sigmoid", x, out, imp_sigmoid)
 
 
-def silu(x):
-    """x * sigmoid(x) of a C-contiguous float32 array (a new array), sigmoid as above."""
-    return _map("silu", x, None, imp_silu)
+def silu(x, out=None):
+    """x * sigmoid(x) of a C-contiguous float32 array (into `out` or a new array), sigmoid
+    as above."""
+    return _map("silu", x, out, imp_silu)
 
 
-def hardswish(x):
-    """x * clip(x + 3, 0, 6) / 6 of a C-contiguous float32 array (a new array), bit for bit
-    numpy's passes in that order."""
-    return _map("hardswish", x, None, imp_hardswish)
+def hardswish(x, out=None):
+    """x * clip(x + 3, 0, 6) / 6 of a C-contiguous float32 array (into `out` or a new
+    array), bit for bit numpy's passes in that order."""
+    return _map("hardswish", x, out, imp_hardswish)
 
 
-def hardsigmoid(x):
-    """clip(x + 3, 0, 6) / 6 of a C-contiguous float32 array (a new array), bit for bit
-    numpy's passes."""
-    return _map("hardsigmoid", x, None, imp_hardsigmoid)
+def hardsigmoid(x, out=None):
+    """clip(x + 3, 0, 6) / 6 of a C-contiguous float32 array (into `out` or a new array),
+    bit for bit numpy's passes."""
+    return _map("hardsigmoid", x, out, imp_hardsigmoid)
 
 
 def leaky_relu(x, float slope):
@@ -92,10 +96,11 @@ cdef cnp.ndarray _polynomial(str fn, object coefficients):
     return c
 
 
-def gelu(x, coefficients):
-    """x * Phi(x) of a C-contiguous float32 array (a new array), Phi from erfc through the
-    polynomial `coefficients` (float32, lowest degree first; see _activations.h)."""
-    cdef cnp.ndarray y = _like("gelu", x)
+def gelu(x, coefficients, out=None):
+    """x * Phi(x) of a C-contiguous float32 array (into `out` or a new array), Phi from
+    erfc through the polynomial `coefficients` (float32, lowest degree first; see
+    _activations.h)."""
+    cdef cnp.ndarray y = _output("gelu", x, out)
     cdef cnp.ndarray c = _polynomial("gelu", coefficients)
     cdef long n = cnp.PyArray_SIZE(y)
     cdef int degree = c.size - 1
@@ -110,10 +115,10 @@ def gelu(x, coefficients):
     return y
 
 
-def erf(x, small, tail):
-    """erf of a C-contiguous float32 array (a new array) from the two expansions' float32
-    coefficients (lowest degree first; see _activations.h)."""
-    cdef cnp.ndarray y = _like("erf", x)
+def erf(x, small, tail, out=None):
+    """erf of a C-contiguous float32 array (into `out` or a new array) from the two
+    expansions' float32 coefficients (lowest degree first; see _activations.h)."""
+    cdef cnp.ndarray y = _output("erf", x, out)
     cdef cnp.ndarray cs = _polynomial("erf", small), cl = _polynomial("erf", tail)
     cdef long n = cnp.PyArray_SIZE(y)
     cdef const float *px = <const float *>cnp.PyArray_DATA(<cnp.ndarray>x)

@@ -645,3 +645,23 @@ def test_an_unread_last_view_of_a_dead_base_costs_the_bases_history(async_level)
         assert _core.tensor_status(last) == "PRODUCED"   # the point
         assert np.array_equal(last.numpy(), want[0])
         assert np.array_equal(cheap.numpy(), want[1])
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "silu", "gelu", "erf", "softplus"])
+def test_an_activation_written_over_its_dying_input_allocates_nothing(activation):
+    """The memory manager makes no room for an elementwise op's output written over a
+    dying input (_bytes_to_allocate), so the kernel must write it there: the native
+    activations returned a new array instead, one output's bytes the manager never heard
+    of (a highway network's sigmoid of `t(x) - 1` held every later step at 0.5 P one
+    output above its floor). At async level 2, where the worker runs the op after the
+    caller has let go of `x - 1.0` (at level 0 the call's own frame still holds it)."""
+    x = imp.Tensor(np.linspace(-3, 3, 1 << 17, dtype=np.float32).reshape(512, 256))
+    want = getattr(F, activation)(x - 1.0).numpy()
+    with imp.option("async_level", 2), _dtr_budget(1 << 40, 0):
+        imp.sync()
+        imp.reset_peak_memory_stats()
+        before = imp.memory_stats()["allocated"]
+        y = getattr(F, activation)(x - 1.0)
+        imp.sync()
+        assert imp.memory_stats()["peak_allocated"] - before == 512 * 256 * 4   # one output
+        np.testing.assert_array_equal(y.numpy(), want)

@@ -248,22 +248,28 @@ def rows_add(table, index, value):
     return _ROWS_ON and len(index) == 1 and _kernels.rows_add(table, index[0], value)
 
 
-def _along_rows(kernel, x, axis, *args):
+def _along_rows(kernel, x, axis, *args, out=None):
     """`kernel(x, *args)`, a loop over rows along the last axis (or an elementwise one), of
     float32 x along its last axis whatever x's layout: a strided or transposed x copied
     contiguous first, a 0-d one as one row; None for another axis, where x is no float32
-    array or is empty, or the loops are off. So that the bits do not depend on the layout:
+    array or is empty, or the loops are off. With `out` (an elementwise kernel's: it takes
+    `out=`), the result is written there where it fits a result like x (_fits). So that
+    the bits do not depend on the layout:
     such inputs ran numpy's composite formulas, an ulp apart, and slowly (an LSTM's gates,
     strided views of one product: sigmoid 0.41 ms on (1024, 64) against 0.03 ms; a
     transposed (4096, 1000)'s softmax 33 ms against 18 ms copied). Along another axis of a
     contiguous array numpy's passes, which vectorise across rows, beat moving the axis
     last (5 ms to 24)."""
+    dest = {"out": out} if _fits(out, x) else {}
     if _rows_on(x, axis):
-        return kernel(x, *args)
+        return kernel(x, *args, **dest)
     if not (_ROWS_ON and type(x) is np.ndarray and x.dtype == _FLOAT32 and x.size
             and axis in (-1, max(x.ndim - 1, 0))):
         return None
     rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1] if x.ndim else 1)
+    if dest:
+        kernel(rows, *args, out=out.reshape(rows.shape))
+        return out
     return kernel(rows, *args).reshape(x.shape)
 
 
@@ -286,24 +292,24 @@ def relu(x, out=None):
     return _kernels.relu(x, out if _fits(out, x) else None)   # (a new array made in C)
 
 
-def sigmoid(x):
+def sigmoid(x, out=None):
     """sigmoid of float32 x in one native pass (a vectorised exp), or None."""
-    return _along_rows(_kernels.sigmoid, x, -1)
+    return _along_rows(_kernels.sigmoid, x, -1, out=out)
 
 
-def silu(x):
+def silu(x, out=None):
     """x * sigmoid(x) of float32 x in one native pass, or None."""
-    return _along_rows(_kernels.silu, x, -1)
+    return _along_rows(_kernels.silu, x, -1, out=out)
 
 
-def hardswish(x):
+def hardswish(x, out=None):
     """x * clip(x + 3, 0, 6) / 6 of float32 x in one native pass (numpy's bits), or None."""
-    return _along_rows(_kernels.hardswish, x, -1)
+    return _along_rows(_kernels.hardswish, x, -1, out=out)
 
 
-def hardsigmoid(x):
+def hardsigmoid(x, out=None):
     """clip(x + 3, 0, 6) / 6 of float32 x in one native pass (numpy's bits), or None."""
-    return _along_rows(_kernels.hardsigmoid, x, -1)
+    return _along_rows(_kernels.hardsigmoid, x, -1, out=out)
 
 
 def leaky_relu(x, slope):
@@ -312,16 +318,16 @@ def leaky_relu(x, slope):
     return _along_rows(_kernels.leaky_relu, x, -1, slope)
 
 
-def erf(x, small, tail):
+def erf(x, small, tail, out=None):
     """erf of float32 x in one native pass from its two expansions' float32 coefficients,
     or None."""
-    return _along_rows(_kernels.erf, x, -1, small, tail)
+    return _along_rows(_kernels.erf, x, -1, small, tail, out=out)
 
 
-def gelu(x, coefficients):
+def gelu(x, coefficients, out=None):
     """x * Phi(x) of float32 x in one native pass, Phi from the erfc polynomial
     `coefficients` (float32, lowest degree first), or None."""
-    return _along_rows(_kernels.gelu, x, -1, coefficients)
+    return _along_rows(_kernels.gelu, x, -1, coefficients, out=out)
 
 
 def _grad_from_input(kernel, dy, x, out, *args):

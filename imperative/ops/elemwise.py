@@ -242,8 +242,8 @@ _MODES = {
 # mode -> its native float32 loop (backend/native.py; None where it does not take the array)
 _NATIVE = {"RELU": native.relu, "SIGMOID": native.sigmoid, "SILU": native.silu,
            "HSWISH": native.hardswish, "HSIGMOID": native.hardsigmoid,
-           "GELU": lambda x: native.gelu(x, _ERFC_FLOAT32),
-           "ERF": lambda x: native.erf(x, _ERF_SMALL_FLOAT32, _ERFC_FLOAT32)}
+           "GELU": lambda x, out=None: native.gelu(x, _ERFC_FLOAT32, out),
+           "ERF": lambda x, out=None: native.erf(x, _ERF_SMALL_FLOAT32, _ERFC_FLOAT32, out)}
 
 
 def modes():
@@ -357,8 +357,12 @@ class Elemwise(Op):
         return ((shape, out),)
 
     def kernel(self, *arrays, out=None):
-        """`out`: a buffer of the output's shape and dtype the result may be written to
-        (the runtime passes a dying input's storage); the returned array is the result."""
+        """`out`: a buffer of the output's shape and dtype (the runtime passes a dying
+        input's storage) that the result is written to and returned: the runtime counted
+        no new bytes for it. (A kernel that returned a new array instead, as the native
+        activations and the blockwise functions did, allocated behind the memory
+        manager's back: a highway network's sigmoid, written over `t(x) - 1` in the
+        manager's plan, held every later step one output above its floor and budget.)"""
         if len(arrays) == 1:     # (one input: no generator, no list; the same conversion)
             compute, out_dtype = self._dtypes_for((arrays[0].dtype,))
             if arrays[0].dtype != compute:
@@ -376,14 +380,20 @@ class Elemwise(Op):
                 r = np.asarray(np.maximum(x, np.zeros((), x.dtype), out=dest))
         elif not isinstance(self._fn, np.ufunc):
             # our own functions are unary: one native pass, or numpy's in blocks
-            r = None if self._native is None else self._native(arrays[0])
+            dest = out if out is not None and compute == out_dtype else None
+            r = None if self._native is None else self._native(arrays[0], out=dest)
             if r is None:
-                r = np.asarray(_blockwise(self._fn, *arrays))
+                r = np.asarray(_blockwise(self._fn, *arrays, out=dest))
         elif out is not None and compute == out_dtype:
             return self._fn(*arrays, out=out)
         else:
             r = np.asarray(self._fn(*arrays))
-        return r if r.dtype == out_dtype else r.astype(out_dtype)
+        if r.dtype != out_dtype:
+            r = r.astype(out_dtype)
+        if out is not None and r is not out:
+            np.copyto(out, r)      # (a float16 result computed in float32, a native
+            return out             # kernel that did not take this buffer)
+        return r
 
 
 def _host_function(op):
