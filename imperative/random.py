@@ -39,16 +39,26 @@ def seed(n):
 
 
 def _run(make_op, *inputs):
-    """Build the op with the next seed and run it. A call whose arguments are rejected does
-    not consume a seed, so it cannot shift the numbers of the calls after it."""
+    """Build the op with the next seed and run it."""
+    return _core.apply(_with_next_seed(make_op), *inputs)[0]
+
+
+def _with_next_seed(make_op):
+    """make_op(the next seed). A call whose arguments are rejected does not consume a seed,
+    so it cannot shift the numbers of the calls after it."""
     with _lock:
         state = _host.bit_generator.state
         try:
-            op = make_op(int(_host.integers(0, 2 ** 64, dtype=np.uint64)))
+            return make_op(int(_host.integers(0, 2 ** 64, dtype=np.uint64)))
         except BaseException:
             _host.bit_generator.state = state
             raise
-    return _core.apply(op, *inputs)[0]
+
+
+def reseeded(op):
+    """The RNG op `op` with the next seed: what a traced function's later call runs, so
+    that it draws the numbers the eager call would have (imperative.jit)."""
+    return _with_next_seed(op.reseeded)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, dtype="float32", device=None):

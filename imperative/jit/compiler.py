@@ -21,6 +21,7 @@ import numpy as np
 from .. import _core
 from .._core import TensorBase
 from ..ops.base import Op
+from ..ops.rng import is_seeded
 from .bindings import ArgumentBinding, FixedBinding, GradBinding, TensorBinding
 from .program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL
 from .replay import constant_tensors, kept_values
@@ -67,11 +68,12 @@ def _numel(shape):
 
 def _compilable(program):
     """A plan needs every shape and dtype now: no value-dependent shape, no 4-bit packed
-    value (those run step by step)."""
+    value (those run step by step); and no RNG op, whose seed each call draws afresh
+    (replay.run_steps: a plan would repeat the recorded call's numbers)."""
     for value in program.values.values():
         if value.shape is None or value.dtype.metadata is not None:
             return False
-    return bool(program.steps)
+    return bool(program.steps) and not any(is_seeded(step.op) for step in program.steps)
 
 
 def fusable(step, values):

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _core
 from .._core import READ_DATA, READ_SHAPE, READ_VALUE
+from ..ops.rng import same_but_seed
 from .bindings import ArgumentBinding, FixedBinding, GradBinding, TensorBinding
 from .errors import READ_MESSAGES, TraceMismatchError, TraceReadError, TraceValueReadWarning
 from .program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL, Program, Step
@@ -262,7 +263,8 @@ class Checker(_core.CheckLog, _Tracer):
             self._mismatch(f"the recorded call issued {len(steps)} ops; this call issued "
                            f"one more, op {k}: {op!r}")
         step = steps[k]
-        if op is not step.op and (type(op) is not type(step.op) or op != step.op):
+        if op is not step.op and (type(op) is not type(step.op) or op != step.op) \
+                and not same_but_seed(op, step.op):     # (an RNG op draws its next seed)
             self._mismatch(f"op {k} differs: recorded {step.op!r} (at {step.where}), "
                            f"issued {op!r}")
         if len(inputs) != len(step.inputs):

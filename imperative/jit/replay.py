@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from .. import _core
 from .._core import apply
+from ..ops.rng import is_seeded
+from ..random import reseeded
 from .program import CONSTANT
 from .tree import unflatten
 
@@ -51,9 +53,12 @@ def run_steps(recording, args):
     values.update(plan.constants)
     dies_after = plan.dies_after
     for index, step in enumerate(program.steps):
+        op = step.op
+        if is_seeded(op):          # the next seed, as the eager call draws it: new numbers
+            op = reseeded(op)      # each call, the eager loop's (the recorded ones repeated)
         _core.set_scope(step.scope_node)
         try:
-            outs = apply(step.op, *[values[v] for v in step.inputs])
+            outs = apply(op, *[values[v] for v in step.inputs])
         finally:
             _core.set_scope(None)
         for vid, t in zip(step.outputs, outs):

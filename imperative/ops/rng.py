@@ -16,7 +16,7 @@ from .base import Op, check_arity
 from .shape import check_size
 
 __all__ = ["GaussianRNG", "UniformRNG", "RandIntRNG", "PermutationRNG", "ShuffleRNG",
-           "DropoutMaskRNG", "DropoutBitsRNG"]
+           "DropoutMaskRNG", "DropoutBitsRNG", "is_seeded", "same_but_seed"]
 
 _SEED_LIMIT = 2 ** 64
 
@@ -56,6 +56,17 @@ def _probability(p, what):
     return p
 
 
+def is_seeded(op):
+    """`op` draws random numbers from its own seed (an RNG op)."""
+    return isinstance(op, _RNG)
+
+
+def same_but_seed(a, b):
+    """Two RNG ops of one class with the same parameters but perhaps their seeds: the same
+    call of a traced function, made again (each call draws its next seed)."""
+    return type(a) is type(b) and is_seeded(a) and a.reseeded(b.seed) == b
+
+
 def _dtype(dtype, kinds, what):
     dt = D.canonical_dtype(dtype)
     if D.is_quantize(dt) or dt.kind not in kinds:
@@ -77,6 +88,11 @@ class _RNG(Op):
 
     def _check_device(self, device):
         return None if device is None else str(_core.as_device(device))
+
+    def reseeded(self, seed):
+        """This op with another seed (a traced program's replay gives each of its RNG ops
+        the next seed, as the eager call did: imperative.random.reseeded)."""
+        return type(self)(*(seed if f == "seed" else getattr(self, f) for f in self._fields))
 
     def generator(self):
         return np.random.default_rng(self.seed)
