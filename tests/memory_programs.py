@@ -28,7 +28,8 @@ MAX_MATMUL_FLOPS = 1 << 24               # keeps one program well under a second
 POLICIES = ("dtr_eq", "lru", "size")
 LAYOUTS = ("C", "F", "strided", "transposed")
 BINARY = ("add", "subtract", "multiply", "maximum", "minimum")
-UNARY = ("negative", "abs", "tanh", "sigmoid", "relu", "exp", "sqrt", "log1p")
+UNARY = ("negative", "abs", "tanh", "sigmoid", "relu", "exp", "sqrt", "log1p", "silu", "gelu",
+         "softplus", "erf", "hardswish", "hardsigmoid")
 REDUCE = ("sum", "mean", "max")
 INPLACE = ("iadd", "imul", "setitem")
 
