@@ -370,22 +370,21 @@ class Elemwise(Op):
         else:
             compute, out_dtype = self._dtypes_for(tuple(a.dtype for a in arrays))
             arrays = [a if a.dtype == compute else a.astype(compute) for a in arrays]
+        dest = out if out is not None and compute == out_dtype else None   # (written directly)
         if self._fn is _relu:
             # one pass (into the donated buffer when there is one), not blocks: the native
             # loop on float32, numpy's maximum on anything else
             x = arrays[0]
-            dest = out if out is not None and compute == out_dtype else None
             r = native.relu(x, dest)
             if r is None:
                 r = np.asarray(np.maximum(x, np.zeros((), x.dtype), out=dest))
         elif not isinstance(self._fn, np.ufunc):
             # our own functions are unary: one native pass, or numpy's in blocks
-            dest = out if out is not None and compute == out_dtype else None
             r = None if self._native is None else self._native(arrays[0], out=dest)
             if r is None:
                 r = np.asarray(_blockwise(self._fn, *arrays, out=dest))
-        elif out is not None and compute == out_dtype:
-            return self._fn(*arrays, out=out)
+        elif dest is not None:
+            return self._fn(*arrays, out=dest)
         else:
             r = np.asarray(self._fn(*arrays))
         if r.dtype != out_dtype:
