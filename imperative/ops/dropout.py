@@ -2,8 +2,11 @@
 or that mask packed 8 to a byte."""
 import numpy as np
 
+import math
+
 from .. import _kernels
 from .base import Op, check_arity, reject_quantized
+from .rng import packed_bytes
 
 
 class DropoutApply(Op):
@@ -30,10 +33,12 @@ class DropoutApply(Op):
         check_arity(self, inputs, 2)
         reject_quantized(self, inputs)
         x, mask = inputs
+        packed = (packed_bytes(math.prod(x.shape)),)
         if x.dtype.kind != "f" or not (mask.dtype == np.dtype(bool) and mask.shape == x.shape
-                                       or _packed(mask.dtype, mask.shape, x.shape)):
+                                       or mask.dtype == np.dtype(np.uint8)
+                                       and mask.shape == packed):
             raise TypeError(f"{self!r}: x must be floating point and mask boolean of its shape "
-                            f"(or packed 8 to a byte, uint8 ({-(-_size(x.shape) // 8)},)), "
+                            f"(or packed 8 to a byte, uint8 {packed}), "
                             f"got {x.dtype} {x.shape} and {mask.dtype} {mask.shape}")
         return ((x.shape, x.dtype),)
 
@@ -46,11 +51,3 @@ class DropoutApply(Op):
             mask = mask.reshape(x.shape)
         out = np.multiply(x, mask, out=np.empty(x.shape, x.dtype))   # (an array when 0-d too)
         return np.true_divide(out, x.dtype.type(self.keep), out=out)
-
-
-def _size(shape):
-    return int(np.prod(shape, dtype=np.int64))
-
-
-def _packed(dtype, shape, x_shape):
-    return dtype == np.dtype(np.uint8) and shape == (-(-_size(x_shape) // 8),)

@@ -16,7 +16,7 @@ from .base import Op, check_arity
 from .shape import check_size
 
 __all__ = ["GaussianRNG", "UniformRNG", "RandIntRNG", "PermutationRNG", "ShuffleRNG",
-           "DropoutMaskRNG", "DropoutBitsRNG", "is_seeded", "same_but_seed"]
+           "DropoutMaskRNG", "DropoutBitsRNG", "is_seeded", "same_but_seed", "packed_bytes"]
 
 _SEED_LIMIT = 2 ** 64
 
@@ -64,7 +64,8 @@ def is_seeded(op):
 def same_but_seed(a, b):
     """Two RNG ops of one class with the same parameters but perhaps their seeds: the same
     call of a traced function, made again (each call draws its next seed)."""
-    return type(a) is type(b) and is_seeded(a) and a.reseeded(b.seed) == b
+    return type(a) is type(b) and is_seeded(a) and all(
+        getattr(a, f) == getattr(b, f) for f in a._fields if f != "seed")
 
 
 def _dtype(dtype, kinds, what):
@@ -213,7 +214,7 @@ class DropoutMaskRNG(_RNG):
                   dtype=_dtype(dtype, "fiub", what), device=self._check_device(device))
 
     def kernel(self):
-        return (self.generator().random(self.shape) >= self.p).astype(self.dtype)
+        return _kept(self, self.shape).astype(self.dtype)
 
 
 class DropoutBitsRNG(_RNG):
@@ -232,7 +233,19 @@ class DropoutBitsRNG(_RNG):
 
     @property
     def shape(self):
-        return (-(-self.size // 8),)
+        return (packed_bytes(self.size),)
 
     def kernel(self):
-        return np.packbits(self.generator().random(self.size) >= self.p, bitorder="little")
+        return np.packbits(_kept(self, self.size), bitorder="little")
+
+
+def _kept(op, shape):
+    """The dropout masks' one draw: True where a value is kept (probability 1 - p), from
+    the op's seed (the boolean and the packed mask of one seed and size hold the same
+    bits)."""
+    return op.generator().random(shape) >= op.p
+
+
+def packed_bytes(size):
+    """The bytes of a mask of `size` values packed 8 to a byte."""
+    return -(-size // 8)
