@@ -9,9 +9,11 @@ dropping).
                               [--budgets 0.9,0.7,0.5,0.3,0.2]
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
                               [--timeout SECONDS] [--json bench_dtr.json]
-                              [--unseen | --fresh | --novel]
+                              [--unseen | --fresh | --novel | --heldout]
 
-With --novel they are the ten of tests/novel_models.py (session 39's: a bidirectional LSTM,
+With --heldout they are the ten of tests/heldout_models.py (session 43's: ConvNeXt-style
+blocks, a gated causal conv language model, linear attention, ...). With --novel they are
+the ten of tests/novel_models.py (session 39's: a bidirectional LSTM,
 a feature pyramid, a graph convolution network, an RK4 neural ODE, a VAE, ...). With
 --fresh they are the thirteen of tests/fresh_models.py (session 37's: a GRU
 encoder-decoder with attention, a GPT, a WaveNet, ...). With --unseen the models are
@@ -57,8 +59,8 @@ import _harness  # noqa: E402
 _harness.one_blas_thread()     # (before numpy loads: the paired runs' processes inherit it)
 from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
-# --unseen / --fresh / --novel: a model set of tests/ instead of the zoo
-MODEL_SET = next((m for m in ("unseen", "fresh", "novel") if f"--{m}" in sys.argv), None)
+# --unseen / --fresh / --novel / --heldout: a model set of tests/ instead of the zoo
+MODEL_SET = next((m for m in ("unseen", "fresh", "novel", "heldout") if f"--{m}" in sys.argv), None)
 UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)
     sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -496,6 +498,8 @@ def main():
                         help="the models of tests/fresh_models.py instead of the zoo")
     parser.add_argument("--novel", action="store_true",
                         help="the models of tests/novel_models.py instead of the zoo")
+    parser.add_argument("--heldout", action="store_true",
+                        help="the models of tests/heldout_models.py instead of the zoo")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per point and pair")
     parser.add_argument("--pairs", type=int, default=2,
                         help="pairs of processes (budgeted, unconstrained) per point")
