@@ -197,8 +197,8 @@ cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
 
 
 def candidate_scores():
-    """Debugging and tests: [(record, score, read)] of the candidates evictable now, in the
-    order a round of evictions ranks them from, each scored in full as a choice would (the
+    """Debugging and tests: [(record, score, read, gap)] of the candidates evictable now, in
+    the order a round of evictions ranks them from, each scored in full as a choice would (the
     victim is the lowest score among the read ones, or among the others if none is read;
     the first such in this order)."""
     cdef MemoryManager m = _channel.mm
@@ -209,5 +209,5 @@ def candidate_scores():
         if info.status == PRODUCED and _may_evict(m, info, info.device, None):
             gap = m.gap(info)
             out.append((info, _eviction_score(m, info, gap, info.device, None),
-                        bool(info.read_since_produced)))
+                        bool(info.read_since_produced), gap))
     return out

@@ -67,22 +67,23 @@ cdef class DTREqPolicy(EvictionPolicy):
         # way to a live tensor, and that tensor's own score counts it.
         # (called for every candidate before every eviction: the classes counted go in a
         # C vector of borrowed pointers, where a list was made for each call)
-        # An unread value's storage goes with it: an evicted ancestor whose value lies
-        # there (the dead base a view was cut from) is not free to take back. An unread
-        # value is chosen only when the read ones cannot make the room, and its reader is
-        # the next op or close to it: what its eviction costs is paid at once. Counted
-        # free, the last section of an Inception block's gradient split looked as cheap
-        # as the split (5 us) where bringing it back replayed the forward and backward
-        # passes to it (77 ops, 14 ms), every step. (Applied to read values too, the
-        # GRU's hidden-gate views then stayed and its 24 MiB input projection went
-        # instead, brought back four times in the second step at 0.5 P: 1,045
-        # recomputations against 126. A read value's restore is further off, where the
-        # projection's bytes, which h_DTR^eq does not weigh, decided.)
+        # Its storage goes with it: an evicted ancestor whose value lies there (the dead
+        # base a view was cut from) is not free to take back, and the bytes freed are
+        # the storage's (_bytes_going). Counted free, the last section of an Inception
+        # block's gradient split looked as cheap as the split (5 us) where bringing it
+        # back replayed the forward and backward passes to it (77 ops, 14 ms), every
+        # step; a ConvNeXt block's channels-last transpose of a layer norm's gradient
+        # as cheap as the transpose, where its restore replayed 81 ops (1.70x the step
+        # at 0.5 P; 1.11x costed). Costed so but for its own bytes, a GRU's last
+        # hidden-gate section, a third of the product it was cut from, looked dearer per
+        # byte than the 24 MiB input projection of the whole sequence, which went
+        # instead and came back every few time steps (1,045 recomputations a step at
+        # 0.5 P against 126).
         global _storage_going
         _seen.clear()
-        _storage_going = None if info.read_since_produced else info.storage
+        _storage_going = info.storage
         try:
-            return _cost_around(info) / (<double>max(info.size, 1) * <double>gap)
+            return _cost_around(info) / (_bytes_going(info) * <double>gap)
         finally:
             _storage_going = None
 
@@ -109,7 +110,7 @@ cdef class DTREqPolicy(EvictionPolicy):
 
     cpdef double score_at_least(self, TensorInfo info, long long gap):
         # the tensor's own cost: its evicted neighbourhood can only add to it
-        return info.cost / (<double>max(info.size, 1) * <double>gap)
+        return info.cost / (_bytes_going(info) * <double>gap)
 
     cpdef double score_bound(self, TensorInfo info, long long gap):
         # the score without the walk of the evicted ancestors: a class the walk counts
@@ -117,7 +118,7 @@ cdef class DTREqPolicy(EvictionPolicy):
         # LSTM's candidates, whose walks go back through the recurrence, were scored in
         # full 48 times a choice of 110: 9% of its step at 0.5 P)
         _seen.clear()
-        return (info.cost + _consumers_cost(info, _seen)) / (<double>max(info.size, 1)
+        return (info.cost + _consumers_cost(info, _seen)) / (_bytes_going(info)
                                                            * <double>gap)
 
     cpdef on_evict(self, TensorInfo info):
@@ -142,6 +143,15 @@ cdef class DTREqPolicy(EvictionPolicy):
         if info.uf_class is not None:
             _leave_evicted_class(info.uf_class, info.cost)
             info.uf_class = None
+
+
+cdef inline double _bytes_going(TensorInfo info):
+    """The bytes evicting `info` alone frees: its storage's, where it is the storage's
+    only record (a view of a dead base takes the base's memory with it)."""
+    cdef Storage st = info.storage
+    if st is not None and st.refs == 1:
+        return <double>max(info.size, st.nbytes, 1)
+    return <double>max(info.size, 1)
 
 
 cdef double _cost_around(TensorInfo info):

@@ -619,15 +619,19 @@ def test_an_op_written_over_its_dying_input_makes_no_room_for_it():
 
 
 
-def test_an_unread_last_view_of_a_dead_base_costs_the_bases_history(async_level):
+@pytest.mark.parametrize("read", [False, True])
+def test_the_last_view_of_a_dead_base_costs_the_bases_history(async_level, read):
     """Evicting the last view of a dead base takes the base's memory with it: bringing it
-    back recomputes the base and what the base was made from. An unread such view (as a
-    section of a gradient's split that a queued backward op is about to read) was scored as
-    if the base were still free to take back from the view: the last section of an
+    back recomputes the base and what the base was made from. Such a view was scored as if
+    the base were still free to take back from the view. Unread (as a section of a
+    gradient's split that a queued backward op is about to read), the last section of an
     Inception block's gradient split looked as cheap as the split itself (5 us against 14
     ms to replay the 77 ops behind it) and was evicted every step, each time replaying the
-    forward and backward passes up to it. A value as large, as fresh (both just read back
-    to numpy, which no op's read is) and far cheaper to recompute goes first."""
+    forward and backward passes up to it. Read (a ConvNeXt block's channels-last
+    transpose of a layer norm's gradient, read by the next backward op), it looked as cheap
+    as the transpose, and its restore replayed the forward pass and the backward pass to
+    it: 81 recomputations at once, 1.70x the step at 0.5 P. A value as large, as fresh
+    (both read alike) and far cheaper to recompute goes first."""
     mib = 1 << 18                                      # float32 elements in 1 MiB
     x = imp.Tensor(np.linspace(-1, 1, 3 * mib, dtype=np.float32).reshape(3, mib))
     with _dtr_budget(1 << 40, 0):
@@ -637,6 +641,8 @@ def test_an_unread_last_view_of_a_dead_base_costs_the_bases_history(async_level)
             history = F.tanh(history * 1.5)
         last, *others = F.split(history, 3, axis=0)    # views of the base's storage
         del history, others                            # dead: the base lies in `last`
+        if read:                                       # (an op's read; numpy's is none)
+            F.sum(last).numpy(), F.sum(cheap).numpy()
         want = last.numpy().copy(), cheap.numpy().copy()
         imp.sync()
         imp.set_option("dtr_eviction_threshold", imp.memory_stats()["allocated"])
@@ -645,6 +651,29 @@ def test_an_unread_last_view_of_a_dead_base_costs_the_bases_history(async_level)
         assert _core.tensor_status(last) == "PRODUCED"   # the point
         assert np.array_equal(last.numpy(), want[0])
         assert np.array_equal(cheap.numpy(), want[1])
+
+
+def test_the_last_view_of_a_dead_base_is_scored_for_the_bases_bytes():
+    """Evicting the last view of a dead base frees the base's whole storage: h_DTR^eq's
+    score is a cost per byte freed, so the view is scored for those bytes, not for its own
+    (a GRU's hidden-gate section, a third of the product it was cut from, scored for a
+    third of the bytes its eviction frees, looked dearer than the 24 MiB input projection
+    of the whole sequence, which then went and came back every time step). Scored so, the
+    view's score is its base's, plus the view's own cost, over the same bytes."""
+    def score_of(t):
+        (score, gap), = [(c[1], c[3]) for c in _core.candidate_scores()
+                         if c[0].handle == t._handle]
+        return score * gap          # (the gap is the staleness here: it grows with time)
+
+    x = imp.Tensor(np.linspace(-1, 1, 1 << 20, dtype=np.float32).reshape(4, 1 << 18))
+    with _dtr_budget(1 << 40, 0):
+        base = F.tanh(x * 1.5)
+        imp.sync()
+        alone = score_of(base)
+        view = base[0]              # a quarter of the base's storage
+        del base                    # dead: its value lies in the view's storage
+        imp.sync()
+        assert score_of(view) == pytest.approx(alone, rel=0.5)   # (not four times it)
 
 
 @pytest.mark.parametrize("activation", ["sigmoid", "silu", "gelu", "erf", "softplus"])
