@@ -380,7 +380,9 @@ cdef class KernelStep:
     as the executor does (_execute.pxi: _run_kernel), into the buffer of an input that dies
     here (`reuse`: an input slot, or -1), or doing the next op's work (`epilogue`: that op,
     with the slots of its other inputs) when the compiler found the executor's conditions
-    (or, `epilogue_kind` given, an update the schedule moved up: jit/schedule.py)."""
+    (or, `epilogue_kind` given, an update the schedule moved up: jit/schedule.py). An RNG
+    op's step (`rng`: its place among the program's RNG ops, else -1) runs the op the call
+    gives it, with the seed that call drew (CompiledPlan.run)."""
     cdef OpDef op
     cdef list ins, outs, dies
     cdef str where
@@ -390,21 +392,25 @@ cdef class KernelStep:
     cdef object epilogue_kind
     cdef object direct_fn
     cdef tuple direct_tail
+    cdef Py_ssize_t rng
 
     def __cinit__(self, OpDef op, list ins, list outs, list dies, str where,
                   Py_ssize_t reuse=-1, epilogue=None, list epilogue_ins=None,
-                  epilogue_kind=None, direct=None):
+                  epilogue_kind=None, direct=None, Py_ssize_t rng=-1):
         self.op, self.ins, self.outs, self.dies, self.where = op, ins, outs, dies, where
         self.reuse, self.epilogue, self.epilogue_ins = reuse, epilogue, epilogue_ins
         self.epilogue_kind = epilogue_kind
+        self.rng = rng
         # the op's direct kernel for the recorded inputs' shapes and dtypes (OpDef.
         # direct_kernel: the kernel's bits without its Python frames), for a plain call
         if direct is not None and reuse < 0 and epilogue is None:
             self.direct_fn, self.direct_tail = direct
 
-    cdef int run(self, list vals) except -1:
+    cdef int run(self, list vals, tuple rng_ops) except -1:
         cdef Py_ssize_t i
         arrays = [vals[i] for i in self.ins]
+        if self.rng >= 0:
+            return self.run_drawn(vals, arrays, rng_ops)
         try:
             if self.direct_fn is not None:
                 result = self.direct_fn(*arrays, *self.direct_tail)
@@ -420,6 +426,21 @@ cdef class KernelStep:
         except Exception as e:
             e.add_note(f"in the replay of {self.op!r}, recorded at {self.where}")
             raise
+        return self.store(vals, arrays, result)
+
+    cdef int run_drawn(self, list vals, list arrays, tuple rng_ops) except -1:
+        """The RNG op with this call's seed (the recorded one where the call gives none:
+        a plan run to check it compiles)."""
+        cdef OpDef op = self.op if rng_ops is None else rng_ops[self.rng]
+        try:
+            result = op.kernel(*arrays)
+        except Exception as e:
+            e.add_note(f"in the replay of {op!r}, recorded at {self.where}")
+            raise
+        return self.store(vals, arrays, result)
+
+    cdef int store(self, list vals, list arrays, result) except -1:
+        cdef Py_ssize_t i
         if type(result) is not tuple:
             result = (result,)
         for i in range(len(self.outs)):
@@ -467,7 +488,9 @@ cdef class CompiledPlan:
         for vid, array in constants.items():
             self.template[vid] = array
 
-    cpdef tuple run(self, arrays):
+    cpdef tuple run(self, arrays, tuple rng_ops=None):
+        """`rng_ops`: the program's RNG ops in recorded order, each with the seed this call
+        drew (imperative.random.reseeded), as run_steps issues them."""
         cdef list vals = list(self.template)
         cdef Py_ssize_t i
         for i in range(len(self.inputs)):
@@ -476,7 +499,7 @@ cdef class CompiledPlan:
             if type(step) is FusedGroup:
                 (<FusedGroup>step).run(vals)
             else:
-                (<KernelStep>step).run(vals)
+                (<KernelStep>step).run(vals, rng_ops)
         return tuple([vals[<Py_ssize_t>i] for i in self.outputs])
 
 
@@ -486,11 +509,13 @@ cpdef bint plan_may_run():
     return not _channel._memory_on and not _profiling and _grad_hook is None
 
 
-cpdef list run_plan(OpDef op, CompiledPlan plan, list infos, Py_ssize_t largest):
+cpdef list run_plan(OpDef op, CompiledPlan plan, list infos, Py_ssize_t largest,
+                    tuple rng_ops=None):
     """Run a plan as one op on records; returns the output records. A plan whose values
     all fit the host-compute size (`largest` elements at most) and whose inputs are
     resident runs here at once, as a tiny op does (Channel._submit); any other, or one
-    that raised (so that the error takes the usual way), goes through dispatch."""
+    that raised (so that the error takes the usual way), goes through dispatch. `op` runs
+    the plan with `rng_ops` (jit/compiler.py: PlanOp.drawing)."""
     cdef TensorInfo info
     cdef Channel ch = _channel
     cdef int level = ch._opts[OPT_ASYNC_LEVEL]
@@ -507,7 +532,7 @@ cpdef list run_plan(OpDef op, CompiledPlan plan, list infos, Py_ssize_t largest)
         return ch.dispatch(op, infos)
     arrays = [info.value for info in infos]
     try:
-        results = plan.run(arrays)
+        results = plan.run(arrays, rng_ops)
     except Exception:
         return ch.dispatch(op, infos)
     cdef list outs = []

@@ -1,7 +1,8 @@
 """imp.jit.trace over random numbers: each later call of a traced function draws the next
 seeds from imperative.random's generator, as its eager call would, so that it gives the
 eager call's numbers (new ones each call, not the recorded call's again), and a checked
-call (symbolic=False) takes an RNG op that differs only by its seed for the recorded one."""
+call (symbolic=False) takes an RNG op that differs only by its seed for the recorded one.
+A symbolic replay runs the compiled plan, its RNG ops with the call's seeds."""
 import numpy as np
 import pytest
 
@@ -29,6 +30,15 @@ def test_each_call_draws_the_next_numbers_as_the_eager_call_does(symbolic):
     assert not np.array_equal(got[1], got[2])                    # new numbers each call
     assert traced.stats["records"] == 1 and traced.stats["replays"] == 3
     assert traced.stats["mismatches"] == 0
+    if symbolic:
+        _assert_compiled(traced)
+
+
+def _assert_compiled(traced):
+    """The replays ran the compiled plan as one op, its RNG ops among its steps."""
+    plan = traced._last.plan
+    assert plan.compiled is not None and plan.op is not None
+    assert len(plan.rng_ops) >= 1
 
 
 def test_a_checked_call_with_other_rng_parameters_is_a_mismatch():
@@ -66,3 +76,22 @@ def test_a_training_step_with_dropout_replays_the_eager_loop_bit_for_bit(symboli
                                  model.state_dict().items()):
         assert a.numpy().tobytes() == b.numpy().tobytes(), name
     assert traced.stats["replays"] == 3
+    if symbolic:
+        _assert_compiled(traced)
+
+
+@pytest.mark.parametrize("shape", [(6, 8), (640, 512)])
+def test_a_compiled_plan_with_rng_ops_runs_them_with_each_calls_seeds(async_level, shape):
+    """Each replay runs the plan with its own call's seeds, on the caller's thread (small)
+    or as one command on the worker (large); the plan run with the recorded seeds gives
+    the recorded call's numbers."""
+    x = imp.Tensor(np.linspace(-2, 2, shape[0] * shape[1], dtype=np.float32).reshape(shape))
+    imp.random.seed(5)
+    eager = [noisy(x).numpy() for _ in range(3)]
+    imp.random.seed(5)
+    traced = trace(noisy, symbolic=True)
+    runs = [traced(x).numpy() for _ in range(3)]
+    assert [a.tobytes() for a in runs] == [a.tobytes() for a in eager]
+    _assert_compiled(traced)
+    plan = traced._last.plan
+    assert plan.compiled.run([x.numpy()])[0].tobytes() == eager[0].tobytes()

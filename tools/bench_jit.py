@@ -33,7 +33,7 @@ ROOT = os.environ.get("IMPERATIVE_ROOT",
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import imperative as imp  # noqa: E402
-from imperative import F, optim  # noqa: E402
+from imperative import F, nn, optim  # noqa: E402
 from imperative.jit import trace  # noqa: E402
 from imperative.models import training_step  # noqa: E402
 from _dispatch_table import _chain  # noqa: E402  (the 20-op chain of bench_dispatch)
@@ -133,6 +133,25 @@ def small_step_contenders(compile_torch):
             c["torch.compile"] = lambda: float(compiled(tx, ty))
             compile_s["torch.compile"] = first_call_seconds(c["torch.compile"])
     return c, compile_s
+
+
+def dropout_step_contenders():
+    """The small step's MLP with a dropout (p 0.1) after each ReLU: a replay draws the
+    next seeds and runs the compiled plan with them."""
+    rng = np.random.default_rng(0)
+    ws = [(rng.standard_normal((64, 64)) / 8).astype(np.float32) for _ in range(4)]
+    x = imp.Tensor(rng.standard_normal((8, 64)).astype(np.float32))
+    y = imp.Tensor(rng.integers(0, 64, 8).astype(np.int32))
+
+    def step_fn():
+        layers = []
+        for layer in imp_mlp(ws):
+            layers += [layer, nn.Dropout(0.1)] if isinstance(layer, nn.ReLU) else [layer]
+        model = nn.Sequential(*layers)
+        return training_step(model, optim.Adam(model.parameters(), lr=1e-3))
+    eager, replay = step_fn(), trace(step_fn(), symbolic=True)
+    return {"imperative eager": lambda: float(eager(x, y)),
+            "imperative replay": lambda: float(replay(x, y))}
 
 
 def big_mlp_contenders():
@@ -289,6 +308,11 @@ def main():
         if other in r:
             ratios[f"small step replay / {other}"] = rep / r[other][0]
     out["small step first call seconds"] = compile_s
+
+    r = interleaved(dropout_step_contenders(), 100 // q, args.rounds)
+    table("training step, MLP 4x64 with dropout, batch 8, Adam", r)
+    ratios["small dropout step eager / replay"] = (r["imperative eager"][0]
+                                                   / r["imperative replay"][0])
 
     # (a step is 0.1-0.2 s: every round, not half of them, since a few percent separate
     # the two and the machine's noise is larger)

@@ -47,6 +47,8 @@ class Plan:
         self.inputs = [vid for vid, v in program.values.items() if v.kind in (ARGUMENT, EXTERNAL)]
         self.outputs = [vid for vid in sorted(self.kept)
                         if program.values[vid].kind == INTERNAL]
+        # the RNG ops in recorded order: each call runs them with the seeds it draws
+        self.rng_ops = tuple(step.op for step in program.steps if is_seeded(step.op))
         self.compiled = _compile(program, self) if _compilable(program) else None
         # (a plan whose values all fit the host-compute size runs on the caller's thread)
         self.largest = max((_numel(v.shape) for v in program.values.values()), default=0)
@@ -68,12 +70,11 @@ def _numel(shape):
 
 def _compilable(program):
     """A plan needs every shape and dtype now: no value-dependent shape, no 4-bit packed
-    value (those run step by step); and no RNG op, whose seed each call draws afresh
-    (replay.run_steps: a plan would repeat the recorded call's numbers)."""
+    value (those run step by step)."""
     for value in program.values.values():
         if value.shape is None or value.dtype.metadata is not None:
             return False
-    return bool(program.steps) and not any(is_seeded(step.op) for step in program.steps)
+    return bool(program.steps)
 
 
 def fusable(step, values):
@@ -118,6 +119,8 @@ def _compile(program, plan):
     group = []                      # (position, step, loop) of the run being fused
     owned = _owned_values(program, plan)
     skip = None                     # a step whose work the product before it did
+    rng_place = {index: k for k, index in enumerate(
+        i for i, step in enumerate(program.steps) if is_seeded(step.op))}
     for k, index in enumerate(run_order):
         step = program.steps[index]
         if index == skip:
@@ -133,6 +136,10 @@ def _compile(program, plan):
             group = []
         if loop is not None:
             group.append((index, step, loop))
+            continue
+        if index in rng_place:      # (the op with the call's seed: no direct call, epilogue)
+            steps.append(_core.KernelStep(step.op, list(step.inputs), list(step.outputs),
+                                          dies[index], step.where, rng=rng_place[index]))
             continue
         following = run_order[k + 1] if k + 1 < len(run_order) else None
         nxt = None if following is None else program.steps[following]
@@ -306,10 +313,16 @@ class PlanOp(Op):
     _fields = ("plan_id",)
     ALIASES_INPUT = True          # a result may be a view of an argument (reshape, slices)
 
-    def __init__(self, compiled, program, outputs):
-        self._set(plan_id=id(compiled), compiled=compiled,
+    def __init__(self, compiled, program, outputs, rng=None):
+        self._set(plan_id=id(compiled), compiled=compiled, rng=rng,
                   descs=tuple((values.shape, values.dtype, values.device)
                               for values in (program.values[vid] for vid in outputs)))
+
+    def drawing(self, rng_ops):
+        """This plan run with `rng_ops`: the program's RNG ops with one call's seeds."""
+        op = PlanOp.__new__(PlanOp)
+        op._set(plan_id=self.plan_id, compiled=self.compiled, rng=rng_ops, descs=self.descs)
+        return op
 
     @property
     def name(self):
@@ -319,14 +332,15 @@ class PlanOp(Op):
         return self.descs
 
     def kernel(self, *arrays):
-        return self.compiled.run(arrays)
+        return self.compiled.run(arrays, self.rng)
 
 
 def fast_replay(recording, args, kwargs):
     """The recording's call in C (_core.FastReplay) when it fits: flat positional
     arguments, results and effects the plan makes; None otherwise (the Python path)."""
     plan = recording.plan
-    if plan.op is None or kwargs or any(isinstance(a, (tuple, list, dict)) for a in args):
+    if (plan.op is None or plan.rng_ops or kwargs        # (seeds: drawn in Python, _run)
+            or any(isinstance(a, (tuple, list, dict)) for a in args)):
         return None
     outputs = {vid: k for k, vid in enumerate(plan.outputs)}
     tensor_args = [i for i, a in enumerate(args) if isinstance(a, TensorBase)]

@@ -99,7 +99,7 @@ def served_values(recording, args, plan_of):
         values = recording.program.values
         read = {vid for vid, v in values.items() if v.value_read or v.data_read}
         plan = recording.serving_plan = plan_of(recording, recording.outliving | read)
-    if plan.compiled is None:
+    if plan.compiled is None or plan.rng_ops:   # (the call's seeds are drawn as it runs)
         return None
     try:
         bound = bound_inputs(recording, args)

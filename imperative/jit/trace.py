@@ -12,6 +12,7 @@ import functools
 from collections import OrderedDict
 
 from .. import _core
+from ..random import reseeded
 from .compiler import Plan, fast_replay
 from .errors import TraceMismatchError
 from .recorder import Checker, Recorder, tracing
@@ -160,7 +161,11 @@ def _run(recording, tensors):
         return finish_call(recording, run_steps(recording, tensors), tensors)
     bound = bound_inputs(recording, tensors)
     infos = [bound[vid] for vid in plan.inputs]
-    outs = _core.run_plan(plan.op, plan.compiled, infos, plan.largest)
+    op, rng = plan.op, None
+    if plan.rng_ops:             # the next seeds, in recorded order, as run_steps draws them
+        rng = tuple(reseeded(r) for r in plan.rng_ops)
+        op = op.drawing(rng)
+    outs = _core.run_plan(op, plan.compiled, infos, plan.largest, rng)
     wrap = _core.wrap_info
     values = {vid: wrap(bound[vid]) for vid in plan.kept if vid in bound}
     values.update((vid, plan.constants[vid]) for vid in plan.kept if vid in plan.constant_ids)
