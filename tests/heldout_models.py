@@ -10,11 +10,8 @@ stochastic depth (per-sample Bernoulli masks), a capsule net with three iteratio
 dynamic routing, and a mean teacher (an EMA copy of the parameters updated in place, a
 consistency loss against its outputs).
 
-Same shape as tests/novel_models.py: `trainer(name, **overrides)` returns a seeded step
-function that returns the loss (a Tensor); `CONFIGS` holds small sizes (a step of a few
-milliseconds), `BENCH_SIZES` bench sizes (a step of 20-70 ms on a 2-core machine, a peak
-of 8-60 MiB); `BUILDERS` maps a name to `config -> (model, one input's shape, optimizer
-name, lr)` for plain `training_step`s and `STEPS` maps the others to `config -> step`.
+The set's layout (CONFIGS, BENCH_SIZES, BUILDERS, STEPS) is tests/model_sets.py's
+ModelSet's, as in tests/novel_models.py.
 
 Public API only: imperative, F, nn, optim, GradManager, imp.random.
 """
@@ -26,6 +23,9 @@ import imperative as imp
 from imperative import F, nn, optim
 from imperative.models import cluster_task, conv_bn_relu, global_average
 from model_sets import ModelSet, stepper
+from model_sets import attention as _attention
+from model_sets import merge_heads as _merge
+from model_sets import split_heads as _heads
 
 
 # ---------------------------------------------------------------------------------------
@@ -34,18 +34,6 @@ from model_sets import ModelSet, stepper
 def _channels_last_norm(norm, x):
     """LayerNorm over the channels of (n, c, h, w): to channels-last and back."""
     return F.transpose(norm(F.transpose(x, (0, 2, 3, 1))), (0, 3, 1, 2))
-
-
-def _heads(t, h):
-    """(b, s, d) -> (b, h, s, d / h)."""
-    b, s, d = t.shape
-    return F.transpose(F.reshape(t, (b, s, h, d // h)), (0, 2, 1, 3))
-
-
-def _merge(t):
-    """(b, h, s, e) -> (b, s, h e)."""
-    b, h, s, e = t.shape
-    return F.reshape(F.transpose(t, (0, 2, 1, 3)), (b, s, h * e))
 
 
 def _mlp(sizes):
@@ -176,14 +164,6 @@ class LinearTransformer(nn.Module):
 # 4. transformer encoder-decoder: the encoder's output (memory) is read by the
 #    cross-attention of every decoder layer; decoder self-attention is causal through an
 #    additive -1e9 bias. The target is the source reversed, fed shifted right.
-def _attention(q, k, v, heads, bias=None):
-    q, k, v = _heads(q, heads), _heads(k, heads), _heads(v, heads)
-    scores = F.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(q.shape[-1]))
-    if bias is not None:
-        scores = scores + bias
-    return _merge(F.matmul(F.softmax(scores, axis=-1), v))
-
-
 class EncoderLayer(nn.Module):
     def __init__(self, dim, heads):
         super().__init__()

@@ -2,9 +2,10 @@
 and custom steps, a seeded trainer per model name, at the tests' sizes or the bench's
 (tools/bench_dtr.py --fresh / --novel)."""
 import importlib
+import math
 
 import imperative as imp
-from imperative import optim
+from imperative import F, optim
 from imperative.autodiff import GradManager
 from imperative.models import cluster_task, training_step
 
@@ -22,6 +23,28 @@ def stepper(model_params, opt, loss_of):
         opt.clear_grad()
         return loss
     return step
+
+
+def split_heads(t, heads):
+    """Attention heads: (b, s, d) -> (b, heads, s, d / heads)."""
+    b, s, d = t.shape
+    return F.transpose(F.reshape(t, (b, s, heads, d // heads)), (0, 2, 1, 3))
+
+
+def merge_heads(t):
+    """The heads back: (b, heads, s, e) -> (b, s, heads e)."""
+    b, h, s, e = t.shape
+    return F.reshape(F.transpose(t, (0, 2, 1, 3)), (b, s, h * e))
+
+
+def attention(q, k, v, heads, bias=None):
+    """Multi-head scaled dot-product attention over (b, s, d) inputs; `bias` is added to
+    the scores."""
+    q, k, v = split_heads(q, heads), split_heads(k, heads), split_heads(v, heads)
+    scores = F.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(q.shape[-1]))
+    if bias is not None:
+        scores = scores + bias
+    return merge_heads(F.matmul(F.softmax(scores, axis=-1), v))
 
 
 def _model_set_of(module):

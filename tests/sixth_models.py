@@ -11,11 +11,8 @@ Transformer-XL segment recurrence (detached states carried from one step to the 
 SIREN (a sin MLP fitting an image from its coordinates) and a neural Turing machine (a GRU
 controller reading and writing a memory matrix by content addressing, erase and add).
 
-Same shape as tests/heldout_models.py: `trainer(name, **overrides)` returns a seeded step
-function that returns the loss (a Tensor); `CONFIGS` holds small sizes (a step of a few
-milliseconds), `BENCH_SIZES` bench sizes (a step of 20-70 ms on a 2-core machine, a peak
-of 8-60 MiB); `BUILDERS` maps a name to `config -> (model, one input's shape, optimizer
-name, lr)` for plain `training_step`s and `STEPS` maps the others to `config -> step`.
+The set's layout (CONFIGS, BENCH_SIZES, BUILDERS, STEPS) is tests/model_sets.py's
+ModelSet's, as in tests/heldout_models.py.
 
 Public API only: imperative, F, nn, optim, GradManager, imp.random.
 """
@@ -28,31 +25,11 @@ from imperative import F, nn, optim
 from imperative.autodiff import GradManager
 from imperative.models import Lambda, cluster_task, conv_bn_relu, global_average
 from model_sets import ModelSet, stepper
+from model_sets import attention as _attention
 
 
 # ---------------------------------------------------------------------------------------
 # helpers
-
-def _heads(t, h):
-    """(b, s, d) -> (b, h, s, d / h)."""
-    b, s, d = t.shape
-    return F.transpose(F.reshape(t, (b, s, h, d // h)), (0, 2, 1, 3))
-
-
-def _merge(t):
-    """(b, h, s, e) -> (b, s, h e)."""
-    b, h, s, e = t.shape
-    return F.reshape(F.transpose(t, (0, 2, 1, 3)), (b, s, h * e))
-
-
-def _attention(q, k, v, heads, bias=None):
-    """Multi-head scaled dot-product attention; `bias` is added to the scores."""
-    q, k, v = _heads(q, heads), _heads(k, heads), _heads(v, heads)
-    scores = F.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(q.shape[-1]))
-    if bias is not None:
-        scores = scores + bias
-    return _merge(F.matmul(F.softmax(scores, axis=-1), v))
-
 
 def _mlp(sizes, act=nn.ReLU):
     """Linear layers of `sizes` with `act` between them."""
