@@ -429,8 +429,8 @@ cdef class KernelStep:
         return self.store(vals, arrays, result)
 
     cdef int run_drawn(self, list vals, list arrays, tuple rng_ops) except -1:
-        """The RNG op with this call's seed (the recorded one where the call gives none:
-        a plan run to check it compiles)."""
+        """The RNG op with this call's seed (the recorded op where none is given: the
+        recorded call's numbers)."""
         cdef OpDef op = self.op if rng_ops is None else rng_ops[self.rng]
         try:
             result = op.kernel(*arrays)

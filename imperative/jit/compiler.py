@@ -313,8 +313,8 @@ class PlanOp(Op):
     _fields = ("plan_id",)
     ALIASES_INPUT = True          # a result may be a view of an argument (reshape, slices)
 
-    def __init__(self, compiled, program, outputs, rng=None):
-        self._set(plan_id=id(compiled), compiled=compiled, rng=rng,
+    def __init__(self, compiled, program, outputs):
+        self._set(plan_id=id(compiled), compiled=compiled, rng=None,
                   descs=tuple((values.shape, values.dtype, values.device)
                               for values in (program.values[vid] for vid in outputs)))
 
