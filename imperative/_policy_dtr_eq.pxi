@@ -79,13 +79,8 @@ cdef class DTREqPolicy(EvictionPolicy):
         # byte than the 24 MiB input projection of the whole sequence, which went
         # instead and came back every few time steps (1,045 recomputations a step at
         # 0.5 P against 126).
-        global _storage_going
         _seen.clear()
-        _storage_going = info.storage
-        try:
-            return _cost_around(info) / (_bytes_going(info) * <double>gap)
-        finally:
-            _storage_going = None
+        return _cost_around(info, info.storage) / (_bytes_going(info) * <double>gap)
 
     cpdef double score_together(self, list members, list gaps, Py_ssize_t nbytes):
         # all of them recomputed, their evicted neighbourhoods counted once, for the
@@ -96,16 +91,12 @@ cdef class DTREqPolicy(EvictionPolicy):
         # slice, showed: scored as free, they were evicted while their readers were queued
         # and brought back from the sequence-wide projection, 816-1006 recomputations a
         # step at 0.5 P)
-        global _storage_going
         cdef double cost = 0.0
         cdef TensorInfo m
+        cdef Storage going = (<TensorInfo>members[0]).storage
         _seen.clear()
-        _storage_going = (<TensorInfo>members[0]).storage
-        try:
-            for m in members:
-                cost += _cost_around(m)
-        finally:
-            _storage_going = None
+        for m in members:
+            cost += _cost_around(m, going)
         return cost / (<double>max(nbytes, 1) * <double>min(gaps))
 
     cpdef double score_at_least(self, TensorInfo info, long long gap):
@@ -154,13 +145,13 @@ cdef inline double _bytes_going(TensorInfo info):
     return <double>max(info.size, 1)
 
 
-cdef double _cost_around(TensorInfo info):
+cdef double _cost_around(TensorInfo info, Storage going):
     """The cost of `info` and of the evicted neighbourhood around it (score's numerator),
-    the classes in `_seen` not counted again."""
+    the classes in `_seen` not counted again; `going`: the storage evicted with it."""
     cdef double cost = info.cost
     cdef Producer p = info.producer
     if p is not None and _any_evicted(p.inputs):
-        cost += _ancestors_cost(info, _seen)
+        cost += _ancestors_cost(info, _seen, going)
     return cost + _consumers_cost(info, _seen)
 
 
@@ -204,13 +195,13 @@ cdef inline bint _any_evicted(list infos):
 
 
 cdef int _ANCESTOR_WALK = 32        # evicted ancestors costed one by one, before the classes
-cdef Storage _storage_going = None  # score_together's: ghosts in it are not free to revive
 
 
-cdef double _ancestors_cost(TensorInfo info, vector[PyObject*]& seen):
+cdef double _ancestors_cost(TensorInfo info, vector[PyObject*]& seen, Storage going):
     """What recomputing `info` would first recompute: its evicted ancestors, walked back
     through the recipes one by one (their costs summed exactly), beyond _ANCESTOR_WALK of
-    them their classes. Exact because a class joins everything evicted that touches: a
+    them their classes. An ancestor whose value views still hold comes back free, unless
+    it lies in `going`, the storage the eviction takes (None: none). Exact because a class joins everything evicted that touches: a
     GRU's dead gate slices and their sequence-wide input projection made one class of the
     whole unrolled sequence, so that every step's gates looked as dear as the sequence's
     and the ones that really need the 24 MiB projection back were evicted like any other
@@ -230,7 +221,7 @@ cdef double _ancestors_cost(TensorInfo info, vector[PyObject*]& seen):
         n = <TensorInfo>_stack.back()
         _stack.pop_back()
         if n.status != DROPPED or _among(_walked, <PyObject*>n) or (
-                _revivable(n) and (<_Ghost>n.ghost).storage is not _storage_going):
+                _revivable(n) and (<_Ghost>n.ghost).storage is not going):
             continue
         if <Py_ssize_t>_walked.size() >= _ANCESTOR_WALK:
             cost += _unseen_class_cost(n, seen, False)

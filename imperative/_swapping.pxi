@@ -10,7 +10,7 @@ cdef bint _swap_is_cheaper(MemoryManager self, TensorInfo victim) except -1:
     gone, and swapped only its parameters and momenta, 1.14x drop-only's step; now
     1.01-1.02x, every zoo model within 1.03x at 0.5 P). False when swapping cannot work."""
     cdef vector[PyObject*] seen
-    cdef double recompute = victim.cost + _ancestors_cost(victim, seen)
+    cdef double recompute = victim.cost + _ancestors_cost(victim, seen, None)
     return self.swap.calibrate() and self.swap.seconds_to_swap(victim.size) < recompute
 
 
