@@ -409,10 +409,11 @@ cdef class KernelStep:
     cdef int run(self, list vals, tuple rng_ops) except -1:
         cdef Py_ssize_t i
         arrays = [vals[i] for i in self.ins]
-        if self.rng >= 0:
-            return self.run_drawn(vals, arrays, rng_ops)
         try:
-            if self.direct_fn is not None:
+            if self.rng >= 0:          # (no rng_ops: the recorded op, the recorded numbers)
+                op = self.op if rng_ops is None else rng_ops[self.rng]
+                result = op.kernel(*arrays)
+            elif self.direct_fn is not None:
                 result = self.direct_fn(*arrays, *self.direct_tail)
             elif self.reuse >= 0:
                 target = vals[self.reuse]
@@ -426,21 +427,6 @@ cdef class KernelStep:
         except Exception as e:
             e.add_note(f"in the replay of {self.op!r}, recorded at {self.where}")
             raise
-        return self.store(vals, arrays, result)
-
-    cdef int run_drawn(self, list vals, list arrays, tuple rng_ops) except -1:
-        """The RNG op with this call's seed (the recorded op where none is given: the
-        recorded call's numbers)."""
-        cdef OpDef op = self.op if rng_ops is None else rng_ops[self.rng]
-        try:
-            result = op.kernel(*arrays)
-        except Exception as e:
-            e.add_note(f"in the replay of {op!r}, recorded at {self.where}")
-            raise
-        return self.store(vals, arrays, result)
-
-    cdef int store(self, list vals, list arrays, result) except -1:
-        cdef Py_ssize_t i
         if type(result) is not tuple:
             result = (result,)
         for i in range(len(self.outs)):

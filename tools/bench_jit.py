@@ -93,12 +93,18 @@ def chain_contenders(shape, compile_torch):
     return c, compile_s, same
 
 
-def small_step_contenders(compile_torch):
-    """MLP 4x64 (batch 8), cross-entropy, Adam: dispatch-bound."""
+def small_step_data():
+    """The small step's weights (MLP 4x64) and batch (8 rows, 64 classes), as arrays."""
     rng = np.random.default_rng(0)
     ws = [(rng.standard_normal((64, 64)) / 8).astype(np.float32) for _ in range(4)]
     xv = rng.standard_normal((8, 64)).astype(np.float32)
     yv = rng.integers(0, 64, 8).astype(np.int32)
+    return ws, xv, yv
+
+
+def small_step_contenders(compile_torch):
+    """MLP 4x64 (batch 8), cross-entropy, Adam: dispatch-bound."""
+    ws, xv, yv = small_step_data()
     x, y = imp.Tensor(xv), imp.Tensor(yv)
 
     def imp_step_fn():
@@ -138,10 +144,8 @@ def small_step_contenders(compile_torch):
 def dropout_step_contenders():
     """The small step's MLP with a dropout (p 0.1) after each ReLU: a replay draws the
     next seeds and runs the compiled plan with them."""
-    rng = np.random.default_rng(0)
-    ws = [(rng.standard_normal((64, 64)) / 8).astype(np.float32) for _ in range(4)]
-    x = imp.Tensor(rng.standard_normal((8, 64)).astype(np.float32))
-    y = imp.Tensor(rng.integers(0, 64, 8).astype(np.int32))
+    ws, xv, yv = small_step_data()
+    x, y = imp.Tensor(xv), imp.Tensor(yv)
 
     def step_fn():
         layers = []

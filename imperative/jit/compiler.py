@@ -47,8 +47,10 @@ class Plan:
         self.inputs = [vid for vid, v in program.values.items() if v.kind in (ARGUMENT, EXTERNAL)]
         self.outputs = [vid for vid in sorted(self.kept)
                         if program.values[vid].kind == INTERNAL]
-        # the RNG ops in recorded order: each call runs them with the seeds it draws
-        self.rng_ops = tuple(step.op for step in program.steps if is_seeded(step.op))
+        # the RNG steps and their ops in recorded order: each call runs them with the seeds
+        # it draws
+        self.rng_steps = [i for i, step in enumerate(program.steps) if is_seeded(step.op)]
+        self.rng_ops = tuple(program.steps[i].op for i in self.rng_steps)
         self.compiled = _compile(program, self) if _compilable(program) else None
         # (a plan whose values all fit the host-compute size runs on the caller's thread)
         self.largest = max((_numel(v.shape) for v in program.values.values()), default=0)
@@ -119,8 +121,7 @@ def _compile(program, plan):
     group = []                      # (position, step, loop) of the run being fused
     owned = _owned_values(program, plan)
     skip = None                     # a step whose work the product before it did
-    rng_place = {index: k for k, index in enumerate(
-        i for i, step in enumerate(program.steps) if is_seeded(step.op))}
+    rng_place = {index: k for k, index in enumerate(plan.rng_steps)}
     for k, index in enumerate(run_order):
         step = program.steps[index]
         if index == skip:

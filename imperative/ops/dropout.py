@@ -1,8 +1,8 @@
 """Dropout's application in one op: x * mask / (1 - p) for a float x and a boolean mask,
 or that mask packed 8 to a byte."""
-import numpy as np
-
 import math
+
+import numpy as np
 
 from .. import _kernels
 from .base import Op, check_arity, reject_quantized
