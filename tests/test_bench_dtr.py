@@ -69,6 +69,16 @@ def test_the_summary_skips_infeasible_points_counts_storms_and_compares_the_hybr
     assert bench_dtr.storms_named(row)["worst"] == ["storm", "c"]
 
 
+def test_the_bookkeeping_target_is_judged_at_the_feasible_points_and_all_are_shown():
+    def costly(share, floor=None):
+        return dict(bench_dtr.judge(point(floor=floor), BASE, 50 * MIB), bookkeeping=share)
+    results = {"a": model(("dtr_eq", costly(0.02))),
+               "b": model(("dtr_eq", costly(0.06, floor=60 * MIB)))}     # below its floor
+    row = bench_dtr.summarize(results)[0.5]
+    assert (row["bookkeeping"], row["bookkeeping_all"]) == (0.02, 0.06)
+    assert bench_dtr.targets_met({0.5: row})["bookkeeping"] is True
+
+
 def steps(seconds, losses, floor=30 * MIB):
     return [dict(loss=loss, seconds=s, peak=40 * MIB + i, floor=floor, evictions=2, recomputes=4,
                  recompute_seconds=0.002 + i * 1e-3, swap_outs=0, budget_overshoots=0,

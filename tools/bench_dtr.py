@@ -400,7 +400,11 @@ def summarize(results):
             "points": len(entries), "feasible": len(feasible),
             "peak_ok": sum(p["peak_ok"] for p in done),
             "identical": sum(p["identical"] for p in done),
-            "bookkeeping": max((p["bookkeeping"] for p in done), default=0.0),
+            # (issue 12 sets the bookkeeping target at the feasible points, as the ratios';
+            # under a budget below its floor every op runs a round of eviction: shown apart)
+            "bookkeeping": max((p["bookkeeping"] for _, p in feasible if "ratio" in p),
+                               default=0.0),
+            "bookkeeping_all": max((p["bookkeeping"] for p in done), default=0.0),
             "worst_first": max(((p["first_ratio"], n) for n, p in entries
                                 if p.get("first_ratio") is not None), default=None),
             "rss_known": sum(1 for p in done if rss_known(p)),
@@ -428,11 +432,11 @@ def shown_ratio(ratio):
 def print_summary(rows):
     models = f"the {MODEL_SET} models" if UNSEEN else "the zoo"
     print(f"\nh_DTR^eq over {models} (median and worst over the feasible points: floor <= "
-          "budget, or floor unknown; a timed-out point counts as a storm; peak ok and same "
-          "losses over all points)")
+          "budget, or floor unknown; a timed-out point counts as a storm; so is the bookkeeping, "
+          "its max over all points in brackets; peak ok and same losses over all points)")
     print(f"{'budget':>7}{'median x':>10}{'target':>8}  {'worst model':<24}"
           f"{'peak ok':>9}{'same':>7}"
-          f"{'book % max':>11}{'RSS <= off':>11}  {'worst first step':<24}"
+          f"{'book % max (all)':>17}{'RSS <= off':>11}  {'worst first step':<24}"
           f"hybrid / drop (worst)")
     for fraction, row in rows.items():
         median = "-" if row["median"] is None else shown_ratio(row["median"])
@@ -443,12 +447,12 @@ def print_summary(rows):
                  else f"{row['worst_first'][1]} {row['worst_first'][0]:.2f}")
         print(f"{fraction:>5.1f} P{median:>10}{target:>8}  {worst:<24}"
               f"{row['peak_ok']:>5}/{row['points']:<3}{row['identical']:>3}/{row['points']:<3}"
-              f"{row['bookkeeping'] * 100:>11.2f}"
+              f"{row['bookkeeping'] * 100:>10.2f} ({row['bookkeeping_all'] * 100:4.2f})"
               f"{row['rss_lower']:>7}/{row['rss_known']:<3}  {first:<24}{hybrid}")
     print(f"targets: median <= {RATIO_MEDIAN[0.5]}x at 0.5 P and <= {RATIO_MEDIAN[0.3]}x at 0.3 P, "
           f"worst model <= {RATIO_WORST}x; every step's peak <= budget (or floor) + one op's "
           f"outputs, and <= P + one op's outputs; "
-          f"bookkeeping <= {BOOKKEEPING:.0%}; losses bit-identical; "
+          f"bookkeeping <= {BOOKKEEPING:.0%} (at the feasible points); losses bit-identical; "
           f"hybrid <= {HYBRID_SLOWDOWN}x drop")
 
 
