@@ -9,12 +9,15 @@ dropping).
                               [--budgets 0.9,0.7,0.5,0.3,0.2]
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
                               [--timeout SECONDS] [--json bench_dtr.json]
-                              [--unseen | --fresh | --novel | --heldout | --sixth]
+                              [--unseen | --fresh | --novel | --heldout | --sixth | --seventh]
 
-With --sixth they are the ten of tests/sixth_models.py (session 43's second set: a GAN step,
-SimCLR, Swin-like windows, MBConv blocks, a RevNet, a Perceiver, ...). With --heldout they
-are the ten of tests/heldout_models.py (session 43's: ConvNeXt-style blocks, a gated causal
-conv language model, linear attention, ...). With --novel they are the ten of
+With --seventh they are the ten of tests/seventh_models.py (session 44's: gradient
+accumulation, LoRA adapters on a frozen transformer, a CTC loss, a spiking network, a stacked
+hourglass, distillation, ...). With --sixth they are the ten of tests/sixth_models.py
+(session 43's second set: a GAN step, SimCLR, Swin-like windows, MBConv blocks, a RevNet, a
+Perceiver, ...). With --heldout they are the ten of tests/heldout_models.py (session 43's:
+ConvNeXt-style blocks, a gated causal conv language model, linear attention, ...). With
+--novel they are the ten of
 tests/novel_models.py (session 39's: a bidirectional LSTM, a feature pyramid, a graph
 convolution network, an RK4 neural ODE, a VAE, ...). With
 --fresh they are the thirteen of tests/fresh_models.py (session 37's: a GRU
@@ -61,8 +64,9 @@ import _harness  # noqa: E402
 _harness.one_blas_thread()     # (before numpy loads: the paired runs' processes inherit it)
 from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
-# --unseen / --fresh / --novel / --heldout / --sixth: a model set of tests/ instead of the zoo
-MODEL_SET = next((m for m in ("unseen", "fresh", "novel", "heldout", "sixth")
+# --unseen / --fresh / --novel / --heldout / --sixth / --seventh: a model set of tests/ instead
+# of the zoo
+MODEL_SET = next((m for m in ("unseen", "fresh", "novel", "heldout", "sixth", "seventh")
                   if f"--{m}" in sys.argv), None)
 UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)
@@ -509,6 +513,8 @@ def main():
                         help="the models of tests/heldout_models.py instead of the zoo")
     parser.add_argument("--sixth", action="store_true",
                         help="the models of tests/sixth_models.py instead of the zoo")
+    parser.add_argument("--seventh", action="store_true",
+                        help="the models of tests/seventh_models.py instead of the zoo")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per point and pair")
     parser.add_argument("--pairs", type=int, default=2,
                         help="pairs of processes (budgeted, unconstrained) per point")
