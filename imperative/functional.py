@@ -21,7 +21,7 @@ from . import ops as O
 from ._core import TensorBase
 from .device import get_device
 from .ops.base import cached_op, float_dtype, normalize_axes, normalize_axis, remember
-from .ops.shape import check_int_tuple, check_shape_arg
+from .ops.shape import check_int_tuple, check_shape_arg, roll_cuts
 from .creation import (_as_tensor, arange, copy, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, zeros, zeros_like)
 from ._types import AxisLike, PairLike, ShapeLike, TensorLike
@@ -41,7 +41,7 @@ __all__ = [
     "sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "std",
     # linear algebra and shapes
     "matmul", "reshape", "transpose", "broadcast_to", "expand_dims", "squeeze", "flatten",
-    "concat", "stack", "split",
+    "concat", "stack", "split", "roll",
     # creation and devices
     "zeros", "ones", "full", "arange", "linspace", "zeros_like", "ones_like", "full_like", "copy",
     # neural networks
@@ -347,6 +347,26 @@ def split(x: TensorLike, indices_or_sections: int | Sequence[int], axis: int = 0
     between them. Returns a list of tensors (views of x)."""
     op = cached_op(O.Split, int(axis), _hashable(indices_or_sections))
     return list(_core.apply(op, _as_tensor(x)))
+
+
+_IDENTITY = cached_op(O.Identity)
+
+
+def roll(x: TensorLike, shifts: int | Sequence[int], axis: AxisLike = None) -> Tensor:
+    """numpy.roll / torch.roll: move each value `shifts` places along `axis` (an int, or a
+    tuple as long as `shifts`), those past the end coming round to the front; axis None
+    rolls the flattened tensor and restores its shape. Composed of split and concat (views
+    and one copy an axis), so gradients, recomputation and traces come with them."""
+    x = _as_tensor(x)
+    flat = axis is None
+    cuts = roll_cuts(shifts, axis, (x.size,) if flat else x.shape)
+    if not cuts:
+        return _apply1(_IDENTITY, x)        # a new Tensor: `y += 1` must not rebind x
+    y = reshape(x, (-1,)) if flat else x
+    for a, cut in cuts:
+        head, tail = split(y, (cut,), a)
+        y = concat([tail, head], a)
+    return reshape(y, x.shape) if flat else y
 
 
 # ---------------------------------------------------------------------------------------
