@@ -20,8 +20,9 @@ from . import random as _random
 from . import ops as O
 from ._core import TensorBase
 from .device import get_device
-from .ops.base import cached_op, float_dtype, normalize_axes, normalize_axis, remember
-from .ops.shape import check_int_tuple, check_shape_arg
+from .ops.base import (cached_op, check_real, float_dtype, normalize_axes, normalize_axis,
+                       remember)
+from .ops.shape import check_int_tuple, check_shape_arg, roll_cuts
 from .creation import (_as_tensor, arange, copy, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, zeros, zeros_like)
 from ._types import AxisLike, PairLike, ShapeLike, TensorLike
@@ -41,11 +42,11 @@ __all__ = [
     "sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "std",
     # linear algebra and shapes
     "matmul", "reshape", "transpose", "broadcast_to", "expand_dims", "squeeze", "flatten",
-    "concat", "stack", "split",
+    "concat", "stack", "split", "roll",
     # creation and devices
     "zeros", "ones", "full", "arange", "linspace", "zeros_like", "ones_like", "full_like", "copy",
     # neural networks
-    "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu",
+    "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu", "elu",
     "softmax", "log_softmax", "cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
     "batch_norm", "layer_norm", "embedding", "dropout", "mse_loss",
 ]
@@ -349,6 +350,26 @@ def split(x: TensorLike, indices_or_sections: int | Sequence[int], axis: int = 0
     return list(_core.apply(op, _as_tensor(x)))
 
 
+_IDENTITY = cached_op(O.Identity)
+
+
+def roll(x: TensorLike, shifts: int | Sequence[int], axis: AxisLike = None) -> Tensor:
+    """numpy.roll / torch.roll: move each value `shifts` places along `axis` (an int, or a
+    tuple as long as `shifts`), those past the end coming round to the front; axis None
+    rolls the flattened tensor and restores its shape. Composed of split and concat (views
+    and one copy an axis), so gradients, recomputation and traces come with them."""
+    x = _as_tensor(x)
+    flat = axis is None
+    cuts = roll_cuts(shifts, axis, (x.size,) if flat else x.shape)
+    if not cuts:
+        return _apply1(_IDENTITY, x)        # a new Tensor: `y += 1` must not rebind x
+    y = reshape(x, (-1,)) if flat else x
+    for a, cut in cuts:
+        head, tail = split(y, (cut,), a)
+        y = concat([tail, head], a)
+    return reshape(y, x.shape) if flat else y
+
+
 # ---------------------------------------------------------------------------------------
 # Neural networks
 
@@ -374,6 +395,17 @@ def gelu(x: TensorLike, approximate: str = "none") -> Tensor:
 def leaky_relu(x: TensorLike, negative_slope: float = 0.01) -> Tensor:
     """x where x >= 0, else negative_slope * x."""
     return _apply1(cached_op(O.LeakyRelu, float(negative_slope)), _as_tensor(x))
+
+
+def elu(x: TensorLike, alpha: float = 1.0) -> Tensor:
+    """x where x > 0, else alpha * (exp(x) - 1), as torch.nn.functional.elu (integers give
+    float32). Composed of where and expm1; expm1 sees min(x, 0) only, so that a large x
+    gives no inf there, whose gradient (multiplied by 0 where x > 0) would be NaN."""
+    alpha = check_real(alpha, "elu", "alpha")
+    x = _as_tensor(x)
+    positive = x > 0
+    negative = expm1(where(positive, 0, x))
+    return where(positive, x, negative if alpha == 1.0 else negative * alpha)
 
 
 def _along(op_class, x, axis):

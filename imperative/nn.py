@@ -11,13 +11,14 @@ import numpy as np
 from . import dtype as D
 from . import functional as F
 from . import random as R
+from .ops.base import check_real
 from .scope import scope
 from ._types import PairLike, TensorLike
 from .tensor import Parameter, Tensor
 from .torch_hints import NN_MODULE_HINTS, add_pytorch_names, module_attribute_error
 
 __all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", "ReLU", "GELU",
-           "Flatten", "Embedding", "MaxPool2d", "AvgPool2d", "ModuleList", "Sequential"]
+           "ELU", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d", "ModuleList", "Sequential"]
 
 
 class Module:
@@ -256,6 +257,17 @@ class GELU(Module):
 
     def forward(self, x: TensorLike) -> Tensor:
         return F.gelu(x, self.approximate)
+
+
+class ELU(Module):
+    """x where x > 0, else alpha * (exp(x) - 1) (F.elu)."""
+
+    def __init__(self, alpha: float = 1.0) -> None:
+        super().__init__()
+        self.alpha = check_real(alpha, "ELU", "alpha")
+
+    def forward(self, x: TensorLike) -> Tensor:
+        return F.elu(x, self.alpha)
 
 
 class Flatten(Module):

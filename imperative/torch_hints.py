@@ -49,6 +49,7 @@ TENSOR_ATTRIBUTE_HINTS = {
     "zero_": "p.grad = None for gradients, or F.zeros_like(x)",
     "expand": "x.broadcast_to(*shape)",
     "softmax": "F.softmax(x, axis)",
+    "roll": "F.roll(x, shifts, axis)",
 }
 
 # nn.Module attribute → what to write instead

@@ -83,6 +83,7 @@ class TorchF:
     maximum, minimum, where, matmul = torch.maximum, torch.minimum, torch.where, torch.matmul
     softplus = staticmethod(torch.nn.functional.softplus)
     silu = staticmethod(torch.nn.functional.silu)
+    elu = staticmethod(torch.nn.functional.elu)
 
     @staticmethod
     def gelu(x, approximate="none"):
@@ -114,6 +115,10 @@ class TorchF:
     @staticmethod
     def transpose(x, axes=None):
         return x.permute(tuple(reversed(range(x.dim()))) if axes is None else axes)
+
+    @staticmethod
+    def roll(x, shifts, axis=None):
+        return torch.roll(x, shifts) if axis is None else torch.roll(x, shifts, axis)
 
     @staticmethod
     def broadcast_to(x, shape):
@@ -325,6 +330,7 @@ UNARY = {
     "log1p": (lambda F, x: F.log1p(x * x), True),
     "softplus": (lambda F, x: F.softplus(x), True),
     "silu": (lambda F, x: F.silu(x), True),
+    "elu": (lambda F, x: F.elu(x, 0.7), True),
 }
 
 
@@ -358,7 +364,13 @@ def op_matmul(d):
 
 def op_shape(d):
     x = d.x
-    name = d.pick(["flatten", "transpose", "expand_squeeze", "broadcast", "reshape_rev"])
+    name = d.pick(["flatten", "transpose", "expand_squeeze", "broadcast", "reshape_rev", "roll"])
+    if name == "roll":
+        shifts = d.draw(st.integers(-7, 7))
+        if x.dim() and d.draw(st.booleans()):
+            axis = d.axis()
+            return Step(f"roll(x, {shifts}, {axis})", lambda F, x, L: F.roll(x, shifts, axis))
+        return Step(f"roll(x, {shifts})", lambda F, x, L: F.roll(x, shifts))
     if name == "transpose":
         axes = tuple(d.draw(st.permutations(range(x.dim()))))
         return Step(f"transpose{axes}", lambda F, x, L: F.transpose(x, axes))

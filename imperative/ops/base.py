@@ -1,5 +1,6 @@
 """The base of every op: an immutable value with parameters, `infer` and `kernel`."""
 import functools
+import numbers
 
 import numpy as np
 
@@ -167,3 +168,12 @@ def promote_inputs(op, inputs):
     """The one dtype several data inputs are promoted to (numpy's rule, then downcast)."""
     reject_quantized(op, inputs)
     return dtype_promotion([t.dtype for t in inputs])
+
+
+def check_real(value, fn, name):
+    """`value` as a Python float when it is a real number (a bool is no number here);
+    TypeError naming the function and the argument otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{fn}: {name} must be a real number, got {value!r} "
+                        f"({type(value).__name__})")
+    return float(value)

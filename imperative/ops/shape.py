@@ -57,6 +57,49 @@ def check_size(shape, what):
                          f"array can hold (2**63 - 1)")
 
 
+def _roll_ints(value, name):
+    """F.roll's `shifts` or `axis` (an int or a sequence of ints) as a tuple of ints."""
+    entries = value if isinstance(value, (tuple, list)) else (value,)
+    out = []
+    for v in entries:
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            out.append(operator.index(v))
+        except TypeError:
+            raise TypeError(f"roll: {name} must be an int or a tuple of ints, got {value!r}"
+                            + (f" (holding {v!r}, a {type(v).__name__})"
+                               if entries is value else f" ({type(v).__name__})")) from None
+    return tuple(out)
+
+
+def roll_cuts(shifts, axis, shape):
+    """F.roll(x, shifts, axis) on a tensor of `shape` (the flattened one's for axis None)
+    as (axis, cut) pairs: each moves the values from `cut` on along `axis` to its front.
+    Shifts on one axis add up; whole turns and empty axes are left out."""
+    shift = _roll_ints(shifts, "shifts")
+    if axis is None:
+        if len(shift) != 1:
+            raise ValueError(f"roll: with axis=None (the flattened tensor), shifts must be one "
+                             f"int, got {shifts!r}; give one axis per shift to roll along "
+                             f"several axes")
+        axes = (0,)
+    else:
+        axes = _roll_ints(axis, "axis")
+        if len(axes) != len(shift):
+            raise ValueError(f"roll: shifts and axis must have the same length (one shift "
+                             f"per axis), got shifts={shifts!r} of length {len(shift)} and "
+                             f"axis={axis!r} of length {len(axes)}")
+    total = {}
+    for s, a in zip(shift, axes):
+        a = normalize_axis(a, len(shape), "roll")
+        total[a] = total.get(a, 0) + s
+    # a 0-d tensor's one axis (0 or -1, as for reductions) holds its one value
+    sizes = {a: shape[a] if shape else 1 for a in total}
+    return [(a, sizes[a] - s % sizes[a]) for a, s in sorted(total.items())
+            if sizes[a] and s % sizes[a]]
+
+
 def _reshape(x, shape):
     """x.reshape(shape); where that copies a view that repeats values (a broadcast), the
     copy made by _repeated instead."""
