@@ -26,6 +26,7 @@ from .ops.shape import check_int_tuple, check_shape_arg, roll_cuts
 from .creation import (_as_tensor, arange, copy, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, zeros, zeros_like)
 from ._types import AxisLike, PairLike, ShapeLike, TensorLike
+from .composed import logsumexp, one_hot, pad
 from .tensor import Tensor
 from .torch_hints import keyword_hints
 
@@ -39,16 +40,16 @@ __all__ = [
     "subtract", "multiply", "divide", "true_divide", "remainder", "power", "negative",
     "where", "clip",
     # reductions
-    "sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "std",
+    "sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "std", "logsumexp",
     # linear algebra and shapes
     "matmul", "reshape", "transpose", "broadcast_to", "expand_dims", "squeeze", "flatten",
-    "concat", "stack", "split", "roll",
+    "concat", "stack", "split", "roll", "pad",
     # creation and devices
     "zeros", "ones", "full", "arange", "linspace", "zeros_like", "ones_like", "full_like", "copy",
     # neural networks
     "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu", "elu",
     "softmax", "log_softmax", "cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
-    "batch_norm", "layer_norm", "embedding", "dropout", "mse_loss",
+    "batch_norm", "layer_norm", "embedding", "dropout", "mse_loss", "one_hot",
 ]
 
 

@@ -18,7 +18,8 @@ from .tensor import Parameter, Tensor
 from .torch_hints import NN_MODULE_HINTS, add_pytorch_names, module_attribute_error
 
 __all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", "ReLU", "GELU",
-           "ELU", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d", "ModuleList", "Sequential"]
+           "ELU", "SiLU", "Sigmoid", "Tanh", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d",
+           "ModuleList", "Sequential"]
 
 
 class Module:
@@ -268,6 +269,27 @@ class ELU(Module):
 
     def forward(self, x: TensorLike) -> Tensor:
         return F.elu(x, self.alpha)
+
+
+class SiLU(Module):
+    """x * sigmoid(x) (F.silu)."""
+
+    def forward(self, x: TensorLike) -> Tensor:
+        return F.silu(x)
+
+
+class Sigmoid(Module):
+    """1 / (1 + exp(-x)) (F.sigmoid)."""
+
+    def forward(self, x: TensorLike) -> Tensor:
+        return F.sigmoid(x)
+
+
+class Tanh(Module):
+    """The hyperbolic tangent (F.tanh)."""
+
+    def forward(self, x: TensorLike) -> Tensor:
+        return F.tanh(x)
 
 
 class Flatten(Module):

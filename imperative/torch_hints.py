@@ -50,6 +50,7 @@ TENSOR_ATTRIBUTE_HINTS = {
     "expand": "x.broadcast_to(*shape)",
     "softmax": "F.softmax(x, axis)",
     "roll": "F.roll(x, shifts, axis)",
+    "logsumexp": "F.logsumexp(x, axis, keepdims)",
 }
 
 # nn.Module attribute → what to write instead

@@ -158,6 +158,14 @@ class TorchF:
         return torch.log_softmax(x, axis)
 
     @staticmethod
+    def logsumexp(x, axis, keepdims=False):
+        return torch.logsumexp(x, axis, keepdims)
+
+    @staticmethod
+    def pad(x, pad, mode="constant", value=0.0):
+        return torch.nn.functional.pad(x, pad, mode, value)
+
+    @staticmethod
     def cross_entropy(logits, labels, axis=-1, reduction="mean"):
         return torch.nn.functional.cross_entropy(torch.movedim(logits, axis, 1), labels,
                                                  reduction=reduction)
@@ -390,7 +398,15 @@ def op_shape(d):
 def op_join(d):
     """concat or stack x with a new leaf of its shape; or split x and rejoin its pieces."""
     shape, axis = tuple(d.x.shape), d.axis()
-    name = d.pick(["concat", "stack", "split"])
+    name = d.pick(["concat", "stack", "split", "pad"])
+    if name == "pad" and d.x.dim():
+        widths = []
+        for size in reversed(d.x.shape[d.draw(st.integers(0, d.x.dim() - 1)):]):
+            before = d.draw(st.integers(-size, 2))
+            widths += [before, d.draw(st.integers(-(size + min(before, 0)), 2))]
+        value = d.draw(st.sampled_from([0.0, -1.5, 2.0]))
+        return Step(f"pad(x, {tuple(widths)}, value={value})",
+                    lambda F, x, L: F.pad(x, tuple(widths), value=value))
     if name == "split" and d.x.dim():
         n = d.x.shape[axis]
         cuts = sorted(set(d.draw(st.lists(st.integers(0, n), max_size=3))))
@@ -476,7 +492,12 @@ def _assign(x, index_of, value):
 
 def op_softmax(d):
     axis = d.axis() if d.x.dim() else d.pick([0, -1])
-    name = d.pick(["softmax", "log_softmax"])
+    name = d.pick(["softmax", "log_softmax", "logsumexp"])
+    if name == "logsumexp" and d.x.dim() and d.x.shape[axis]:
+        keepdims = d.draw(st.booleans())
+        return Step(f"logsumexp(x, {axis}, keepdims={keepdims})",
+                    lambda F, x, L: F.logsumexp(x, axis, keepdims))
+    name = "softmax" if name == "logsumexp" else name
     return Step(f"{name}(x, {axis})", lambda F, x, L: getattr(F, name)(x, axis))
 
 

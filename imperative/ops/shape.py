@@ -100,6 +100,39 @@ def roll_cuts(shifts, axis, shape):
             if sizes[a] and s % sizes[a]]
 
 
+def pad_widths(pad, shape):
+    """F.pad's `pad` (PyTorch's flat (before, after) pairs, the first pair for the last
+    axis) on a tensor of `shape` as (axis, before, after) for each axis it changes. A
+    negative width crops; the cropped axis must keep a size of 0 or more."""
+    if not isinstance(pad, (tuple, list)):
+        raise TypeError(f"pad: pad must be a tuple of ints ((before, after) pairs from the "
+                        f"last axis), got {pad!r} ({type(pad).__name__})")
+    widths = []
+    for v in pad:
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            widths.append(operator.index(v))
+        except TypeError:
+            raise TypeError(f"pad: pad must be a tuple of ints, got {pad!r} (holding {v!r}, "
+                            f"a {type(v).__name__})") from None
+    if len(widths) % 2:
+        raise ValueError(f"pad: pad must hold (before, after) pairs, an even number of ints, "
+                         f"got {len(widths)}: {pad!r}")
+    if len(widths) // 2 > len(shape):
+        raise ValueError(f"pad: pad {pad!r} gives {len(widths) // 2} (before, after) pairs "
+                         f"but x has only {len(shape)} dimension(s) (shape {shape})")
+    out = []
+    for i in range(len(widths) // 2):
+        axis, before, after = len(shape) - 1 - i, widths[2 * i], widths[2 * i + 1]
+        if shape[axis] + min(before, 0) + min(after, 0) < 0:
+            raise ValueError(f"pad: pad ({before}, {after}) for axis {axis} of size "
+                             f"{shape[axis]} crops more than it holds (shape {shape})")
+        if before or after:
+            out.append((axis, before, after))
+    return out
+
+
 def _reshape(x, shape):
     """x.reshape(shape); where that copies a view that repeats values (a broadcast), the
     copy made by _repeated instead."""
