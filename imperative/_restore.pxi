@@ -174,12 +174,16 @@ cdef dict _reads_to_come(TensorInfo target):
     million recomputations for one step at 0.3 P (3,400x the step; now 3,400, none twice)."""
     cdef dict reads = {}
     cdef set seen = {_key(target)}
+    cdef set ran = set()             # recipes counted (one run brings back all it must)
     cdef list todo = [target]
     cdef TensorInfo t, i
     while todo and len(seen) < _READS_WALK:
         t = todo.pop()
-        if t.producer is None:
+        # (a swapped-out value is read back, a revivable one taken back: no recipe runs)
+        if (t.status != DROPPED or t.producer is None or _revivable(t)
+                or id(t.producer) in ran):
             continue
+        ran.add(id(t.producer))
         for i in (<Producer>t.producer).inputs:
             reads[_key(i)] = reads.get(_key(i), 0) + 1
             if (i.status == DROPPED or i.status == SWAPPED) and _key(i) not in seen:
