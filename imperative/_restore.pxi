@@ -246,7 +246,7 @@ cdef list _drop_the_unneeded(MemoryManager self, list dead, list stack):
         if _alive(i) or i.status != PRODUCED or i.producer is None:
             continue
         if (i.pins or _read_on_the_stack(i, stack) or _viewed_on_the_way(i, stack)
-                or self.restore_reads.get(_key(i), 0) > 0 or _worth_keeping(self, i)):
+                or _read_again(self, i) or _worth_keeping(self, i)):
             still.append(i)
         else:
             self.drop_dead(i, "recomputed, dead again")
@@ -305,6 +305,13 @@ cdef bint _revive(MemoryManager self, TensorInfo info) except -1:
     if _decision_hook is not None:
         _decision_hook("revive", info, self.clock)
     return True
+
+
+cdef bint _read_again(MemoryManager self, TensorInfo dead) except -1:
+    """A recipe of the restore under way will read `dead` again (_reads_to_come), and it
+    is a candidate: one that is not would stay unevictable, raising the floor, until then
+    (a Siamese pair's floor rose by 2 MiB)."""
+    return (self.restore_reads.get(_key(dead), 0) > 0 and _key(dead) in self.candidates)
 
 
 cdef bint _worth_keeping(MemoryManager self, TensorInfo dead) except -1:

@@ -13,7 +13,9 @@ from hypothesis.extra import numpy as hnp
 
 import imperative as imp
 from imperative import nn
-from imperative.autodiff import GradManager
+
+from composite_checks import (assert_onnx_matches, assert_same_bits_under_a_budget,
+                              value_and_grad)
 
 F = imp.functional
 QUICK = settings(max_examples=40, deadline=None, database=None, derandomize=True)
@@ -22,15 +24,6 @@ QUICK = settings(max_examples=40, deadline=None, database=None, derandomize=True
 def T(a, **kw):
     return imp.Tensor(a, **kw)
 
-
-def _grads(fn, x, dy, *args):
-    """(fn(p, *args), p.grad) for p = Parameter(x), the gradient of sum(fn(p, *args) * dy)."""
-    p = imp.Parameter(x)
-    gm = GradManager().attach([p])
-    with gm:
-        y = fn(p, *args)
-        gm.backward(F.sum(y * T(dy)))
-    return y.numpy(), p.grad.numpy()
 
 
 # ---------------------------------------------------------------------------------------
@@ -69,7 +62,7 @@ def test_logsumexp_matches_float64_with_softmax_gradient(shape, axis, keepdims):
     assert y.dtype == np.float32 and y.shape == want.shape
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-6, atol=1e-6)
     dy = rng.standard_normal(want.shape).astype(np.float32)
-    _, grad = _grads(F.logsumexp, x, dy, axis, keepdims)
+    _, grad = value_and_grad(F.logsumexp, x, dy, axis, keepdims)
     axes = axis if axis is not None else tuple(range(len(shape)))
     dy_kept = dy if keepdims or not shape else np.expand_dims(dy, axes)
     np.testing.assert_allclose(grad, dy_kept * _softmax64(x, axis), rtol=1e-5, atol=1e-6)
@@ -79,7 +72,7 @@ def test_logsumexp_does_not_overflow_or_underflow():
     x = np.array([[1000.0, 1000.0, 999.0], [-1000.0, -1001.0, -1000.0], [88.0, 89.0, 0.0]],
                  np.float32)
     np.testing.assert_allclose(F.logsumexp(x, 1).numpy(), _lse64(x, 1), rtol=1e-7)
-    _, grad = _grads(F.logsumexp, x, np.ones(3, np.float32), 1)
+    _, grad = value_and_grad(F.logsumexp, x, np.ones(3, np.float32), 1)
     np.testing.assert_allclose(grad, _softmax64(x, 1), rtol=1e-6, atol=1e-7)
 
 
@@ -92,13 +85,13 @@ def test_logsumexp_infinities_as_pytorch():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         y = F.logsumexp(T(x), 1).numpy()
-        _, grad = _grads(F.logsumexp, x[[0, 3]], np.ones(2, np.float32), 1)
+        _, grad = value_and_grad(F.logsumexp, x[[0, 3]], np.ones(2, np.float32), 1)
     np.testing.assert_array_equal(y[:4], [-inf, inf, inf, 0.0])
     assert np.isnan(y[4])
     np.testing.assert_array_equal(grad, [[0, 0, 0], [0, 1, 0]])
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _, grad = _grads(F.logsumexp, x[1:2], np.ones(1, np.float32), 1)
+        _, grad = value_and_grad(F.logsumexp, x[1:2], np.ones(1, np.float32), 1)
     np.testing.assert_array_equal(grad[0][[0, 2]], [0, 0])     # NaN at the inf, as PyTorch
 
 
@@ -126,7 +119,7 @@ def test_logsumexp_on_drawn_shapes_and_axes(data, x):
     axis = tuple(axes) if len(axes) > 1 else axes[0]
     keepdims = data.draw(st.booleans())
     want = _lse64(x, axis, keepdims)
-    y, grad = _grads(F.logsumexp, x, np.ones(want.shape, np.float32), axis, keepdims)
+    y, grad = value_and_grad(F.logsumexp, x, np.ones(want.shape, np.float32), axis, keepdims)
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-5)
     np.testing.assert_allclose(grad, _softmax64(x, axis), rtol=1e-5, atol=1e-6)
 
@@ -234,7 +227,7 @@ def test_pad_gradient_is_the_slice_back():
         x = rng.standard_normal(shape).astype(np.float32)
         want = _np_pad(x, pad, 0.0)
         dy = rng.standard_normal(want.shape).astype(np.float32)
-        y, grad = _grads(F.pad, x, dy, pad)
+        y, grad = value_and_grad(F.pad, x, dy, pad)
         np.testing.assert_array_equal(y, want)
         widths = [(0, 0)] * x.ndim
         for i in range(len(pad) // 2):
@@ -266,7 +259,8 @@ def test_pad_on_drawn_shapes_and_widths(data, x):
         pad += [before, data.draw(st.integers(-(size + min(before, 0)), 3))]
     value = data.draw(st.floats(-5, 5, width=32))
     want = _np_pad(x, pad, value)
-    y, grad = _grads(F.pad, x, np.ones(want.shape, np.float32), tuple(pad), "constant", value)
+    y, grad = value_and_grad(F.pad, x, np.ones(want.shape, np.float32), tuple(pad),
+                             "constant", value)
     np.testing.assert_array_equal(y, want)
     kept = _np_pad(np.ones(want.shape, np.float32),
                    [w for b, e in zip(pad[::2], pad[1::2]) for w in (-b, -e)], 0.0)
@@ -341,23 +335,7 @@ def test_a_step_with_the_three_recomputes_under_a_budget_with_the_same_bits():
     w = imp.Parameter(rng.standard_normal((64, 64)).astype(np.float32) * 0.2)
     labels = T(rng.integers(0, 8, 256))
 
-    def step():
-        w.grad = None
-        gm = GradManager().attach([w])
-        with gm:
-            loss = _net(x, w, labels)
-            gm.backward(loss)
-        return loss.numpy(), w.grad.numpy()
-
-    want = step()
-    with imp.option("dtr_eviction_threshold", 150_000), \
-            imp.option("dtr_evictee_minimum_size", 0), imp.option("record_computing_path", 1), \
-            imp.option("enable_dtr_auto_drop", 1):
-        recomputes = imp.memory_stats()["recomputes"]
-        got = step()
-        assert imp.memory_stats()["recomputes"] > recomputes
-    for g, r in zip(got, want):
-        np.testing.assert_array_equal(g, r)
+    assert_same_bits_under_a_budget(lambda: _net(x, w, labels), w)
 
 
 def test_a_dropped_logsumexp_and_pad_come_back_bit_for_bit():
@@ -383,8 +361,6 @@ def test_traced_logsumexp_and_pad_replay_the_eager_bits():
 
 
 def test_logsumexp_pad_and_one_hot_export_to_onnx(tmp_path):
-    pytest.importorskip("onnx")
-    ort = pytest.importorskip("onnxruntime")
     labels = T(np.array([0, 3, 1, 2]))
 
     @imp.jit.trace(capture_as_const=True)
@@ -392,11 +368,7 @@ def test_logsumexp_pad_and_one_hot_export_to_onnx(tmp_path):
         return F.logsumexp(F.pad(x, (1, 1), value=-1.0), 1) + F.sum(x * F.one_hot(labels, 5), 1)
 
     x = np.random.default_rng(5).standard_normal((4, 5)).astype(np.float32)
-    want = fn(T(x)).numpy()
-    path = str(tmp_path / "lse_pad.onnx")
-    fn.dump(path, arg_names=["x"], output_names=["y"])
-    got = ort.InferenceSession(path).run(None, {"x": x})[0]
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert_onnx_matches(fn, x, str(tmp_path / "lse_pad.onnx"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -412,7 +384,7 @@ def test_match_pytorch_with_gradients():
         x = (rng.standard_normal(shape) * 10).astype(np.float32)
         y = F.logsumexp(T(x), axis, keepdims)
         dy = rng.standard_normal(y.shape).astype(np.float32)
-        y, grad = _grads(F.logsumexp, x, dy, axis, keepdims)
+        y, grad = value_and_grad(F.logsumexp, x, dy, axis, keepdims)
         t = torch.tensor(x, requires_grad=True)
         ty = torch.logsumexp(t, axis, keepdims)
         ty.backward(torch.tensor(dy))
@@ -430,7 +402,7 @@ def test_match_pytorch_with_gradients():
         pad = tuple(int(p) for p in pad)
         y = F.pad(T(x), pad, value=0.25)
         dy = rng.standard_normal(y.shape).astype(np.float32)
-        y, grad = _grads(F.pad, x, dy, pad, "constant", 0.25)
+        y, grad = value_and_grad(F.pad, x, dy, pad, "constant", 0.25)
         t = torch.tensor(x, requires_grad=True)
         ty = tf.pad(t, pad, value=0.25)
         ty.backward(torch.tensor(dy))

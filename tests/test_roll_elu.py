@@ -13,6 +13,9 @@ import imperative as imp
 from imperative import nn
 from imperative.autodiff import GradManager
 
+from composite_checks import (assert_onnx_matches, assert_same_bits_under_a_budget,
+                              value_and_grad)
+
 F = imp.functional
 QUICK = settings(max_examples=40, deadline=None, database=None, derandomize=True)
 
@@ -20,15 +23,6 @@ QUICK = settings(max_examples=40, deadline=None, database=None, derandomize=True
 def T(a, **kw):
     return imp.Tensor(a, **kw)
 
-
-def _grads(fn, x, dy, *args):
-    """(fn(p, *args), p.grad) for p = Parameter(x), the gradient of sum(fn(p, *args) * dy)."""
-    p = imp.Parameter(x)
-    gm = GradManager().attach([p])
-    with gm:
-        y = fn(p, *args)
-        gm.backward(F.sum(y * T(dy)))
-    return y.numpy(), p.grad.numpy()
 
 
 # ---------------------------------------------------------------------------------------
@@ -83,7 +77,7 @@ def test_roll_matches_numpy_on_drawn_shapes_shifts_and_axes(data, x):
         shifts, axes = data.draw(st.integers(-50, 50)), None
     np.testing.assert_array_equal(F.roll(T(x), shifts, axes).numpy(), np.roll(x, shifts, axes))
     dy = np.arange(x.size, dtype=np.float32).reshape(x.shape)
-    y, grad = _grads(F.roll, x, dy, shifts, axes)
+    y, grad = value_and_grad(F.roll, x, dy, shifts, axes)
     back = tuple(-s for s in shifts) if isinstance(shifts, tuple) else -shifts
     np.testing.assert_array_equal(grad, np.roll(dy, back, axes))
 
@@ -97,7 +91,7 @@ def test_a_roll_that_moves_nothing_is_a_new_tensor_with_a_gradient():
         assert y is not x
         y += 1
         np.testing.assert_array_equal(x.numpy(), np.arange(6))
-    _, grad = _grads(F.roll, np.ones(6, np.float32), np.arange(6.0), 6, 0)
+    _, grad = value_and_grad(F.roll, np.ones(6, np.float32), np.arange(6.0), 6, 0)
     np.testing.assert_array_equal(grad, np.arange(6.0))
 
 
@@ -182,7 +176,7 @@ def test_elu_matches_float64_on_both_branches(alpha, shape):
     assert y.dtype == np.float32 and y.shape == shape
     np.testing.assert_allclose(y.numpy(), _elu64(x, float(alpha)), rtol=2e-7, atol=1e-7)
     dy = rng.standard_normal(shape).astype(np.float32)
-    _, grad = _grads(F.elu, x, dy, alpha)
+    _, grad = value_and_grad(F.elu, x, dy, alpha)
     assert_elu_grad_close(grad, dy * _elu_grad64(x, float(alpha)), alpha, dy)
 
 
@@ -205,7 +199,7 @@ def test_elu_gradient_far_out_and_at_zero():
     """No inf * 0 NaN from the branch not taken (exp(100) overflows float32); at 0 the
     gradient is alpha, PyTorch's convention (its elu_backward uses x <= 0)."""
     x = np.array([100.0, 89.0, -100.0, 0.0, -0.0, 1e-3, -1e-3], np.float32)
-    _, grad = _grads(F.elu, x, np.ones_like(x), 0.5)
+    _, grad = value_and_grad(F.elu, x, np.ones_like(x), 0.5)
     np.testing.assert_allclose(grad, [1, 1, 0.5 * np.exp(-100), 0.5, 0.5, 1,
                                       0.5 * np.exp(-1e-3)], rtol=1e-6, atol=3e-8)
 
@@ -246,23 +240,7 @@ def test_a_step_with_roll_and_elu_recomputes_under_a_budget_with_the_same_bits()
     x = T(rng.standard_normal((256, 64)).astype(np.float32))
     w = imp.Parameter(rng.standard_normal((64, 64)).astype(np.float32) * 0.2)
 
-    def step():
-        w.grad = None
-        gm = GradManager().attach([w])
-        with gm:
-            loss = _net(x, w)
-            gm.backward(loss)
-        return loss.numpy(), w.grad.numpy()
-
-    want = step()
-    with imp.option("dtr_eviction_threshold", 150_000), \
-            imp.option("dtr_evictee_minimum_size", 0), imp.option("record_computing_path", 1), \
-            imp.option("enable_dtr_auto_drop", 1):
-        recomputes = imp.memory_stats()["recomputes"]
-        got = step()
-        assert imp.memory_stats()["recomputes"] > recomputes
-    for g, r in zip(got, want):
-        np.testing.assert_array_equal(g, r)
+    assert_same_bits_under_a_budget(lambda: _net(x, w), w)
 
 
 def test_a_dropped_roll_comes_back_bit_for_bit():
@@ -285,19 +263,12 @@ def test_traced_roll_and_elu_replay_the_eager_bits():
 
 
 def test_roll_and_elu_export_to_onnx(tmp_path):
-    pytest.importorskip("onnx")
-    ort = pytest.importorskip("onnxruntime")
-
     @imp.jit.trace(capture_as_const=True)
     def fn(x):
         return F.roll(F.elu(x, 0.5), (2, -1), (0, 1)) + F.roll(x, 3)
 
     x = np.random.default_rng(5).standard_normal((4, 5)).astype(np.float32)
-    want = fn(T(x)).numpy()
-    path = str(tmp_path / "roll_elu.onnx")
-    fn.dump(path, arg_names=["x"], output_names=["y"])
-    got = ort.InferenceSession(path).run(None, {"x": x})[0]
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert_onnx_matches(fn, x, str(tmp_path / "roll_elu.onnx"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -311,7 +282,7 @@ def test_roll_and_elu_match_pytorch_with_gradients():
                                 ((2, 3, 4), (1, 5), (0, -1)), ((3, 4), (2, 2), (1, 1))]:
         x = rng.standard_normal(shape).astype(np.float32)
         dy = rng.standard_normal(shape).astype(np.float32)
-        y, grad = _grads(F.roll, x, dy, shifts, axis)
+        y, grad = value_and_grad(F.roll, x, dy, shifts, axis)
         t = torch.tensor(x, requires_grad=True)
         ty = torch.roll(t, shifts) if axis is None else torch.roll(t, shifts, axis)
         ty.backward(torch.tensor(dy))
@@ -321,7 +292,7 @@ def test_roll_and_elu_match_pytorch_with_gradients():
     x = x.astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
     for alpha in (1.0, 0.1, 1.7):
-        y, grad = _grads(F.elu, x, dy, alpha)
+        y, grad = value_and_grad(F.elu, x, dy, alpha)
         t = torch.tensor(x, requires_grad=True)
         ty = torch.nn.functional.elu(t, alpha)
         ty.backward(torch.tensor(dy))
