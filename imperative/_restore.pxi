@@ -96,8 +96,9 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
     cdef Producer p
     cdef list outer = self.restoring
     cdef dict outer_reads = self.restore_reads
+    cdef dict reads = _reads_to_come(target)
     self.restoring = stack           # (for _droppable_now: what the stack's recipes read)
-    self.restore_reads = _reads_to_come(target)
+    self.restore_reads = reads       # (for gap; another thread's restore may replace it)
     try:
         while stack:
             t = stack[len(stack) - 1]    # (wraparound is off in this module)
@@ -129,7 +130,7 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                     stack.append(missing)
                     continue
                 _recompute(self, p, t, stack)
-                _read_once(self.restore_reads, p)
+                _read_once(reads, p)
                 _count_repeat(t, recomputed)
                 stack.pop()
                 asked.pop(t, None)
@@ -145,7 +146,7 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                 for i in p.inputs:
                     if not _contains(kept, i):
                         kept.append(i)
-                kept = _drop_the_unneeded(self, kept, stack)
+                kept = _drop_the_unneeded(self, kept, stack, reads)
             else:
                 raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
     finally:
@@ -234,7 +235,7 @@ cdef void _push_views_beside(TensorInfo view, list stack, list pinned, list push
             stack.append(other)
 
 
-cdef list _drop_the_unneeded(MemoryManager self, list dead, list stack):
+cdef list _drop_the_unneeded(MemoryManager self, list dead, list stack, dict reads):
     """Drop the dead values brought back by a restore that no tensor still waiting on
     `stack` reads, no recipe of the restore will still read and no evicted tensor needs; the rest, still dead and resident, is
     returned to be looked at again. Last brought back first, so that a view goes before
@@ -246,7 +247,7 @@ cdef list _drop_the_unneeded(MemoryManager self, list dead, list stack):
         if _alive(i) or i.status != PRODUCED or i.producer is None:
             continue
         if (i.pins or _read_on_the_stack(i, stack) or _viewed_on_the_way(i, stack)
-                or _read_again(self, i) or _worth_keeping(self, i)):
+                or _read_again(self, i, reads) or _worth_keeping(self, i)):
             still.append(i)
         else:
             self.drop_dead(i, "recomputed, dead again")
@@ -307,11 +308,10 @@ cdef bint _revive(MemoryManager self, TensorInfo info) except -1:
     return True
 
 
-cdef bint _read_again(MemoryManager self, TensorInfo dead) except -1:
-    """A recipe of the restore under way will read `dead` again (_reads_to_come), and it
-    is a candidate: one that is not would stay unevictable, raising the floor, until then
-    (a Siamese pair's floor rose by 2 MiB)."""
-    return (self.restore_reads.get(_key(dead), 0) > 0 and _key(dead) in self.candidates)
+cdef bint _read_again(MemoryManager self, TensorInfo dead, dict reads) except -1:
+    """A recipe of this restore will read `dead` again (`reads`: _reads_to_come), and it is
+    a candidate: one that is not could not be evicted until then, raising the floor."""
+    return reads.get(_key(dead), 0) > 0 and _key(dead) in self.candidates
 
 
 cdef bint _worth_keeping(MemoryManager self, TensorInfo dead) except -1:
