@@ -64,10 +64,9 @@ import _harness  # noqa: E402
 _harness.one_blas_thread()     # (before numpy loads: the paired runs' processes inherit it)
 from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
-# --unseen / --fresh / --novel / --heldout / --sixth / --seventh: a model set of tests/ instead
-# of the zoo
-MODEL_SET = next((m for m in ("unseen", "fresh", "novel", "heldout", "sixth", "seventh")
-                  if f"--{m}" in sys.argv), None)
+# --unseen / --fresh / ...: a model set of tests/ (tests/<name>_models.py) instead of the zoo
+MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh")
+MODEL_SET = next((m for m in MODEL_SETS if f"--{m}" in sys.argv), None)
 UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)
     sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -503,18 +502,9 @@ def storms_named(value):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(CONFIGS), help="default: the whole zoo")
-    parser.add_argument("--unseen", action="store_true",
-                        help="the models of tests/unseen_models.py instead of the zoo")
-    parser.add_argument("--fresh", action="store_true",
-                        help="the models of tests/fresh_models.py instead of the zoo")
-    parser.add_argument("--novel", action="store_true",
-                        help="the models of tests/novel_models.py instead of the zoo")
-    parser.add_argument("--heldout", action="store_true",
-                        help="the models of tests/heldout_models.py instead of the zoo")
-    parser.add_argument("--sixth", action="store_true",
-                        help="the models of tests/sixth_models.py instead of the zoo")
-    parser.add_argument("--seventh", action="store_true",
-                        help="the models of tests/seventh_models.py instead of the zoo")
+    for name in MODEL_SETS:
+        parser.add_argument(f"--{name}", action="store_true",
+                            help=f"the models of tests/{name}_models.py instead of the zoo")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per point and pair")
     parser.add_argument("--pairs", type=int, default=2,
                         help="pairs of processes (budgeted, unconstrained) per point")
