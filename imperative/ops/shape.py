@@ -57,9 +57,9 @@ def check_size(shape, what):
                          f"array can hold (2**63 - 1)")
 
 
-def _roll_ints(value, name):
-    """F.roll's `shifts` or `axis` (an int or a sequence of ints) as a tuple of ints."""
-    entries = value if isinstance(value, (tuple, list)) else (value,)
+def _ints(entries, message):
+    """`entries` as a tuple of ints (any integer but a bool); for one that is none, a
+    TypeError whose text is `message(entry)`."""
     out = []
     for v in entries:
         try:
@@ -67,10 +67,17 @@ def _roll_ints(value, name):
                 raise TypeError
             out.append(operator.index(v))
         except TypeError:
-            raise TypeError(f"roll: {name} must be an int or a tuple of ints, got {value!r}"
-                            + (f" (holding {v!r}, a {type(v).__name__})"
-                               if entries is value else f" ({type(v).__name__})")) from None
+            raise TypeError(message(v)) from None
     return tuple(out)
+
+
+def _roll_ints(value, name):
+    """F.roll's `shifts` or `axis` (an int or a sequence of ints) as a tuple of ints."""
+    entries = value if isinstance(value, (tuple, list)) else (value,)
+    return _ints(entries, lambda v: (
+        f"roll: {name} must be an int or a tuple of ints, got {value!r}"
+        + (f" (holding {v!r}, a {type(v).__name__})" if entries is value
+           else f" ({type(v).__name__})")))
 
 
 def roll_cuts(shifts, axis, shape):
@@ -107,15 +114,8 @@ def pad_widths(pad, shape):
     if not isinstance(pad, (tuple, list)):
         raise TypeError(f"pad: pad must be a tuple of ints ((before, after) pairs from the "
                         f"last axis), got {pad!r} ({type(pad).__name__})")
-    widths = []
-    for v in pad:
-        try:
-            if isinstance(v, bool):
-                raise TypeError
-            widths.append(operator.index(v))
-        except TypeError:
-            raise TypeError(f"pad: pad must be a tuple of ints, got {pad!r} (holding {v!r}, "
-                            f"a {type(v).__name__})") from None
+    widths = _ints(pad, lambda v: f"pad: pad must be a tuple of ints, got {pad!r} (holding "
+                                  f"{v!r}, a {type(v).__name__})")
     if len(widths) % 2:
         raise ValueError(f"pad: pad must hold (before, after) pairs, an even number of ints, "
                          f"got {len(widths)}: {pad!r}")
