@@ -10,14 +10,18 @@ dropping).
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
                               [--timeout SECONDS] [--json bench_dtr.json]
                               [--unseen | --fresh | --novel | --heldout | --sixth | --seventh
-                               | --eighth]
+                               | --eighth | --ninth]
 
-With --eighth they are the ten of tests/eighth_models.py (session 45's: a universal
-transformer, a neural cellular automaton, a Tree-LSTM, a Set Transformer, a PixelCNN, a
-diffusion U-Net step, a pointer network, a modern Hopfield network, an HRNet, MoCo). With
---seventh they are the ten of tests/seventh_models.py (session 44's: gradient
-accumulation, LoRA adapters on a frozen transformer, a CTC loss, a spiking network, a stacked
-hourglass, distillation, ...). With --sixth they are the ten of tests/sixth_models.py
+With --ninth they are the ten of tests/ninth_models.py (session 45's second set, ordinary
+models: a character LSTM language model with truncated BPTT, an AlexNet-like CNN, word2vec's
+skip-gram with negative sampling, a ResNet-18, a BERT-like masked LM, a VAE-GAN, a
+wide-and-deep CTR model, a TCN, GraphSAGE, a batch-hard triplet network). With --eighth
+they are the ten of tests/eighth_models.py (session 45's: a universal transformer, a neural
+cellular automaton, a Tree-LSTM, a Set Transformer, a PixelCNN, a diffusion U-Net step, a
+pointer network, a modern Hopfield network, an HRNet, MoCo). With --seventh they are the ten
+of tests/seventh_models.py (session 44's: gradient accumulation, LoRA adapters on a frozen
+transformer, a CTC loss, a spiking network, a stacked hourglass, distillation, ...).
+With --sixth they are the ten of tests/sixth_models.py
 (session 43's second set: a GAN step, SimCLR, Swin-like windows, MBConv blocks, a RevNet, a
 Perceiver, ...). With --heldout they are the ten of tests/heldout_models.py (session 43's:
 ConvNeXt-style blocks, a gated causal conv language model, linear attention, ...). With
@@ -69,7 +73,7 @@ _harness.one_blas_thread()     # (before numpy loads: the paired runs' processes
 from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
 # --unseen / --fresh / ...: a model set of tests/ (tests/<name>_models.py) instead of the zoo
-MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth")
+MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth")
 MODEL_SET = next((m for m in MODEL_SETS if f"--{m}" in sys.argv), None)
 UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)
