@@ -50,7 +50,6 @@ def set_decision_hook(hook):
 
 
 # ------------------------------------------------------------------ the manager
-#
 # Its fields and cdef method signatures are declared in imperative/_core.pxd, each field with its
 # owning thread ([C] caller threads, [W] the worker, [C/W] either, always under the GIL), and so
 # are its two inline methods, pin and evictable, with their bodies. Kernels and swap files let
@@ -453,6 +452,9 @@ cdef class MemoryManager:
                and device.stats.allocated > self.highest_floor):
             victim = self.choose(device, pool, ranking)
             if victim is None:
+                # all that stays is the floor (one ranked evictable may not be now: loaded,
+                # a Siamese pair's 1 MiB product ran 16 KiB above the floor measured above)
+                self.floor_now(device, 0, needed)
                 break
             self.evict(victim)
             if victim.status == PRODUCED and ranking is None:   # it stayed (another thread
@@ -519,11 +521,10 @@ cdef class MemoryManager:
 
     cdef bint read_next(self, TensorInfo info):
         """The queued op after the running one reads `info`: it belongs to the floor. Evicted
-        now, it would be recomputed at once, while what the running op makes is still
-        there: never a lower peak, only a recomputation, and a higher peak where that
-        recomputation brings back larger ancestors (an embedding's gradient broadcast,
-        evicted to make room for the table's gradient, came back with the 8 MiB lookup it
-        was made from: the peak 11% above the run without DTR)."""
+        now, it would be recomputed at once, while what the running op makes is still there:
+        never a lower peak, only a recomputation, and a higher peak where that brings back
+        larger ancestors (an embedding's gradient broadcast, evicted to make room for the
+        table's gradient, came back with the 8 MiB lookup it was made from: +11%)."""
         cdef long long nxt = self.next_op()
         _pass_reads(info, self.running)
         return (nxt != 0 and info.queued_reads_from < info.queued_reads.size()
@@ -534,9 +535,8 @@ cdef class MemoryManager:
         return 0 if self.queued_ops.empty() else self.queued_ops.front()
 
     cdef void pass_queued_ops(self):
-        """Forget the queued ops up to the one running now. (As it starts, not when an
-        eviction asks: under a budget never reached, none does, and the array grew by
-        one number an op.)"""
+        """Forget the queued ops up to the one running now (as it starts: under a budget never
+        reached no eviction asks, and the array grew by one number an op)."""
         while not self.queued_ops.empty() and self.queued_ops.front() <= self.running:
             self.queued_ops.pop_front()
 
@@ -555,12 +555,12 @@ cdef class MemoryManager:
     cdef long long gap(self, TensorInfo info):
         """How many ops from now `info` will be read again, as far as the manager can tell:
         1 while a recipe the restore under way will run reads it (read by no queued op, it
-        looked unread to the queue's end: a spiking network's restores evicted what they
-        were about to read, 370,000 recomputations a step at 0.35 P); up to the first
-        queued op that reads it; with none, at least to the end of the queue, and at least
-        its staleness (ops since its last read: the DTR paper's stand-in for the distance to
-        the next use, all there is at async level 0; alone, a pooled U-Net feature read by
-        four backward ops in a row was evicted between each two of them)."""
+        looked unread to the queue's end: a spiking network's restores evicted what they were
+        about to read, 370,000 recomputations a step at 0.35 P); up to the first queued op
+        that reads it; with none, at least to the end of the queue, and at least its
+        staleness (ops since its last read: the DTR paper's stand-in for the distance to the
+        next use, all there is at async level 0; alone, a pooled U-Net feature read by four
+        backward ops in a row was evicted between each two of them)."""
         _pass_reads(info, self.running)
         if self.restore_reads and self.restore_reads.get(_key(info), 0) > 0:
             return 1
