@@ -91,22 +91,34 @@ def _ops_per_step(step):
     return _core.memory_manager_stats()["clock"] - before
 
 
+def _beside_reference(make, fraction, evictee_minimum_size=64 * 1024):
+    """Two steps of a fresh `make()` under `fraction` of a step's peak (after one step
+    without a budget), checked against the same steps of another run without DTR:
+    (whether their losses are the same, the ops run under the budget, the recomputations,
+    those repeated within one restore, the peak, the floor, the budget)."""
+    reference = make()
+    want = [float(reference()) for _ in range(5)][3:]     # the steps run under the budget
+    step = make()
+    float(step())
+    with imp.option("record_computing_path", 1):
+        ops = _ops_per_step(step)
+    repeated = imp.memory_stats()["recomputes_repeated"]
+    losses, recomputes, peak, floor, budget = _dtr_steps(
+        step, fraction, evictee_minimum_size=evictee_minimum_size)
+    repeated = imp.memory_stats()["recomputes_repeated"] - repeated
+    return losses == want, ops * len(losses), recomputes, repeated, peak, floor, budget
+
+
 def test_a_budget_under_the_floor_holds_the_floor_without_a_storm(async_level):
     """A small U-Net whose floor is above half its peak: each op used to evict all it could,
     the next op recomputed its inputs' whole history, 13 recomputations per op issued.
     Memory up to the highest floor seen is now left alone."""
-    reference = trainer("unet", batch=4, size=32)
-    want = [float(reference()) for _ in range(5)][3:]     # the steps run under the budget
-
-    step = trainer("unet", batch=4, size=32)
-    float(step())
-    with imp.option("record_computing_path", 1):
-        ops = _ops_per_step(step)
-    losses, recomputes, peak, floor, budget = _dtr_steps(step, 0.5)
-    assert losses == want
+    same, ops, recomputes, _, peak, floor, budget = _beside_reference(
+        lambda: trainer("unet", batch=4, size=32), 0.5)
+    assert same
     assert floor > budget                       # the point of the test: infeasible
     assert peak <= floor + (1 << 20)            # + the largest op's outputs (768 KiB)
-    assert 0 < recomputes <= 3 * ops * len(losses)
+    assert 0 < recomputes <= 3 * ops
 
 
 def test_the_caller_running_ahead_does_not_multiply_recomputations(async_level):
@@ -451,18 +463,12 @@ def test_a_recurrence_brought_back_through_its_history_ends_without_a_storm(frac
     so that a deep one aged the values the next ops read until they were evicted in
     turn; and each level of the recomputation could start over once before it pinned
     what it had, twice the work per level, 1.6 million values brought back for one op."""
-    reference = _lstm_trainer()
-    want = [float(reference()) for _ in range(5)][3:]     # the steps run under the budget
-    step = _lstm_trainer()
-    float(step())
-    with imp.option("record_computing_path", 1):
-        ops = _ops_per_step(step)
-    losses, recomputes, peak, floor, budget = _dtr_steps(step, fraction,
-                                                         evictee_minimum_size=16 * 1024)
-    assert losses == want
+    same, ops, recomputes, _, peak, floor, budget = _beside_reference(
+        _lstm_trainer, fraction, evictee_minimum_size=16 * 1024)
+    assert same
     # (0.7-2.7 an op seen on session 16's code, up to 4.4 since the dead-value rules of
     # session 17 in a cold process; the storm was thousands)
-    assert 0 < recomputes <= 6 * ops * len(losses)
+    assert 0 < recomputes <= 6 * ops
     assert peak <= max(budget, floor) + 64 * 1024        # + the largest op's outputs
 
 
@@ -737,16 +743,10 @@ def test_a_restore_keeps_what_its_recipes_will_still_read(async_level):
     coupled recurrence recomputed 40,000 values a step, 39,500 of them twice in one
     restore (164 an op at async level 2; 0.67 s against 7 ms unconstrained); now 0.2-2.3
     an op, as many as the costs measured make it (machine and test order)."""
-    time_steps = 14
-    reference = _coupled_leaky_trainer(time_steps)
-    want = [float(reference()) for _ in range(5)][3:]     # the steps run under the budget
-    step = _coupled_leaky_trainer(time_steps)
-    float(step())
-    with imp.option("record_computing_path", 1):
-        ops = _ops_per_step(step)
-    losses, recomputes, peak, floor, budget = _dtr_steps(step, 0.7)
-    assert losses == want
-    assert 0 < recomputes <= 8 * ops * len(losses)
+    same, ops, recomputes, _, peak, floor, budget = _beside_reference(
+        lambda: _coupled_leaky_trainer(14), 0.7)
+    assert same
+    assert 0 < recomputes <= 8 * ops
     assert peak <= max(budget, floor) + 64 * 1024        # + the largest op's outputs
 
 
@@ -757,20 +757,11 @@ def test_a_restore_keeps_the_small_values_its_recipes_will_still_read(async_leve
     second, at every decoder step: 1.7-2.2 recomputations an op, 1.2-1.7 of them repeats
     inside one restore, where now 0.4-0.5 and 0.04-0.05 (once, on a loaded machine, 1.3
     recomputations an op: the measured costs steer the choices)."""
-    def make():
-        return eighth_models.trainer("pointer", features=4, hidden=128, n=12, batch=64)
-    reference = make()
-    want = [float(reference()) for _ in range(5)][3:]     # the steps run under the budget
-    step = make()
-    float(step())
-    with imp.option("record_computing_path", 1):
-        ops = _ops_per_step(step)
-    repeats = imp.memory_stats()["recomputes_repeated"]
-    losses, recomputes, peak, floor, budget = _dtr_steps(step, 0.5)
-    repeats = imp.memory_stats()["recomputes_repeated"] - repeats
-    assert losses == want
-    assert 0 < recomputes <= 2 * ops * len(losses)
-    assert repeats <= 0.25 * ops * len(losses)
+    same, ops, recomputes, repeated, peak, floor, budget = _beside_reference(
+        lambda: eighth_models.trainer("pointer", features=4, hidden=128, n=12, batch=64), 0.5)
+    assert same
+    assert 0 < recomputes <= 2 * ops
+    assert repeated <= 0.25 * ops
     assert peak <= max(budget, floor) + (1 << 20)         # + the largest op's outputs
 
 
