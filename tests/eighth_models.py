@@ -27,25 +27,12 @@ import imperative as imp
 from imperative import F, nn, optim
 from imperative.autodiff import GradManager
 from imperative.models import cluster_task, conv_bn_relu, global_average, upsample_nearest
-from model_sets import ModelSet, stepper
+from model_sets import NEG, ModelSet, l2_normalize, mlp, stepper
 from model_sets import attention as _attention
 
-NEG = -1e30      # a masked score: finite, so that no inf - inf makes a NaN
-
-
 # ---------------------------------------------------------------------------------------
-# helpers: what a PyTorch user would have taken from torch.nn
-
-def _mlp(sizes, act=nn.ReLU):
-    """Linear layers of `sizes` with `act` between them."""
-    layers = [m for a, b in zip(sizes, sizes[1:]) for m in (nn.Linear(a, b), act())]
-    return nn.Sequential(*layers[:-1])
-
-
-def _l2_normalize(x, axis=1):
-    """torch.nn.functional.normalize: x / |x| along `axis`."""
-    return x * F.rsqrt(F.sum(x * x, axis=axis, keepdims=True) + 1e-12)
-
+# helpers: what a PyTorch user would have taken from torch.nn (and model_sets' mlp,
+# l2_normalize)
 
 def _channels(v):
     """(b, c) -> (b, c, 1, 1), to scale or shift a feature map per sample and channel."""
@@ -240,7 +227,7 @@ class MAB(nn.Module):
         self.heads = heads
         self.q, self.kv, self.o = nn.Linear(dim, dim), nn.Linear(dim, 2 * dim), nn.Linear(dim, dim)
         self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.ff = _mlp([dim, 2 * dim, dim])
+        self.ff = mlp([dim, 2 * dim, dim])
 
     def forward(self, x, y):
         k, v = F.split(self.kv(y), 2, axis=-1)
@@ -386,7 +373,7 @@ class DiffusionUNet(nn.Module):
     def __init__(self, ch, tdim, groups):
         super().__init__()
         self.tdim = tdim
-        self.time = _mlp([tdim, 4 * tdim, 4 * tdim], act=nn.SiLU)
+        self.time = mlp([tdim, 4 * tdim, 4 * tdim], act=nn.SiLU)
         t4 = 4 * tdim
         self.inp = nn.Conv2d(3, ch, 3, padding=1)
         self.d1 = TimeResBlock(ch, ch, t4, groups)
@@ -621,10 +608,10 @@ class ContrastEncoder(nn.Module):
         super().__init__()
         self.body = nn.Sequential(conv_bn_relu(3, ch), nn.MaxPool2d(2), conv_bn_relu(ch, 2 * ch),
                                   nn.MaxPool2d(2), conv_bn_relu(2 * ch, 4 * ch))
-        self.proj = _mlp([4 * ch, hidden, dim])
+        self.proj = mlp([4 * ch, hidden, dim])
 
     def forward(self, x):
-        return _l2_normalize(self.proj(global_average(self.body(x))))
+        return l2_normalize(self.proj(global_average(self.body(x))))
 
 
 def _moco(c):
@@ -634,7 +621,7 @@ def _moco(c):
     key = ContrastEncoder(c["ch"], c["hidden"], c["dim"])
     key.load_state_dict(query.state_dict())
     pairs = list(zip(key.parameters(), query.parameters()))
-    queue = _l2_normalize(imp.random.normal(size=(k_size, c["dim"])))
+    queue = l2_normalize(imp.random.normal(size=(k_size, c["dim"])))
     positives = imp.Tensor(np.zeros(b, np.int32))               # the key is logit 0
     gm = GradManager().attach(query.parameters())
     opt = optim.SGD(query.parameters(), 0.03, momentum=0.9)

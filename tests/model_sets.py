@@ -5,7 +5,7 @@ import importlib
 import math
 
 import imperative as imp
-from imperative import F, optim
+from imperative import F, nn, optim
 from imperative.autodiff import GradManager
 from imperative.models import cluster_task, training_step
 
@@ -23,6 +23,20 @@ def stepper(model_params, opt, loss_of):
         opt.clear_grad()
         return loss
     return step
+
+
+NEG = -1e30      # a masked score: finite, so that no inf - inf makes a NaN
+
+
+def mlp(sizes, act=nn.ReLU):
+    """Linear layers of `sizes` with `act` between them."""
+    layers = [m for a, b in zip(sizes, sizes[1:]) for m in (nn.Linear(a, b), act())]
+    return nn.Sequential(*layers[:-1])
+
+
+def l2_normalize(x, axis=1):
+    """torch.nn.functional.normalize: x / |x| along `axis`."""
+    return x * F.rsqrt(F.sum(x * x, axis=axis, keepdims=True) + 1e-12)
 
 
 def split_heads(t, heads):

@@ -27,25 +27,12 @@ import imperative as imp
 from imperative import F, nn, optim
 from imperative.autodiff import GradManager
 from imperative.models import cluster_task, global_average, upsample_nearest
-from model_sets import ModelSet, stepper
+from model_sets import NEG, ModelSet, l2_normalize, stepper
 from model_sets import attention as _attention
 
-NEG = -1e30      # a masked score: finite, so that no inf - inf makes a NaN
-
-
 # ---------------------------------------------------------------------------------------
-# helpers: what a PyTorch user would have taken from torch.nn
-
-def _mlp(sizes, act=nn.ReLU):
-    """Linear layers of `sizes` with `act` between them."""
-    layers = [m for a, b in zip(sizes, sizes[1:]) for m in (nn.Linear(a, b), act())]
-    return nn.Sequential(*layers[:-1])
-
-
-def _l2_normalize(x, axis=1):
-    """torch.nn.functional.normalize: x / |x| along `axis`."""
-    return x * F.rsqrt(F.sum(x * x, axis=axis, keepdims=True) + 1e-12)
-
+# helpers: what a PyTorch user would have taken from torch.nn (and model_sets'
+# l2_normalize)
 
 def _logsigmoid(x):
     """torch.nn.functional.logsigmoid."""
@@ -593,7 +580,7 @@ class SAGELayer(nn.Module):
     def forward(self, h, neighbours):
         agg = F.mean(h[neighbours], axis=1)                     # (n, sample, d) -> (n, d)
         out = self.lin(F.concat([h, agg], axis=1))
-        return out if self.last else _l2_normalize(F.relu(out))
+        return out if self.last else l2_normalize(F.relu(out))
 
 
 def _sage(c):
@@ -655,7 +642,7 @@ def _triplet(c):
     opt = optim.Adam(net.parameters(), 3e-4)
 
     def loss_of():
-        e = _l2_normalize(net(base + 0.2 * imp.random.normal(size=base.shape)))
+        e = l2_normalize(net(base + 0.2 * imp.random.normal(size=base.shape)))
         sq = F.sum(e * e, axis=1, keepdims=True)
         d2 = sq + F.transpose(sq, (1, 0)) - 2.0 * F.matmul(e, e, transpose_b=True)
         dist = F.sqrt(F.clip(d2, 1e-12))
