@@ -150,9 +150,13 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
             else:
                 raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
         # A read the walk counted may not come (its recipe's output came back another way):
-        # what was kept only for it goes now (a small value, no candidate, would stay).
-        reads.clear()
-        _drop_the_unneeded(self, kept, stack, reads)
+        # a small value kept only for it, no candidate, would stay for good (a candidate
+        # stays, evictable: dropping those too recomputed a Tree-LSTM's 0.3 P steps
+        # 20-60% more often, for 3.6 MiB less at its peak, under its floor).
+        for i in kept:
+            if (not _alive(i) and i.status == PRODUCED and i.producer is not None
+                    and not i.pins and _key(i) not in self.candidates):
+                self.drop_dead(i, "kept for a read that did not come")
     finally:
         self.restoring = outer
         self.restore_reads = outer_reads
