@@ -42,6 +42,15 @@ def assert_same_bits_under_a_budget(loss_of, w):
         np.testing.assert_array_equal(g, r)
 
 
+def assert_dropped_comes_back(make):
+    """The tensor `make()` builds, dropped (enable_drop), is recomputed to the same bits."""
+    with imp.option("enable_drop", 1):
+        y = make()
+        want = y.numpy().copy()
+        y._drop()
+        np.testing.assert_array_equal(y.numpy(), want)
+
+
 def assert_onnx_matches(traced, x, path):
     """`traced` (a trace with constants captured) dumped to ONNX at `path` and run in
     onnxruntime gives its eager output on `x` (skipped without onnx and onnxruntime)."""
