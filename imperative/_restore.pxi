@@ -245,10 +245,11 @@ cdef void _push_views_beside(TensorInfo view, list stack, list pinned, list push
 
 cdef list _drop_the_unneeded(MemoryManager self, list dead, list stack, dict reads):
     """Drop the dead values brought back by a restore that no tensor still waiting on
-    `stack` reads, no recipe of the restore will still read and no evicted tensor needs; the rest, still dead and resident, is
-    returned to be looked at again. Last brought back first, so that a view goes before
-    its base, which is then its storage's one record again and may stay (_worth_keeping);
-    a base whose view a tensor on the stack will read waits for that view."""
+    `stack` reads, no recipe of the restore will still read and no evicted tensor needs;
+    the rest, still dead and resident, is returned to be looked at again. Last brought
+    back first, so that a view goes before its base, which is then its storage's one
+    record again and may stay (_worth_keeping); a base whose view a tensor on the stack
+    will read waits for that view."""
     cdef TensorInfo i
     cdef list still = []
     for i in reversed(dead):

@@ -50,7 +50,9 @@ def logsumexp(x: TensorLike, axis: AxisLike, keepdims: bool = False) -> Tensor:
     empty = top == float("-inf")
     out = (_apply1(_LOG, _apply1(_WHERE, empty, one, total))
            + _apply1(_WHERE, top < float("inf"), top, zero))
-    return out if keepdims else _apply1(cached_op(O.RemoveAxis, axes), out) if axes else out
+    if keepdims or not axes:
+        return out
+    return _apply1(cached_op(O.RemoveAxis, axes), out)
 
 
 def _check_num_classes(num_classes):
@@ -117,7 +119,7 @@ def _pad_value(value, dtype):
     real = check_real(value, "pad", "value")
     if dtype.kind in "iub":
         low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
-        if real != int(real) if np.isfinite(real) else True:
+        if not np.isfinite(real) or real != int(real):
             raise ValueError(f"pad: value {value!r} is not an integer, and x is {dtype}")
         if not low <= int(real) <= high:
             raise ValueError(f"pad: value {value!r} does not fit x's dtype {dtype} "
