@@ -183,14 +183,21 @@ cdef dict _reads_to_come(TensorInfo target):
     million recomputations for one step at 0.3 P (3,400x the step; now 3,400, none twice)."""
     cdef dict reads = {}
     cdef set seen = {_key(target)}
-    cdef set ran = set()             # recipes counted (one run brings back all it must)
+    cdef set ran = set()             # recipes counted once for all the outputs a tensor holds
     cdef list todo = [target]
     cdef TensorInfo t, i
     while todo and len(seen) < _READS_WALK:
         t = todo.pop()
         # (a swapped-out value is read back, a revivable one taken back: no recipe runs)
-        if (t.status != DROPPED or t.producer is None or _revivable(t)
-                or id(t.producer) in ran):
+        if t.status != DROPPED or t.producer is None or _revivable(t):
+            continue
+        # One run brings back the outputs a tensor holds; a dead one comes back alone
+        # (_recompute), its recipe run again for it: the four gates an LSTM splits from
+        # one pre-activation read it four times. Counted once, the pre-activation was
+        # dropped after the first gate and recomputed, with the recurrence behind it, for
+        # each of the others (a pointer network whose gates are under the evictee
+        # minimum: 5.4-9.4 recomputations an op, 4.8-8.7 of them repeats; now 1.3-1.6).
+        if _alive(t) and id(t.producer) in ran:
             continue
         ran.add(id(t.producer))
         for i in (<Producer>t.producer).inputs:
