@@ -59,6 +59,7 @@ include "_policies.pxi"       # eviction policies, one a file, and their table
 include "_swap.pxi"           # swap files: layout, private folders, bandwidth
 include "_memory_options.pxi" # the options it decides by, one snapshot
 include "_memory.pxi"         # the memory manager: drop, swap, DTR, behind its hooks
+include "_restore_reads.pxi"  # what one restore's recipes will still read
 include "_restore.pxi"        # bringing evicted values back: swap in, revive, recompute
 include "_keeping.pxi"        # dead values kept resident under a budget
 include "_choosing.pxi"       # the victim: the lowest score, cheap bounds first

@@ -96,9 +96,10 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
     cdef Producer p
     cdef list outer = self.restoring
     cdef dict outer_reads = self.restore_reads
-    cdef dict reads = _reads_to_come(target)
+    cdef _ReadsToCome reads = _ReadsToCome()
     self.restoring = stack           # (for _droppable_now: what the stack's recipes read)
-    self.restore_reads = reads       # (for gap; another thread's restore may replace it)
+    reads.walk_from(target)
+    self.restore_reads = reads.counts   # (for gap; another thread's restore may replace it)
     try:
         while stack:
             t = stack[len(stack) - 1]    # (wraparound is off in this module)
@@ -115,6 +116,8 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                 if t.producer is None:
                     raise RuntimeError(f"cannot recompute a dropped tensor {t.shape} {t.dtype}: "
                                        "its recipe is gone")
+                if not reads.walked_to(t):
+                    reads.walk_from(t)       # (resident when the walk passed, evicted since)
                 p = t.producer
                 missing = _first_missing_input(p, t)
                 if missing is not None:
@@ -130,8 +133,10 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                     stack.append(missing)
                     continue
                 _recompute(self, p, t, stack)
-                _read_once(reads, p)
-                _count_repeat(t, recomputed)
+                reads.read_by(p)
+                if _count_repeat(t, recomputed):
+                    reads.pin_all()
+                reads.pin_outputs(p)
                 stack.pop()
                 asked.pop(t, None)
                 for i in held.pop(t, ()):
@@ -149,6 +154,7 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                 kept = _drop_the_unneeded(self, kept, stack, reads)
             else:
                 raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
+        reads.unpin_all()
         # A read the walk counted may not come (its recipe's output came back another way):
         # a small value kept only for it, no candidate, would stay for good (a candidate
         # stays, evictable: dropping those too recomputed a Tree-LSTM's 0.3 P steps
@@ -165,66 +171,20 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                 i.pins -= 1
         for i in pinned_views:
             i.pins -= 1
+        reads.unpin_all()
     return 0
 
 
-cdef int _READS_WALK = 1024     # dropped records a restore counts the reads of, at most
-
-
-cdef dict _reads_to_come(TensorInfo target):
-    """How many times each value will be read by the recipes that bringing `target` back
-    runs (those of the dropped records behind it), by key. A value one of them will still
-    read is taken as read next (MemoryManager.gap) and, brought back on the way, stays
-    until its last such read (_drop_the_unneeded). Kept only while a recipe waiting on the
-    stack read it, a value two recipes of the restore read, the first on the stack, the
-    other pushed later, was dropped in between and recomputed for the second, and so at
-    every level of a chain: two coupled leaky recurrences (a spiking network whose
-    potentials no backward rule keeps) recomputed their history 2^depth times, 6.8
-    million recomputations for one step at 0.3 P (3,400x the step; now 3,400, none twice)."""
-    cdef dict reads = {}
-    cdef set seen = {_key(target)}
-    cdef set ran = set()             # recipes counted once for all the outputs a tensor holds
-    cdef list todo = [target]
-    cdef TensorInfo t, i
-    while todo and len(seen) < _READS_WALK:
-        t = todo.pop()
-        # (a swapped-out value is read back, a revivable one taken back: no recipe runs)
-        if t.status != DROPPED or t.producer is None or _revivable(t):
-            continue
-        # One run brings back the outputs a tensor holds; a dead one comes back alone
-        # (_recompute), its recipe run again for it: the four gates an LSTM splits from
-        # one pre-activation read it four times. Counted once, the pre-activation was
-        # dropped after the first gate and recomputed, with the recurrence behind it, for
-        # each of the others (a pointer network whose gates are under the evictee
-        # minimum: 5.4-9.4 recomputations an op, 4.8-8.7 of them repeats; now 1.3-1.6).
-        if _alive(t) and id(t.producer) in ran:
-            continue
-        ran.add(id(t.producer))
-        for i in (<Producer>t.producer).inputs:
-            reads[_key(i)] = reads.get(_key(i), 0) + 1
-            if (i.status == DROPPED or i.status == SWAPPED) and _key(i) not in seen:
-                seen.add(_key(i))
-                todo.append(i)
-    return reads
-
-
-cdef void _read_once(dict reads, Producer p):
-    """`p` ran: each of its inputs has one read to come fewer."""
-    cdef TensorInfo i
-    for i in p.inputs:
-        if reads.get(_key(i), 0) > 0:
-            reads[_key(i)] -= 1
-
-
-cdef inline void _count_repeat(TensorInfo value, set recomputed):
+cdef inline bint _count_repeat(TensorInfo value, set recomputed):
     """`value` was just recomputed: a second time in one restore counts as a repeat, the
     sign of a storm (memory_stats()'s recomputes_repeated). A restore whose working set
     does not fit evicts what it will need again: the first step of a multi-task CNN under
     0.5 P recomputed 416 values to bring back one gradient, 299 of them repeats."""
     if value in recomputed:
         value.device.stats.recomputes_repeated += 1
-    else:
-        recomputed.add(value)
+        return True
+    recomputed.add(value)
+    return False
 
 
 cdef void _push_views_beside(TensorInfo view, list stack, list pinned, list pushed):
@@ -250,7 +210,7 @@ cdef void _push_views_beside(TensorInfo view, list stack, list pinned, list push
             stack.append(other)
 
 
-cdef list _drop_the_unneeded(MemoryManager self, list dead, list stack, dict reads):
+cdef list _drop_the_unneeded(MemoryManager self, list dead, list stack, _ReadsToCome reads):
     """Drop the dead values brought back by a restore that no tensor still waiting on
     `stack` reads, no recipe of the restore will still read and no evicted tensor needs;
     the rest, still dead and resident, is returned to be looked at again. Last brought
@@ -324,16 +284,16 @@ cdef bint _revive(MemoryManager self, TensorInfo info) except -1:
     return True
 
 
-cdef bint _read_again(MemoryManager self, TensorInfo dead, dict reads) except -1:
-    """A recipe of this restore will read `dead` again (`reads`: _reads_to_come), and it is
+cdef bint _read_again(MemoryManager self, TensorInfo dead, _ReadsToCome reads) except -1:
+    """A recipe of this restore will read `dead` again (`reads`: _ReadsToCome), and it is
     a candidate, or smaller than the evictee minimum (never one). A larger value that is no
     candidate could not be evicted until then, raising the floor; a small one holds its few
     bytes until its last read here. Dropped, it was recomputed, with what it reads, for
     each later reader: a pointer network's LSTM states (32 KiB) at every decoder step of
     a restore, 2,200 recomputations in its first step at 0.5 P, 1,364 of them repeats
     (now about 700, 28), and 461 in each later step, 100 repeats (now about 330, none)."""
-    return reads.get(_key(dead), 0) > 0 and (_key(dead) in self.candidates
-                                             or dead.size < self.opts.min_evictee)
+    return reads.will_read(dead) and (_key(dead) in self.candidates
+                                      or dead.size < self.opts.min_evictee)
 
 
 cdef bint _worth_keeping(MemoryManager self, TensorInfo dead) except -1:

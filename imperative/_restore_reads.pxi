@@ -1,0 +1,110 @@
+# Included by _core.pyx: what the recipes of one restore will still read, for the restore
+# (imperative/_restore.pxi) to keep those values until then.
+
+
+cdef int _READS_WALK = 1024     # dropped records a walk counts the reads of, at most
+
+
+@cython.final
+cdef class _ReadsToCome:
+    """How many times each value will be read by the recipes one restore runs: those of
+    the dropped records behind its target, and behind any record the restore finds
+    evicted on its way (resident when the walk passed, it stopped there). A value one of
+    them will still read is taken as read next (MemoryManager.gap) and, brought back on
+    the way, stays until its last such read (_drop_the_unneeded). Kept only while a
+    recipe waiting on the stack read it, a value two recipes of the restore read, the
+    first on the stack, the other pushed later, was dropped in between and recomputed for
+    the second, and so at every level of a chain: two coupled leaky recurrences (a
+    spiking network whose potentials no backward rule keeps) recomputed their history
+    2^depth times, 6.8 million recomputations for one step at 0.3 P (now 3,400).
+
+    Once the restore has brought one value back twice, its working set does not fit: what
+    it evicts is what it brought back and will read again. From then on each value still
+    to be read is pinned until its last read (`pin_all`): a spiking network of 4 KiB
+    values under 0.5 P, under its floor, evicted 2,000 of them inside one restore and
+    recomputed 4,300 values, 200 distinct, for it (80 recomputations an op, 78 of them
+    repeats). Pinned from a restore's start, the inputs of its waiting tensors made a
+    DenseNet's floor its whole block (see _restore), hence only after a repeat."""
+    cdef dict counts         # key -> reads to come (MemoryManager.restore_reads, for gap)
+    cdef dict values         # key -> the record counted
+    cdef set walked          # keys of the dropped records walked
+    cdef set ran             # producers counted once for all the outputs a tensor holds
+    cdef set pinned          # records pinned until their last read
+    cdef bint pinning
+
+    def __cinit__(self):
+        self.counts, self.values = {}, {}
+        self.walked, self.ran, self.pinned = set(), set(), set()
+
+    cdef inline bint will_read(self, TensorInfo value):
+        return self.counts.get(_key(value), 0) > 0
+
+    cdef inline bint walked_to(self, TensorInfo dropped):
+        return _key(dropped) in self.walked
+
+    cdef int walk_from(self, TensorInfo start) except -1:
+        """Count the reads of the recipes that bringing `start` back runs."""
+        cdef list todo = [start]
+        cdef TensorInfo t, i
+        self.walked.add(_key(start))
+        while todo and len(self.walked) < _READS_WALK:
+            t = todo.pop()
+            # (a swapped-out value is read back, a revivable one taken back: no recipe runs)
+            if t.status != DROPPED or t.producer is None or _revivable(t):
+                continue
+            # One run brings back the outputs a tensor holds; a dead one comes back alone
+            # (_recompute), its recipe run again for it: the four gates an LSTM splits from
+            # one pre-activation read it four times. Counted once, the pre-activation was
+            # dropped after the first gate and recomputed, with the recurrence behind it,
+            # for each of the others (a pointer network whose gates are under the evictee
+            # minimum: 5.4-9.4 recomputations an op, 4.8-8.7 of them repeats; now 1.3-1.6).
+            if _alive(t) and id(t.producer) in self.ran:
+                continue
+            self.ran.add(id(t.producer))
+            for i in (<Producer>t.producer).inputs:
+                self.counts[_key(i)] = self.counts.get(_key(i), 0) + 1
+                self.values[_key(i)] = i
+                self.pin(i)
+                if (i.status == DROPPED or i.status == SWAPPED) and _key(i) not in self.walked:
+                    self.walked.add(_key(i))
+                    todo.append(i)
+        for t in todo:               # (cut short: walked again if the restore gets there)
+            self.walked.discard(_key(t))
+        return 0
+
+    cdef void read_by(self, Producer p):
+        """`p` ran: each of its inputs has one read to come fewer, and a value pinned
+        until its last read is let go after it."""
+        cdef TensorInfo i
+        for i in p.inputs:
+            if self.counts.get(_key(i), 0) > 0:
+                self.counts[_key(i)] -= 1
+                if self.counts[_key(i)] == 0 and i in self.pinned:
+                    self.pinned.discard(i)
+                    i.pins -= 1
+
+    cdef void pin_all(self):
+        """From now on, pin each resident value still to be read until its last read."""
+        if self.pinning:
+            return
+        self.pinning = True
+        for value in self.values.values():
+            self.pin(<TensorInfo>value)
+
+    cdef void pin_outputs(self, Producer p):
+        cdef Py_ssize_t k
+        for k in range(p.n_outputs()):
+            if p.output(k) is not None:
+                self.pin(p.output(k))
+
+    cdef void pin(self, TensorInfo value):
+        if (self.pinning and value.status == PRODUCED and self.will_read(value)
+                and value not in self.pinned):
+            value.pins += 1
+            self.pinned.add(value)
+
+    cdef void unpin_all(self):
+        cdef TensorInfo value
+        for value in self.pinned:
+            value.pins -= 1
+        self.pinned.clear()
