@@ -10,9 +10,12 @@ dropping).
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
                               [--timeout SECONDS] [--json bench_dtr.json]
                               [--unseen | --fresh | --novel | --heldout | --sixth | --seventh
-                               | --eighth | --ninth]
+                               | --eighth | --ninth | --tenth]
 
-With --ninth they are the ten of tests/ninth_models.py (session 45's second set, ordinary
+With --tenth they are the ten of tests/tenth_models.py (session 46's, ordinary models: Kim's
+multichannel text CNN, GINE on molecule-like graphs, Show, Attend and Tell, a PixelRNN Row
+LSTM, a ResNeXt with mixup, TransE, a Wave-U-Net, BiDAF, a double DQN on Catch, NeRF). With
+--ninth they are the ten of tests/ninth_models.py (session 45's second set, ordinary
 models: a character LSTM language model with truncated BPTT, an AlexNet-like CNN, word2vec's
 skip-gram with negative sampling, a ResNet-18, a BERT-like masked LM, a VAE-GAN, a
 wide-and-deep CTR model, a TCN, GraphSAGE, a batch-hard triplet network). With --eighth
@@ -73,7 +76,8 @@ _harness.one_blas_thread()     # (before numpy loads: the paired runs' processes
 from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
 # --unseen / --fresh / ...: a model set of tests/ (tests/<name>_models.py) instead of the zoo
-MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth")
+MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth",
+              "tenth")
 MODEL_SET = next((m for m in MODEL_SETS if f"--{m}" in sys.argv), None)
 UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)
