@@ -27,12 +27,12 @@ import imperative as imp
 from imperative import F, nn, optim
 from imperative.autodiff import GradManager
 from imperative.models import cluster_task, conv_bn_relu, global_average, upsample_nearest
-from model_sets import NEG, ModelSet, l2_normalize, mlp, stepper
+from model_sets import NEG, LSTMCell, ModelSet, l2_normalize, mlp, stepper
 from model_sets import attention as _attention
 
 # ---------------------------------------------------------------------------------------
 # helpers: what a PyTorch user would have taken from torch.nn (and model_sets' mlp,
-# l2_normalize)
+# l2_normalize, LSTMCell)
 
 def _channels(v):
     """(b, c) -> (b, c, 1, 1), to scale or shift a feature map per sample and channel."""
@@ -64,20 +64,6 @@ class Identity(nn.Module):
 
     def forward(self, x):
         return x
-
-
-class LSTMCell(nn.Module):
-    """torch.nn.LSTMCell: the four gates are views (a split) of one pre-activation."""
-
-    def __init__(self, features, hidden):
-        super().__init__()
-        self.wx = nn.Linear(features, 4 * hidden)
-        self.wh = nn.Linear(hidden, 4 * hidden, bias=False)
-
-    def forward(self, x, h, c):
-        i, f, g, o = F.split(self.wx(x) + self.wh(h), 4, axis=1)
-        c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
-        return F.sigmoid(o) * F.tanh(c), c
 
 
 # ---------------------------------------------------------------------------------------

@@ -39,6 +39,35 @@ def l2_normalize(x, axis=1):
     return x * F.rsqrt(F.sum(x * x, axis=axis, keepdims=True) + 1e-12)
 
 
+def bce_with_logits(logits, targets, reduction="mean"):
+    """torch.nn.functional.binary_cross_entropy_with_logits, reduction "mean" or "none"."""
+    loss = F.softplus(logits) - targets * logits
+    return F.mean(loss) if reduction == "mean" else loss
+
+
+class LSTMCell(nn.Module):
+    """torch.nn.LSTMCell: the four gates are views (a split) of one pre-activation;
+    `project` gives a whole sequence's input products at once, one (b, 4 hidden) per step,
+    as torch.nn.LSTM computes them."""
+
+    def __init__(self, cin, hidden):
+        super().__init__()
+        self.hidden = hidden
+        self.wx = nn.Linear(cin, 4 * hidden)
+        self.wh = nn.Linear(hidden, 4 * hidden, bias=False)
+
+    def project(self, x):
+        return [F.squeeze(g, 1) for g in F.split(self.wx(x), x.shape[1], axis=1)]
+
+    def step(self, gx, h, c):
+        i, f, g, o = F.split(gx + self.wh(h), 4, axis=1)
+        c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
+        return F.sigmoid(o) * F.tanh(c), c
+
+    def forward(self, x, h, c):
+        return self.step(self.wx(x), h, c)
+
+
 def split_heads(t, heads):
     """Attention heads: (b, s, d) -> (b, heads, s, d / heads)."""
     b, s, d = t.shape

@@ -27,21 +27,16 @@ import imperative as imp
 from imperative import F, nn, optim
 from imperative.autodiff import GradManager
 from imperative.models import cluster_task, global_average, upsample_nearest
-from model_sets import NEG, ModelSet, l2_normalize, stepper
+from model_sets import NEG, ModelSet, bce_with_logits, l2_normalize, stepper
 from model_sets import attention as _attention
 
 # ---------------------------------------------------------------------------------------
 # helpers: what a PyTorch user would have taken from torch.nn (and model_sets'
-# l2_normalize)
+# l2_normalize, bce_with_logits)
 
 def _logsigmoid(x):
     """torch.nn.functional.logsigmoid."""
     return -F.softplus(-x)
-
-
-def _bce_with_logits(logits, targets):
-    """torch.nn.functional.binary_cross_entropy_with_logits, mean reduction."""
-    return F.mean(F.softplus(logits) - targets * logits)
 
 
 def _smoothed_cross_entropy(logits, labels, eps):
@@ -451,8 +446,8 @@ def _vaegan(c):
                 _, d_real = model.discriminate(x)
                 _, d_rec = model.discriminate(recon.detach())
                 _, d_prior = model.discriminate(prior.detach())
-                loss_d = (_bce_with_logits(d_real, ones) + _bce_with_logits(d_rec, zeros)
-                          + _bce_with_logits(d_prior, zeros))
+                loss_d = (bce_with_logits(d_real, ones) + bce_with_logits(d_rec, zeros)
+                          + bce_with_logits(d_prior, zeros))
                 gm_d.backward(loss_d)
             opt_d.step()
             opt_d.clear_grad()
@@ -461,7 +456,7 @@ def _vaegan(c):
             _, d_prior = model.discriminate(prior)
             kl = -0.5 * F.mean(F.sum(1.0 + logvar - mu * mu - F.exp(logvar), axis=1))
             feature = F.mse_loss(f_rec, f_real.detach())
-            fool = _bce_with_logits(d_rec, ones) + _bce_with_logits(d_prior, ones)
+            fool = bce_with_logits(d_rec, ones) + bce_with_logits(d_prior, ones)
             loss_g = 0.01 * kl + 10.0 * feature + 0.1 * fool
             gm_g.backward(loss_g)
         opt_g.step()
@@ -516,7 +511,7 @@ def _widedeep(c):
     model = WideDeep(fields, buckets, crosses, c["embed"], 13, c["hidden"])
     opt = optim.Adam(model.parameters(), 1e-3)
     return stepper(model.parameters(), opt,
-                   lambda: _bce_with_logits(model(ids_t, cross_t, dense_t), clicks_t))
+                   lambda: bce_with_logits(model(ids_t, cross_t, dense_t), clicks_t))
 
 
 # ---------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from imperative import F, nn, optim
 from imperative.autodiff import GradManager
 from imperative.lr_scheduler import CosineAnnealingLR
 from imperative.models import cluster_task, conv_bn_relu, global_average
-from model_sets import NEG, ModelSet, mlp, stepper
+from model_sets import NEG, LSTMCell, ModelSet, bce_with_logits, mlp, stepper
 from ninth_models import BatchNorm1d
 
 # ---------------------------------------------------------------------------------------
@@ -57,11 +57,6 @@ def _cycle(items):
         state["i"] = (state["i"] + 1) % len(items)
         return items[state["i"]]
     return following
-
-
-def _bce_with_logits(logits, targets):
-    """torch.nn.functional.binary_cross_entropy_with_logits, reduction="none"."""
-    return F.softplus(logits) - targets * logits
 
 
 def _huber(pred, target, delta=1.0):
@@ -122,28 +117,6 @@ class Adadelta:
     def clear_grad(self):
         for p in self.params:
             p.grad = None
-
-
-class LSTMCell(nn.Module):
-    """torch.nn.LSTMCell; `project` gives a whole sequence's input products at once, one
-    (b, 4 hidden) per step, as torch.nn.LSTM computes them."""
-
-    def __init__(self, cin, hidden):
-        super().__init__()
-        self.hidden = hidden
-        self.wx = nn.Linear(cin, 4 * hidden)
-        self.wh = nn.Linear(hidden, 4 * hidden, bias=False)
-
-    def project(self, x):
-        return [F.squeeze(g, 1) for g in F.split(self.wx(x), x.shape[1], axis=1)]
-
-    def step(self, gx, h, c):
-        i, f, g, o = F.split(gx + self.wh(h), 4, axis=1)
-        c = F.sigmoid(f) * c + F.sigmoid(i) * F.tanh(g)
-        return F.sigmoid(o) * F.tanh(c), c
-
-    def forward(self, x, h, c):
-        return self.step(self.wx(x), h, c)
 
 
 class BiLSTM(nn.Module):
@@ -347,7 +320,7 @@ def _gine(c):
 
     def loss_of():
         g, labels, known = next_batch()
-        return F.sum(_bce_with_logits(model(g), labels) * known) / F.sum(known)
+        return F.sum(bce_with_logits(model(g), labels, reduction="none") * known) / F.sum(known)
     return stepper(model.parameters(), optim.Adam(model.parameters(), 1e-3), loss_of)
 
 
