@@ -118,6 +118,8 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                                        "its recipe is gone")
                 if not reads.walked_to(t):
                     reads.walk_from(t)       # (resident when the walk passed, evicted since)
+                elif t in recomputed:
+                    reads.walk_again_from(t)     # (brought back, evicted since)
                 p = t.producer
                 missing = _first_missing_input(p, t)
                 if missing is not None:
