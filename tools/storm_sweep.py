@@ -1,0 +1,145 @@
+"""Look for recomputation storms: every model of the tests' model sets, at the tests' sizes,
+two steps under DTR at several budgets and evictee minimums, in one process (seconds a
+point). Counts what a storm shows (recomputations, and those of a value its restore had
+brought back already), checks the losses against a run without DTR and flags a peak above
+the unconstrained one. Counts, not times: a sweep is a minute or two, and two sweeps of two
+builds compare point by point (--compare). Budgets below the floor, a small evictee minimum
+and async level 0 are where storms were found (sessions 44-47).
+
+    python tools/storm_sweep.py --json new.json                  # all sets, async level 0
+    python tools/storm_sweep.py --sets tenth --level 2 --json l2.json
+    python tools/storm_sweep.py --compare old.json new.json      # what changed, model by model
+"""
+import argparse
+import collections
+import functools
+import importlib
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..")]
+
+import imperative as imp          # noqa: E402  (after the path set-up above)
+from imperative import _core      # noqa: E402
+
+SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth", "tenth")
+STEPS = 2                         # steps under the budget, the first included
+
+
+def ops_per_step(step):
+    """Ops one step issues (the memory manager's clock)."""
+    imp.sync()
+    before = _core.memory_manager_stats()["clock"]
+    float(step())
+    imp.sync()
+    return _core.memory_manager_stats()["clock"] - before
+
+
+def step_peak(step):
+    imp.sync()
+    imp.reset_peak_memory_stats()
+    float(step())
+    imp.sync()
+    return imp.memory_stats()["peak_allocated"]
+
+
+def measure(make, fraction, minimum):
+    """STEPS steps of a fresh `make()` under `fraction` of an unconstrained step's peak P,
+    after a warm-up, a step counting its ops and one measuring P; beside the same steps of
+    another run without DTR."""
+    reference = make()
+    want = [float(reference()) for _ in range(3 + STEPS)][3:]
+    step = make()
+    float(step())
+    with imp.option("record_computing_path", 1):
+        ops = ops_per_step(step)
+    peak = step_peak(step)
+    stats = imp.memory_stats()
+    before = stats["recomputes"], stats["recomputes_repeated"]
+    imp.dtr.enable(eviction_threshold=int(fraction * peak), evictee_minimum_size=minimum)
+    try:
+        imp.reset_peak_memory_stats()
+        losses = [float(step()) for _ in range(STEPS)]
+        imp.sync()
+        stats = imp.memory_stats()
+    finally:
+        imp.dtr.disable()
+    return {"identical": losses == want, "ops": ops * STEPS,
+            "recomputes": stats["recomputes"] - before[0],
+            "repeats": stats["recomputes_repeated"] - before[1],
+            "peak": stats["peak_allocated"], "floor": stats["peak_floor"], "P": peak}
+
+
+def sweep(sets, fractions, minimums, level):
+    points = {}
+    for set_name in sets:
+        models = importlib.import_module(f"{set_name}_models")
+        for name in models.CONFIGS:
+            for fraction in fractions:
+                for minimum in minimums:
+                    t0 = time.perf_counter()
+                    with imp.option("async_level", level):
+                        point = measure(functools.partial(models.trainer, name), fraction,
+                                        minimum)
+                    point["seconds"] = round(time.perf_counter() - t0, 2)
+                    points[f"{set_name}/{name}/{fraction}/{minimum}"] = point
+        summarize({k: p for k, p in points.items() if k.startswith(set_name + "/")}, set_name)
+    return points
+
+
+def summarize(points, label):
+    total = collections.Counter()
+    for p in points.values():
+        total.update(recomputes=p["recomputes"], repeats=p["repeats"], ops=p["ops"],
+                     different=not p["identical"], above_P=p["peak"] > 1.1 * p["P"])
+    print(f"{label:10s} points {len(points):4d}  ops {total['ops']:8d}  recomputes "
+          f"{total['recomputes']:7d}  repeats {total['repeats']:6d}  losses differ "
+          f"{total['different']}  peak > 1.1 P {total['above_P']}", flush=True)
+
+
+def compare(old, new, worse=1.25, better=0.8):
+    """Totals of both, then the models whose recomputations (summed over their points) moved
+    by more than the factors given and by 50 at least."""
+    shared = {k: k in new for k in old}
+    summarize({k: old[k] for k in old if shared[k]}, "old")
+    summarize({k: new[k] for k in old if shared[k]}, "new")
+    by_model = collections.defaultdict(lambda: [0, 0])
+    for k in old:
+        if shared[k]:
+            model = k.rsplit("/", 2)[0]
+            by_model[model][0] += old[k]["recomputes"]
+            by_model[model][1] += new[k]["recomputes"]
+    for label, keep in (("fewer", lambda a, b: b < better * a and a - b > 50),
+                        ("more", lambda a, b: b > worse * a and b - a > 50)):
+        moved = sorted((b - a, m, a, b) for m, (a, b) in by_model.items() if keep(a, b))
+        print(f"{len(moved)} models recompute {label}:",
+              ", ".join(f"{m} {a} -> {b}" for _, m, a, b in moved) or "none")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--fractions", default="0.7,0.5,0.3")
+    ap.add_argument("--minimums", default="4096,65536,262144",
+                    help="evictee minimum sizes, bytes")
+    ap.add_argument("--level", type=int, default=0, help="async level")
+    ap.add_argument("--json", help="write the points here")
+    ap.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"))
+    args = ap.parse_args()
+    if args.compare:
+        old, new = (json.load(open(f)) for f in args.compare)
+        compare(old, new)
+        return
+    points = sweep(args.sets.split(","), [float(f) for f in args.fractions.split(",")],
+                   [int(m) for m in args.minimums.split(",")], args.level)
+    summarize(points, "all")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(points, f)
+
+
+if __name__ == "__main__":
+    main()
