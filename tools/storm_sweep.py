@@ -25,7 +25,8 @@ sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..")]
 import imperative as imp          # noqa: E402  (after the path set-up above)
 from imperative import _core      # noqa: E402
 
-SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth", "tenth")
+SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth", "tenth",
+        "eleventh")
 STEPS = 2                         # steps under the budget, the first included
 
 
