@@ -10,9 +10,12 @@ dropping).
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
                               [--timeout SECONDS] [--json bench_dtr.json]
                               [--unseen | --fresh | --novel | --heldout | --sixth | --seventh
-                               | --eighth | --ninth | --tenth]
+                               | --eighth | --ninth | --tenth | --eleventh]
 
-With --tenth they are the ten of tests/tenth_models.py (session 46's, ordinary models: Kim's
+With --eleventh they are the ten of tests/eleventh_models.py (session 47's, ordinary models:
+ESPCN, a Gumbel-softmax VAE, a mixture density network, prototypical networks, Bayes by
+Backprop, Gatys style transfer, a BiLSTM-CRF, A2C on Catch, FiLM, Reptile). With --tenth
+they are the ten of tests/tenth_models.py (session 46's, ordinary models: Kim's
 multichannel text CNN, GINE on molecule-like graphs, Show, Attend and Tell, a PixelRNN Row
 LSTM, a ResNeXt with mixup, TransE, a Wave-U-Net, BiDAF, a double DQN on Catch, NeRF). With
 --ninth they are the ten of tests/ninth_models.py (session 45's second set, ordinary

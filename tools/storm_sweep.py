@@ -1,10 +1,11 @@
 """Look for recomputation storms: every model of the tests' model sets, at the tests' sizes,
 two steps under DTR at several budgets and evictee minimums, in one process (seconds a
-point). Counts what a storm shows (recomputations, and those of a value its restore had
-brought back already), checks the losses against a run without DTR and flags a peak above
-the unconstrained one. Counts, not times: a sweep is a minute or two, and two sweeps of two
-builds compare point by point (--compare). Budgets below the floor, a small evictee minimum
-and async level 0 are where storms were found (sessions 44-47).
+point), measured as tests/test_memory_regimes.py measures them. Counts what a storm shows
+(recomputations, and those of a value its restore had brought back already), checks the
+losses against a run without DTR and flags a peak above the unconstrained one. Counts, not
+times: a sweep is a minute or two, and two sweeps of two builds compare point by point
+(--compare). Budgets below the floor, a small evictee minimum and async level 0 are where
+storms were found (sessions 44-47).
 
     python tools/storm_sweep.py --json new.json                  # all sets, async level 0
     python tools/storm_sweep.py --sets tenth --level 2 --json l2.json
@@ -23,55 +24,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..")]
 
 import imperative as imp          # noqa: E402  (after the path set-up above)
-from imperative import _core      # noqa: E402
+from test_memory_regimes import _beside_reference  # noqa: E402
 
 SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth", "tenth",
         "eleventh")
-STEPS = 2                         # steps under the budget, the first included
-
-
-def ops_per_step(step):
-    """Ops one step issues (the memory manager's clock)."""
-    imp.sync()
-    before = _core.memory_manager_stats()["clock"]
-    float(step())
-    imp.sync()
-    return _core.memory_manager_stats()["clock"] - before
-
-
-def step_peak(step):
-    imp.sync()
-    imp.reset_peak_memory_stats()
-    float(step())
-    imp.sync()
-    return imp.memory_stats()["peak_allocated"]
 
 
 def measure(make, fraction, minimum):
-    """STEPS steps of a fresh `make()` under `fraction` of an unconstrained step's peak P,
-    after a warm-up, a step counting its ops and one measuring P; beside the same steps of
-    another run without DTR."""
-    reference = make()
-    want = [float(reference()) for _ in range(3 + STEPS)][3:]
-    step = make()
-    float(step())
-    with imp.option("record_computing_path", 1):
-        ops = ops_per_step(step)
-    peak = step_peak(step)
-    stats = imp.memory_stats()
-    before = stats["recomputes"], stats["recomputes_repeated"]
-    imp.dtr.enable(eviction_threshold=int(fraction * peak), evictee_minimum_size=minimum)
-    try:
-        imp.reset_peak_memory_stats()
-        losses = [float(step()) for _ in range(STEPS)]
-        imp.sync()
-        stats = imp.memory_stats()
-    finally:
-        imp.dtr.disable()
-    return {"identical": losses == want, "ops": ops * STEPS,
-            "recomputes": stats["recomputes"] - before[0],
-            "repeats": stats["recomputes_repeated"] - before[1],
-            "peak": stats["peak_allocated"], "floor": stats["peak_floor"], "P": peak}
+    """Two steps of a fresh `make()` under `fraction` of an unconstrained step's peak P,
+    beside the same steps of another run without DTR, as the memory tests measure them
+    (tests/test_memory_regimes.py:_beside_reference)."""
+    identical, ops, recomputes, repeats, peak, floor, budget = _beside_reference(
+        make, fraction, evictee_minimum_size=minimum)
+    return {"identical": identical, "ops": ops, "recomputes": recomputes, "repeats": repeats,
+            "peak": peak, "floor": floor, "P": budget / fraction}
 
 
 def sweep(sets, fractions, minimums, level):
