@@ -156,7 +156,8 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                 kept = _drop_the_unneeded(self, kept, stack, reads)
             else:
                 raise RuntimeError(f"cannot restore a tensor in state {Status(t.status).name}")
-        reads.unpin_all()
+        reads.unpin_all()        # (here, for the loop below to see no pins of its own; the
+                                 # one in `finally` lets them go after an error)
         # A read the walk counted may not come (its recipe's output came back another way):
         # a small value kept only for it, no candidate, would stay for good (a candidate
         # stays, evictable: dropping those too recomputed a Tree-LSTM's 0.3 P steps
