@@ -310,13 +310,6 @@ cdef class Channel:
     cdef list dispatch(self, OpDef op, list inputs)
     cdef int _raise_unusable_input(self, op, TensorInfo info) except -1
     cdef int _submit(self, Command cmd) except -1
-    cdef TensorInfo host_ufunc(self, OpDef op, TensorInfo a, TensorInfo b)
-    cdef TensorInfo host_cast(self, OpDef op, TensorInfo a, object dtype)
-    cdef bint _host_ready(self, TensorInfo a)
-    cdef bint _host_small(self, Py_ssize_t elements)
-    cdef TensorInfo _host_run(self, OpDef op, TensorInfo a, TensorInfo b, object fn,
-                              object second, tuple shape, object out_dtype,
-                              Py_ssize_t elements, long long t0)
     cdef int _run_inline(self, Command cmd, bint raise_original,
                          Py_ssize_t elements) except -1
     cdef int _raise_error_of(self, Command cmd, bint raise_original) except -1
@@ -449,6 +442,8 @@ cdef class MemoryManager:
     cdef void on_freed(self, TensorInfo info)
     cdef bint on_dead(self, TensorInfo info) except -1
     cdef int run_managed(self, Command cmd) except -1
+    cdef int will_run_here(self, list inputs, Py_ssize_t needed, Device device) except -1
+    cdef void ran_here(self, OpDef op, list inputs, list outputs, long long nanoseconds)
     cdef int ensure_resident(self, TensorInfo info) except -1
     cdef bint may_overwrite(self, TensorInfo info) except -1
 
@@ -463,7 +458,7 @@ cdef class MemoryManager:
 
     # ---- recording producers
     cdef void record(self, OpDef op, list inputs, list outputs)
-    cdef void measured(self, Command cmd, long long nanoseconds)
+    cdef void measured(self, OpDef op, list inputs, list outputs, long long nanoseconds)
     cdef void on_produced(self, TensorInfo info)
     cdef int make_persistent(self, TensorInfo info) except -1
     cdef void consider_swapping(self, TensorInfo leaf)
@@ -480,7 +475,6 @@ cdef class MemoryManager:
     # ---- dropping, swapping, restoring
     cdef int drop(self, TensorInfo info, str reason) except -1
     cdef int drop_dead(self, TensorInfo info, str reason) except -1
-    cdef void lengthen_chains(self, TensorInfo dead)
 
     # ---- the budget
     cdef void size_pool(self, long long threshold)

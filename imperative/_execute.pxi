@@ -209,13 +209,9 @@ cdef Py_ssize_t _bytes_to_allocate(Channel self, Command cmd):
     gradient, written over its 4 MiB input, evicted the block's gradients: 128
     recomputations a step at 0.5 P where 41 do), and its bytes, never allocated, raised
     the floor that make_room leaves alone."""
-    cdef TensorInfo info
-    cdef Py_ssize_t total = 0
     if _written_over(self, cmd) is not None:
         return 0                     # (its one output)
-    for info in cmd.outputs:
-        total += info.size
-    return total
+    return _outputs_bytes(cmd.outputs)
 
 
 cdef bint _overwritable(Channel self, TensorInfo info, TensorInfo out):

@@ -1,7 +1,8 @@
 # Included by _core.pyx: the dead values the memory manager keeps resident under a budget
 # instead of dropping them as they die (MemoryManager.on_dead, drop_dead), and when a kept
 # leaf goes. A kept value is an eviction candidate like any other: the policy decides when
-# it goes. Module functions that take the manager as `self`.
+# it goes; and what a value dropped for good does to the paths of dead records its
+# readers would recompute. Module functions that take the manager as `self`.
 
 # A dead value stays when recomputing it costs this many times more per byte than what the
 # policy has been evicting (MemoryManager.victim_density) ...
@@ -126,3 +127,41 @@ cdef bint _idle_and_no_larger(MemoryManager self, list frontier, Py_ssize_t size
         if total > size or self.evictable(held, device):
             return False
     return True
+
+
+cdef vector[PyObject*] _chain_stack, _chain_outs     # _lengthen_chains' working vectors
+
+
+cdef void _lengthen_chains(MemoryManager self, TensorInfo dead):
+    """`dead` was dropped for good: whoever reads it would recompute it (and what it
+    needs) first. The longer path reaches its readers, and through those that are dead
+    and dropped already (a temporary can die before its input does) the resident ones
+    beyond; a resident reader whose path of dead records grows too long is cut."""
+    cdef TensorInfo d, out
+    cdef vector[PyObject*] too_long
+    cdef size_t k
+    # (borrowed pointers in the walks' kept vectors: the walk frees no record and runs
+    # no Python code; a list and two vectors made per dead value were a fifth of it)
+    _chain_stack.clear()
+    _chain_stack.push_back(<PyObject*>dead)
+    while not _chain_stack.empty():
+        d = <TensorInfo>_chain_stack.back()
+        _chain_stack.pop_back()
+        _consumer_outputs(d, _chain_outs)
+        for k in range(_chain_outs.size()):
+            out = <TensorInfo>_chain_outs[k]
+            if out.dead_chain > d.dead_chain:
+                continue
+            out.dead_chain = d.dead_chain + 1
+            if out.status == DROPPED or out.status == SWAPPED:
+                if not _alive(out):
+                    _chain_stack.push_back(<PyObject*>out)
+            elif out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None:
+                too_long.push_back(<PyObject*>out)
+    # Cut after the walk, each held until its cut: a cut may let recipes, and the
+    # records only they held, go.
+    for k in range(too_long.size()):
+        Py_INCREF(<object>too_long[k])
+    for k in range(too_long.size()):
+        self.cut(<TensorInfo>too_long[k])
+        Py_DECREF(<object>too_long[k])

@@ -11,6 +11,7 @@
 #   on_produced     a value became resident;  on_freed: a value was freed
 #   on_dead         no Tensor refers to a record any more: keep it, drop it, or let it go
 #   run_managed     run a command: inputs pinned and resident, room made for its outputs
+#   will_run_here, ran_here: the same around an op run at once, without a Command
 #   ensure_resident bring a dropped or swapped-out value back for a read
 #   may_overwrite   may an op write its output over this dying input?
 # plus the user's verbs (drop, swap_out, swap_in, make_persistent, the policy, the swap
@@ -37,7 +38,6 @@ def set_overshoot_hook(hook):
 
 
 cdef object _decision_hook = None     # debugging: called as hook(action, info, clock)
-cdef vector[PyObject*] _chain_stack, _chain_outs     # lengthen_chains' working vectors
 
 
 def set_decision_hook(hook):
@@ -148,11 +148,35 @@ cdef class MemoryManager:
                                (<TensorInfo>cmd.outputs[0]).device)
             t0 = _now_ns()
             _run_unmanaged(self.ch, cmd)
-            self.measured(cmd, _now_ns() - t0)
+            self.measured(cmd.op, cmd.inputs, cmd.outputs, _now_ns() - t0)
         finally:
             self.clock += 1            # (a program's op: recomputations do not tick, see ran)
             self.ran(cmd.inputs)
         return 0
+
+    cdef int will_run_here(self, list inputs, Py_ssize_t needed, Device device) except -1:
+        """[C] An op whose inputs are all resident is about to run on the caller's thread
+        without a Command (_run_tiny, _host_run): run_managed's first half. Its
+        inputs are pinned and room is made for its outputs' `needed` bytes on `device`; on
+        an error nothing stays pinned."""
+        cdef TensorInfo info
+        self.pin(inputs)
+        try:
+            if needed:
+                self.make_room(needed, device)
+        except BaseException:
+            for info in inputs:
+                info.pins -= 1
+            raise
+        return 0
+
+    cdef void ran_here(self, OpDef op, list inputs, list outputs, long long nanoseconds):
+        """[C] ... and its second half, once it ran (or failed: `nanoseconds` < 0, and the
+        Command that runs it again is run_managed's)."""
+        if nanoseconds >= 0:
+            self.measured(op, inputs, outputs, nanoseconds)
+            self.clock += 1
+        self.ran(inputs)
 
     cdef int ensure_resident(self, TensorInfo info) except -1:
         """[C, the worker idle] Bring a dropped or swapped-out value back for a read."""
@@ -192,15 +216,14 @@ cdef class MemoryManager:
         _new_producer(op, inputs, outputs,
                       _estimate_cost(op, inputs, outputs) / max(len(outputs), 1))
 
-    cdef void measured(self, Command cmd, long long nanoseconds):
-        """`cmd`'s op took this long: its outputs' recompute cost from now on (the estimate
+    cdef void measured(self, OpDef op, list inputs, list outputs, long long nanoseconds):
+        """The op took this long: its outputs' recompute cost from now on (the estimate
         made at dispatch stands in until the op has run). Measured, as the DTR prototype
         does: estimates are off by up to 10x here (an im2col convolution against a ReLU).
         Results never depend on it, only which tensor is evicted. The fastest run seen on
         such inputs (_fastest_run)."""
         cdef TensorInfo info
-        cdef list outputs = cmd.outputs
-        cdef double cost = _fastest_run(cmd.op, cmd.inputs, nanoseconds * 1e-9) / max(len(outputs), 1)
+        cdef double cost = _fastest_run(op, inputs, nanoseconds * 1e-9) / max(len(outputs), 1)
         for info in outputs:
             info.cost = cost
             if info.producer is not None:
@@ -346,43 +369,9 @@ cdef class MemoryManager:
         _keep_ghost_base(self, info)
         self.drop(info, reason)
         self.policy.on_evict(info)
-        self.lengthen_chains(info)
+        _lengthen_chains(self, info)
         _out_of_collectors_sight(info)
         return 0
-
-    cdef void lengthen_chains(self, TensorInfo dead):
-        """`dead` was dropped for good: whoever reads it would recompute it (and what it
-        needs) first. The longer path reaches its readers, and through those that are dead
-        and dropped already (a temporary can die before its input does) the resident ones
-        beyond; a resident reader whose path of dead records grows too long is cut."""
-        cdef TensorInfo d, out
-        cdef vector[PyObject*] too_long
-        cdef size_t k
-        # (borrowed pointers in the walks' kept vectors: the walk frees no record and runs
-        # no Python code; a list and two vectors made per dead value were a fifth of it)
-        _chain_stack.clear()
-        _chain_stack.push_back(<PyObject*>dead)
-        while not _chain_stack.empty():
-            d = <TensorInfo>_chain_stack.back()
-            _chain_stack.pop_back()
-            _consumer_outputs(d, _chain_outs)
-            for k in range(_chain_outs.size()):
-                out = <TensorInfo>_chain_outs[k]
-                if out.dead_chain > d.dead_chain:
-                    continue
-                out.dead_chain = d.dead_chain + 1
-                if out.status == DROPPED or out.status == SWAPPED:
-                    if not _alive(out):
-                        _chain_stack.push_back(<PyObject*>out)
-                elif out.dead_chain > _MAX_DEAD_CHAIN and out.producer is not None:
-                    too_long.push_back(<PyObject*>out)
-        # Cut after the walk, each held until its cut: a cut may let recipes, and the
-        # records only they held, go.
-        for k in range(too_long.size()):
-            Py_INCREF(<object>too_long[k])
-        for k in range(too_long.size()):
-            self.cut(<TensorInfo>too_long[k])
-            Py_DECREF(<object>too_long[k])
 
     def remove_swap_files(self):
         """At close (and so at exit): remove the swap files and the private folders."""

@@ -230,7 +230,7 @@ cdef object _cast(TensorBase x, object op):
     (as a unary elementwise op runs), else dispatched."""
     if _tracing:
         _trace_inputs((x,))
-    fast = _channel.host_cast(<OpDef>op, x._info, op.dtype)
+    fast = _host_cast(_channel, <OpDef>op, x._info, op.dtype)
     if fast is not None:
         return _wrap(fast)
     return _wrap(_channel.dispatch(<OpDef>op, [x._info])[0])

@@ -60,8 +60,10 @@ cdef Producer _new_producer(OpDef op, list inputs, list outputs, double cost):
     # The list dispatch was given, not a copy (the copy was 1% of a small LSTM's step):
     # dispatch owns it, as its queued Command, which holds it too, already needs (no
     # caller changes it afterwards); its outputs are new records, so the list can reach
-    # no record that leads back to `p`.
+    # no record that leads back to `p`. Nor is it the collector's to watch: dispatch took
+    # it out of sight for a queued Command, and an op run at once has none.
     p.inputs = inputs
+    PyObject_GC_UnTrack(<void*>inputs)
     p.cost = cost
     for info in inputs:
         info.users.push_back(<PyObject*>p)

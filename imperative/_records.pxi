@@ -124,7 +124,7 @@ cdef inline bint _is_suffix(tuple part, tuple whole):
 
 
 cdef inline TensorInfo _ufunc_result_operand(TensorInfo a, TensorInfo b):
-    """For the elementwise host fast path (Channel.host_ufunc): the operand whose shape the
+    """For the elementwise host fast path (_host_ufunc): the operand whose shape the
     result of `a op b` takes when they need no promotion, and no broadcasting beyond
     repeating one operand whose shape ends the other's (a Python scalar's 0-d constant, a
     bias beside a batch); None when the fast path does not apply."""

@@ -398,4 +398,4 @@ cdef void _dropped_again(MemoryManager self, TensorInfo dead):
     dead.status = DROPPED
     dead.ghost = None                # (its storage holds the reader's value now)
     self.policy.on_evict(dead)
-    self.lengthen_chains(dead)
+    _lengthen_chains(self, dead)

@@ -210,5 +210,5 @@ cdef int _counted_eviction(MemoryManager self, TensorInfo victim, bint swapped) 
                                           victim.cost / max(victim.size, 1))
     self.policy.on_evict(victim)
     if not swapped and not _alive(victim):     # (kept dead: now gone, as drop_dead's)
-        self.lengthen_chains(victim)
+        _lengthen_chains(self, victim)
     return 0

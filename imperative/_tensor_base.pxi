@@ -254,8 +254,9 @@ cdef object _binary(object x, object y, OpDef op, bint reflected):
     if _tracing:
         _trace_inputs((x, y))
     if op.ufunc is not None and isinstance(y, TensorBase):
-        fast = (_channel.host_ufunc(op, (<TensorBase>y)._info, (<TensorBase>x)._info) if reflected
-                else _channel.host_ufunc(op, (<TensorBase>x)._info, (<TensorBase>y)._info))
+        fast = (_host_ufunc(_channel, op, (<TensorBase>y)._info, (<TensorBase>x)._info)
+                if reflected
+                else _host_ufunc(_channel, op, (<TensorBase>x)._info, (<TensorBase>y)._info))
         if fast is not None:
             return _wrap(fast)
     if op is _MATMUL and not reflected and isinstance(y, TensorBase):
@@ -266,7 +267,7 @@ cdef object _binary(object x, object y, OpDef op, bint reflected):
     cdef list outs
     try:
         if op.ufunc is not None:     # a Python scalar (a 0-d constant now) or promoted operands
-            fast = _channel.host_ufunc(op, infos[0], infos[1])
+            fast = _host_ufunc(_channel, op, infos[0], infos[1])
             if fast is not None:
                 return _wrap(fast)
         outs = _channel.dispatch(op, infos)
@@ -282,7 +283,7 @@ cdef double _NUMPY_PRODUCT_MACS = NUMPY_PRODUCT_MACS
 
 
 cdef TensorInfo _host_matmul(Channel ch, OpDef op, TensorInfo a, TensorInfo b):
-    """`a @ b` of two small resident float32 matrices on the caller's thread, as host_ufunc
+    """`a @ b` of two small resident float32 matrices on the caller's thread, as _host_ufunc
     runs an elementwise op: numpy's product, which MatrixMul's direct kernel calls at these
     sizes (the same bits). None where that does not apply (the general path then runs the
     op, and reports a shape error) or numpy raised."""
@@ -295,9 +296,9 @@ cdef TensorInfo _host_matmul(Channel ch, OpDef op, TensorInfo a, TensorInfo b):
     cdef Py_ssize_t elements = a.numel + b.numel + m * n
     if (sb[0] != k or <double>m * k * n >= _NUMPY_PRODUCT_MACS
             or 2.0 * m * k * n > _HOST_MAX_FLOPS
-            or not (ch._host_ready(a) and ch._host_small(elements))):
+            or not (_host_ready(ch, a) and _host_small(ch, elements))):
         return None
-    return ch._host_run(op, a, b, _np_matmul, b.value, (m, n), _FLOAT32, elements, t0)
+    return _host_run(ch, op, a, b, _np_matmul, b.value, (m, n), _FLOAT32, elements, t0)
 
 
 cdef int _take_value(TensorBase t, object array, tuple shape, object dtype,
@@ -323,7 +324,7 @@ cdef object _unary(object x, OpDef op):
     if _tracing:
         _trace_inputs((x,))
     if op.ufunc is not None or op.host_fn is not None:
-        fast = _channel.host_ufunc(op, (<TensorBase>x)._info, None)
+        fast = _host_ufunc(_channel, op, (<TensorBase>x)._info, None)
         if fast is not None:
             return _wrap(fast)
     cdef list outs = _channel.dispatch(op, [(<TensorBase>x)._info])

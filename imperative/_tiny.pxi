@@ -1,4 +1,7 @@
-# Included by _core.pyx: the host-compute decisions and the tiny-op path.
+# Included by _core.pyx: the host-compute decisions, the operators' host fast paths
+# (_host_ufunc, _host_cast, and _tensor_base.pxi's _host_matmul through _host_run) and the
+# tiny-op path. Functions that take the Channel as `self`. Under the memory manager both
+# paths record the op's recipe and do run_managed's duties around the kernel.
 #
 # An op whose inputs are resident and whose inputs and outputs are small runs on the
 # caller's thread (PERF_NOTES: handing a tiny op to the worker costs more than running it,
@@ -94,25 +97,149 @@ cdef inline int _leave_pool(object previous) except -1:
     return 0
 
 
+cdef TensorInfo _host_ufunc(Channel self, OpDef op, TensorInfo a, TensorInfo b):
+    """The fast path of elementwise operators: equal shapes (or one 0-d operand, a Python
+    scalar's constant) and dtypes, resident inputs and a small size (any size at async
+    level 0) run now on the caller's thread. Returns None when it does not apply or the
+    kernel raised; the general path then runs the op (again) and reports any error. A
+    one-argument op that is no ufunc runs its `host_fn` (its kernel) the same way."""
+    cdef long long t0 = _now_ns() if _profiling else 0
+    if not _host_ready(self, a):
+        return None
+    fn = op.ufunc if op.ufunc is not None else op.host_fn
+    if fn is None or (b is not None and op.ufunc is None):
+        return None
+    cdef TensorInfo big = a if b is None else _ufunc_result_operand(a, b)
+    out_dtype = None if big is None else _ufunc_out_dtype(op, a, b)
+    if out_dtype is None:
+        return None
+    cdef Py_ssize_t elements = big.numel * (2 if b is None else 3)
+    if not _host_small(self, elements):
+        return None
+    return _host_run(self, op, a, b, fn, None if b is None else b.value, big.shape,
+                          out_dtype, elements, t0)
+
+cdef TensorInfo _host_cast(Channel self, OpDef op, TensorInfo a, object dtype):
+    """`x.astype(dtype)` (op: its TypeCvt) as host_ufunc runs a one-argument op, by the
+    op's direct kernel, ndarray.astype; None where that does not apply."""
+    cdef long long t0 = _now_ns() if _profiling else 0
+    cdef Py_ssize_t elements = 2 * a.numel
+    if _has_metadata(dtype) or not (_host_ready(self, a) and _host_small(self, elements)):
+        return None
+    return _host_run(self, op, a, None, _ndarray_astype, dtype, a.shape, dtype, elements, t0)
+
+cdef bint _host_ready(Channel self, TensorInfo a):
+    """Whether an op on `a` may run now on the caller's thread: nothing queued or
+    failed, `a` resident and plain, no serving replay watching (the memory manager's
+    conditions are _host_run's)."""
+    return not (self._state != 0 or a.status != PRODUCED or a.quantized or _serving)
+
+cdef bint _host_small(Channel self, Py_ssize_t elements):
+    """Whether an op touching `elements` (inputs and output) is small enough for the
+    caller's thread (at async level 0, any size is)."""
+    return self._opts[OPT_ASYNC_LEVEL] == 0 or elements <= (
+        _host_max_elements if self._opts[OPT_HOST_COMPUTE] else -1)
+
+cdef TensorInfo _host_run(Channel self, OpDef op, TensorInfo a, TensorInfo b, object fn,
+                          object second, tuple shape, object out_dtype,
+                          Py_ssize_t elements, long long t0):
+    """`fn(a.value)`, or `fn(a.value, second)`, run now on the caller's thread, and its
+    result's record, C-ordered in `out_dtype`, profiled and reported to the gradient
+    and trace recorders as the general path reports an op; None where fn raised.
+    Under the memory manager as _run_tiny runs an op: the result's recipe recorded,
+    run_managed's duties done around fn (None where the general path must run it)."""
+    cdef bint managed = self._memory_on
+    cdef list ins = None
+    cdef long long start = 0
+    if managed:
+        if (not op.recomputable or op.keeps_memo or _worker_busy_under_budget(self)
+                or (b is not None and b.status != PRODUCED)):
+            return None
+        ins = [a] if b is None else [a, b]
+        self.mm.will_run_here(ins, _nbytes_of(_num_elements(shape), out_dtype, False),
+                              a.device)
+        start = _now_ns()
+    previous_allocator = _enter_pool(elements)
+    try:
+        r = fn(a.value) if second is None else fn(a.value, second)
+    except Exception:
+        if managed:
+            self.mm.ran_here(op, ins, None, -1)
+        return None
+    finally:
+        _leave_pool(previous_allocator)
+    if type(r) is not _ndarray or _dtype_of(r) is not out_dtype:
+        r = _np_asarray(r, dtype=out_dtype)
+    r = _c_ordered(r)
+    cdef TensorInfo info = self.new_info(shape, out_dtype, a.device, False)
+    cdef Storage st
+    info.op = op
+    info.scope = _current_scope
+    if managed:
+        outs = [info]
+        self.mm.on_dispatch(op, ins, outs)       # (before the value: on_produced reads it)
+        self._set_value(info, r, None)
+        self.mm.ran_here(op, ins, outs, _now_ns() - start)
+    else:
+        st = _new_storage(info.size, info.device)
+        st.refs = 1
+        info.storage = st
+        info.value = r
+        info.status = PRODUCED
+    if _profiling and t0:
+        _record_host_op(t0, op, a, b, info)
+    if _grad_hook is not None or _tracing:
+        if ins is None:
+            ins = [a] if b is None else [a, b]
+        if _grad_hook is not None:
+            _grad_hook(op, ins, [info])
+        if _tracing: _trace_op(op, ins, [info])
+    return info
+
+
+cdef Py_ssize_t _outputs_bytes(list outputs):
+    cdef TensorInfo info
+    cdef Py_ssize_t total = 0
+    for info in outputs:
+        total += info.size
+    return total
+
+
 cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast,
                     Inferred inferred) except -1:
     """Run `op` now, without a Command, when host compute takes it (inputs resident, small,
-    or async level 0), no memory manager or profile watches (a trace is told of the op by
-    dispatch all the same), and it may run twice (not an RNG op: a kernel that raises here
-    runs again on the general path). `inferred` (None on the elementwise fast path) holds
-    the op's direct kernel, if it has one, which runs instead of its kernel. True when it
-    ran."""
+    or async level 0), no profile watches (a trace is told of the op by dispatch all the
+    same), and it may run twice (not an RNG op: a kernel that raises here runs again on the
+    general path). `inferred` (None on the elementwise fast path) holds the op's direct
+    kernel, if it has one, which runs instead of its kernel. True when it ran.
+
+    Under the memory manager too (its recipe was recorded at dispatch), with run_managed's
+    duties done around the kernel (MemoryManager.will_run_here, ran_here) and _submit's
+    limits: no views or gathers of large inputs, no medium ops (on the worker, a dying
+    input's Del folds into its reader, which may write in place), nothing beside a busy
+    worker under a budget. A Command made, queued and run for each tiny op cost a small
+    model with recording on a third more step time (Reptile's inner loops: 41.6 against
+    56.7 ms, with a budget never reached)."""
     cdef TensorInfo info
-    if self._memory_on or _profiling or not op.recomputable:
+    cdef bint managed = self._memory_on
+    cdef long long t0 = 0
+    if _profiling or not op.recomputable:
+        return False
+    if managed and (op.keeps_memo or _worker_busy_under_budget(self)):
         return False
     for info in inputs:
         if info.status != PRODUCED or info.packed:
             return False
     # (counted once: the pool's test takes the same count, a view's source left out)
-    cdef Py_ssize_t n = _host_elements(inputs, outputs, op.cost_by_output)
+    cdef Py_ssize_t n = _host_elements(inputs, outputs, op.cost_by_output and not managed)
     if self._opts[OPT_ASYNC_LEVEL] != 0 and not (self._opts[OPT_HOST_COMPUTE]
-                                                   and _small_enough(op, inputs, outputs, n, True)):
+                                                   and _small_enough(op, inputs, outputs, n,
+                                                                     not managed)):
         return False
+    if managed:
+        self.mm.will_run_here(inputs, _outputs_bytes(outputs),
+                              (<TensorInfo>outputs[0]).device if outputs else None)
+        t0 = _now_ns()
     previous_allocator = _enter_pool(n)
     try:
         if fast:
@@ -128,7 +255,11 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
             if info.status == PRODUCED:
                 self._free_value(info)
                 info.status = ALLOCATED
+        if managed:
+            self.mm.ran_here(op, inputs, outputs, -1)
         return False
     finally:
         _leave_pool(previous_allocator)
+    if managed:
+        self.mm.ran_here(op, inputs, outputs, _now_ns() - t0)
     return True

@@ -5,7 +5,7 @@
 # an effect on a tensor that outlives the call), and every read Python makes of a tensor: its
 # shape, its value (numpy(), item(), float(), printing) or its raw data (`_value()`).
 #
-# The host paths (Channel.host_ufunc, the tiny-op path) report their ops as dispatch does, so
+# The host paths (_host_ufunc, the tiny-op path) report their ops as dispatch does, so
 # a traced call runs the kernels of its eager run, as fast. Off, each site costs one test of
 # the C flag `_tracing`. A recording call's hooks go to a RecordLog's C methods
 # (_recording.pxi), others' (a symbolic=False check) to the tracer's Python methods. On,
