@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections import OrderedDict
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, overload
 
 import numpy as np
 
@@ -380,8 +381,30 @@ class ModuleList(Module):
     def __iter__(self) -> Iterator[Module]:
         return (self[i] for i in range(self._length))
 
-    def __getitem__(self, i: int) -> Module:
-        return getattr(self, str(range(self._length)[i]))
+    @overload
+    def __getitem__(self, i: int) -> Module: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> ModuleList: ...
+
+    def __getitem__(self, i: int | slice) -> Module | ModuleList:
+        """The module at position `i`, or for a slice a new container of the same kind
+        holding those modules (shared, not copied), as PyTorch's."""
+        positions = range(self._length)
+        if isinstance(i, slice):
+            return self._holding([self[k] for k in positions[i]])
+        try:
+            return getattr(self, str(positions[operator.index(i)]))
+        except TypeError:
+            raise TypeError(f"{type(self).__name__} indices must be integers or slices, "
+                            f"not {type(i).__name__}") from None
+        except IndexError:
+            raise IndexError(f"{type(self).__name__} index {i} is out of range for "
+                             f"{self._length} modules") from None
+
+    @classmethod
+    def _holding(cls, modules: list[Module]) -> ModuleList:
+        return cls(modules)
 
 
 class Sequential(ModuleList):
@@ -389,6 +412,10 @@ class Sequential(ModuleList):
 
     def __init__(self, *modules: Module) -> None:
         super().__init__(modules)
+
+    @classmethod
+    def _holding(cls, modules: list[Module]) -> Sequential:
+        return cls(*modules)
 
     def forward(self, x: TensorLike) -> Tensor:
         for module in self:

@@ -111,8 +111,34 @@ def test_module_list_registers_its_modules():
     with pytest.raises(TypeError,
                        match="ModuleList takes Modules, got the function relu at position 3"):
         blocks.append(F.relu)
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="ModuleList index 3 is out of range for 3 modules"):
         blocks[3]
+    with pytest.raises(TypeError, match="ModuleList indices must be integers or slices, not str"):
+        blocks["0"]
+
+
+def test_slicing_a_container_gives_one_of_its_kind_sharing_the_modules():
+    """As PyTorch's: `blocks[1:]` of a ModuleList is a ModuleList, of a Sequential a
+    Sequential (which runs the sliced modules in order), holding the same modules."""
+    layers = [nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 2)]
+    torch_layers = [torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2)]
+    for ours, theirs in zip(layers[::2], torch_layers[::2]):
+        with torch.no_grad():
+            theirs.weight.copy_(torch.tensor(ours.weight.numpy()))
+            theirs.bias.copy_(torch.tensor(ours.bias.numpy()))
+    seq, torch_seq = nn.Sequential(*layers), torch.nn.Sequential(*torch_layers)
+    x = randn(4, 3)
+    for i in (slice(1, None), slice(None, 2), slice(None, None, -1), slice(5, 9)):
+        sliced, torch_sliced = seq[i], torch_seq[i]
+        assert type(sliced) is nn.Sequential and len(sliced) == len(torch_sliced)
+        assert list(sliced) == layers[i]
+    head = seq[:2]
+    np.testing.assert_allclose(head(imp.Tensor(x)).numpy(),
+                               torch_seq[:2](torch.tensor(x)).detach().numpy(), rtol=1e-6)
+    blocks = nn.ModuleList(layers)[::2]
+    assert type(blocks) is nn.ModuleList and list(blocks) == layers[::2]
+    assert [n for n, _ in blocks.named_parameters()] == ["0.weight", "0.bias", "1.weight",
+                                                         "1.bias"]
 
 
 def test_sequential_of_new_modules_trains_like_pytorch():
