@@ -1,11 +1,12 @@
 """What recording recipes costs a training step, model by model (issue 12's overhead below
 every budget: each point of tools/bench_dtr.py pays it before any eviction).
 
-    python tools/bench_recording.py [--unseen] [--models lstm,cnn,...] [--steps 20]
-                                    [--json bench_recording.json]
+    python tools/bench_recording.py [--set unseen|fresh|...|twelfth] [--models lstm,cnn,...]
+                                    [--steps 20] [--json bench_recording.json]
 
-Each model trains in a process of its own (the zoo of imperative/models.py, or with
---unseen the ten of tests/unseen_models.py at their BENCH_SIZES). After two warm-up steps
+Each model trains in a process of its own (the zoo of imperative/models.py, or with --set
+the models of tests/<set>_models.py at their BENCH_SIZES, one of bench_dtr.py's MODEL_SETS;
+--unseen is --set unseen). After two warm-up steps
 its steps alternate between recording on, as DTR runs it with a budget never reached
 (`imp.dtr.enable(eviction_threshold=100 P)`: recipes recorded, nothing evicted), and
 recording off, a settling step after each switch, the order flipped every round. The ratio
@@ -14,6 +15,7 @@ less at the mercy of a drifting machine than two processes apart (bench_dtr.py's
 point reads the same cost with more noise).
 """
 import argparse
+import importlib
 import os
 import statistics
 import sys
@@ -23,21 +25,28 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import _harness  # noqa: E402
 _harness.one_blas_thread()
+from bench_dtr import MODEL_SETS  # noqa: E402
 
 
-def _trainer(name, unseen):
-    if unseen:
-        sys.path.insert(0, os.path.join(ROOT, "tests"))
-        import unseen_models
-        return unseen_models.bench_trainer(name)
-    from imperative.models import trainer
-    return trainer(name)
+def _model_set(name):
+    """tests/<name>_models.py, or None for the zoo."""
+    if name is None:
+        return None
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    return importlib.import_module(f"{name}_models")
 
 
-def measure(name, unseen, rounds):
+def _trainer(name, model_set):
+    if model_set is None:
+        from imperative.models import trainer
+        return trainer(name)
+    return _model_set(model_set).bench_trainer(name)
+
+
+def measure(name, model_set, rounds):
     """In a child: the per-round step times with recording on and off, and the peak."""
     import imperative as imp
-    step = _trainer(name, unseen)
+    step = _trainer(name, model_set)
     step()
     float(step())
     peak = imp.memory_stats()["peak_allocated"]
@@ -58,24 +67,26 @@ def measure(name, unseen, rounds):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--unseen", action="store_true")
+    parser.add_argument("--set", default=None, choices=MODEL_SETS,
+                        help="a model set of tests/ instead of the zoo")
+    parser.add_argument("--unseen", action="store_true", help="--set unseen")
     parser.add_argument("--models", default=None)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--json", default="bench_recording.json")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    model_set = "unseen" if args.unseen else args.set
     if args.child:
-        _harness.report(measure(args.child[0], args.unseen, int(args.child[1])))
+        _harness.report(measure(args.child[0], model_set, int(args.child[1])))
         return
-    if args.unseen:
-        sys.path.insert(0, os.path.join(ROOT, "tests"))
-        from unseen_models import BENCH_SIZES as names
-    else:
+    if model_set is None:
         from imperative.models import CONFIGS as names
+    else:
+        names = _model_set(model_set).BENCH_SIZES
     models = args.models.split(",") if args.models else list(names)
     rows, ratios = {}, {}
     for name in models:
-        argv = _harness.python_child(__file__, *(["--unseen"] if args.unseen else []),
+        argv = _harness.python_child(__file__, *(["--set", model_set] if model_set else []),
                                      "--child", name, args.steps)
         record, _ = _harness.run_child(argv)
         if "on" not in record:
