@@ -43,8 +43,9 @@ cdef object _decision_hook = None     # debugging: called as hook(action, info, 
 def set_decision_hook(hook):
     """Debugging: `hook(action, record, clock)` on every eviction ("evict"; a value evicted
     with the victim, sharing its storage: "evict_sharer"), drop of a dead value ("drop_dead")
-    or its keeping ("keep"), recomputation ("recompute") and value taken back from the views
-    that kept it ("revive"); None to stop."""
+    or its keeping ("keep"), recomputation ("recompute"), value taken back from the views
+    that kept it ("revive"), and a restore's start and end ("restore", "restored", with
+    the value it brings back); None to stop."""
     global _decision_hook
     _decision_hook = hook
 

@@ -98,6 +98,8 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
     cdef dict outer_reads = self.restore_reads
     cdef _ReadsToCome reads = _ReadsToCome()
     self.restoring = stack           # (for _droppable_now: what the stack's recipes read)
+    if _decision_hook is not None:
+        _decision_hook("restore", target, self.clock)
     reads.walk_from(target)
     self.restore_reads = reads.counts   # (for gap; another thread's restore may replace it)
     try:
@@ -167,6 +169,8 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                     and not i.pins and _key(i) not in self.candidates):
                 self.drop_dead(i, "kept for a read that did not come")
     finally:
+        if _decision_hook is not None:
+            _decision_hook("restored", target, self.clock)
         self.restoring = outer
         self.restore_reads = outer_reads
         for pinned in held.values():

@@ -506,7 +506,8 @@ def test_the_decision_hook_sees_each_recomputation_and_dead_drop(memory_options,
                                                                  every_value_a_candidate):
     """x -> (x @ w, dead) -> (. + b, dead) -> relu, dropped. Reading the relu recomputes
     the chain; the hook is told of each recomputation, and of the dead values dropped
-    again after use, with their records (the op that made each)."""
+    again after use, with their records (the op that made each), between the restore's
+    start and end, which name the value brought back."""
     rng = np.random.default_rng(0)
     x = imp.Tensor(rng.standard_normal((64, 256)).astype(np.float32))
     w = imp.Tensor(rng.standard_normal((256, 256)).astype(np.float32))
@@ -524,7 +525,10 @@ def test_the_decision_hook_sees_each_recomputation_and_dead_drop(memory_options,
     assert recomputed[0] == "MatrixMul" and recomputed[-1] == "Elemwise"
     assert any(r is not None and action == "recompute" and r.shape == (64, 256)
                for action, r in events)
-    assert all(action in ("evict", "drop_dead", "recompute", "revive") for action, _ in events)
+    assert all(action in ("evict", "drop_dead", "recompute", "revive")
+               for action, _ in events[1:-1])
+    relu = imp._core.channel().lookup(y._handle)
+    assert events[0] == ("restore", relu) and events[-1] == ("restored", relu)
 
 
 def test_an_input_written_over_by_its_reader_is_dropped_at_once():
