@@ -149,8 +149,13 @@ cdef class Channel:
             if (self._processed != self._seq and not self.mm.fits(info.size, device)
                     and threading.current_thread() is not self._thread):   # (not the worker)
                 _wait_seq(self, self._seq, "room for data")   # made between the worker's ops
-            self.mm.make_room(info.size, device)
-        self._set_value(info, array, None)
+            self.mm.reserve(info.size, device, True)
+            try:
+                self._set_value(info, array, None)
+            finally:
+                self.mm.release(info.size, True)
+        else:
+            self._set_value(info, array, None)
         if _tracing: _trace_put(info)
         return info
 
@@ -310,7 +315,10 @@ cdef class Channel:
             if level == 0 or (self._opts[OPT_HOST_COMPUTE]
                               and _small_enough(cmd.op, cmd.inputs, cmd.outputs, n,
                                                 not self._memory_on)
-                              and not _worker_busy_under_budget(self)):
+                              and not _beside_the_worker_over_budget(
+                                  self, _outputs_bytes(cmd.outputs),
+                                  (<TensorInfo>cmd.outputs[0]).device if cmd.outputs
+                                  else None)):
                 self._run_inline(cmd, level == 0, n)
                 return 0
         for info in cmd.inputs:

@@ -431,6 +431,9 @@ cdef class MemoryManager:
                                          #     the budget was set (make_room)
     cdef public long long high_water     # [C/W] the most an op has run with over the budget,
                                          #     since the budget was set (make_room)
+    cdef public long long reserved   # [C/W] bytes room was made for whose values are not
+                                     #     stored yet (a kernel running: reserve, release)
+    cdef public long long reserved_beside  # [C/W] those of the caller's ops beside the worker
     cdef long long budget_from       # [C/W] the last command issued before the budget was set
     cdef public double victim_density  # [C/W] the evicted values' recompute cost per byte,
                                        #     a moving average (_keep_dense_dead); 0: none yet
@@ -442,8 +445,10 @@ cdef class MemoryManager:
     cdef void on_freed(self, TensorInfo info)
     cdef bint on_dead(self, TensorInfo info) except -1
     cdef int run_managed(self, Command cmd) except -1
-    cdef int will_run_here(self, list inputs, Py_ssize_t needed, Device device) except -1
-    cdef void ran_here(self, OpDef op, list inputs, list outputs, long long nanoseconds)
+    cdef Py_ssize_t will_run_here(self, list inputs, Py_ssize_t needed,
+                                  Device device) except -1
+    cdef void ran_here(self, OpDef op, list inputs, list outputs, Py_ssize_t reserved,
+                       long long nanoseconds)
     cdef int ensure_resident(self, TensorInfo info) except -1
     cdef bint may_overwrite(self, TensorInfo info) except -1
 
@@ -479,6 +484,8 @@ cdef class MemoryManager:
     # ---- the budget
     cdef void size_pool(self, long long threshold)
     cdef int make_room(self, Py_ssize_t needed, Device device) except -1
+    cdef Py_ssize_t reserve(self, Py_ssize_t needed, Device device, bint beside=*) except -1
+    cdef void release(self, Py_ssize_t reserved, bint beside=*)
     cdef bint fits(self, Py_ssize_t needed, Device device)
     cdef void floor_now(self, Device device, Py_ssize_t evictable, Py_ssize_t needed)
     cdef bint budget_in_force(self)

@@ -157,7 +157,8 @@ def memory_manager_stats():
             "budget_overshoots": _channel.mm.overshoots, "clock": _channel.mm.clock,
             "recipe_cuts": _channel.mm.cuts, "kept_leaves": len(_channel.mm.kept),
             "candidates": len(_channel.mm.candidates),
-            "queued_ops": _channel.mm.queued_ops.size()}
+            "queued_ops": _channel.mm.queued_ops.size(),
+            "reserved_bytes": _channel.mm.reserved}
 
 
 def _after_fork_in_child():

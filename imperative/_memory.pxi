@@ -29,27 +29,6 @@ cdef int _MAX_DEAD_CHAIN = 64
 cdef long long _MIN_SWEEP_INTERVAL = 64      # record deaths between two sweeps of kept leaves
 
 
-cdef object _overshoot_hook = None    # debugging: called as hook(allocated, needed, threshold)
-
-
-def set_overshoot_hook(hook):
-    global _overshoot_hook
-    _overshoot_hook = hook
-
-
-cdef object _decision_hook = None     # debugging: called as hook(action, info, clock)
-
-
-def set_decision_hook(hook):
-    """Debugging: `hook(action, record, clock)` on every eviction ("evict"; a value evicted
-    with the victim, sharing its storage: "evict_sharer"), drop of a dead value ("drop_dead")
-    or its keeping ("keep"), recomputation ("recompute"), value taken back from the views
-    that kept it ("revive"), and a restore's start and end ("restore", "restored", with
-    the value it brings back); None to stop."""
-    global _decision_hook
-    _decision_hook = hook
-
-
 # ------------------------------------------------------------------ the manager
 # Its fields and cdef method signatures are declared in imperative/_core.pxd, each field with its
 # owning thread ([C] caller threads, [W] the worker, [C/W] either, always under the GIL), and so
@@ -136,6 +115,7 @@ cdef class MemoryManager:
         (none for one it writes over a dying input: _bytes_to_allocate)."""
         cdef TensorInfo info
         cdef long long t0
+        cdef Py_ssize_t reserved = 0
         if cmd.seq:
             self.running = cmd.seq
             self.pass_queued_ops()
@@ -145,35 +125,37 @@ cdef class MemoryManager:
                 if info.status == DROPPED or info.status == SWAPPED:
                     _restore(self, info)
             if cmd.outputs:
-                self.make_room(_bytes_to_allocate(self.ch, cmd),
-                               (<TensorInfo>cmd.outputs[0]).device)
+                reserved = self.reserve(_bytes_to_allocate(self.ch, cmd),
+                                        (<TensorInfo>cmd.outputs[0]).device)
             t0 = _now_ns()
             _run_unmanaged(self.ch, cmd)
             self.measured(cmd.op, cmd.inputs, cmd.outputs, _now_ns() - t0)
         finally:
+            self.release(reserved)
             self.clock += 1            # (a program's op: recomputations do not tick, see ran)
             self.ran(cmd.inputs)
         return 0
 
-    cdef int will_run_here(self, list inputs, Py_ssize_t needed, Device device) except -1:
+    cdef Py_ssize_t will_run_here(self, list inputs, Py_ssize_t needed,
+                                  Device device) except -1:
         """[C] An op whose inputs are all resident is about to run on the caller's thread
-        without a Command (_run_tiny, _host_run): run_managed's first half. Its
-        inputs are pinned and room is made for its outputs' `needed` bytes on `device`; on
-        an error nothing stays pinned."""
+        without a Command (_run_tiny, _host_run): run_managed's first half. Its inputs are
+        pinned and room is reserved for its outputs' `needed` bytes on `device` (returned,
+        for ran_here); on an error nothing stays pinned."""
         cdef TensorInfo info
         self.pin(inputs)
         try:
-            if needed:
-                self.make_room(needed, device)
+            return self.reserve(needed, device, True) if needed else 0
         except BaseException:
             for info in inputs:
                 info.pins -= 1
             raise
-        return 0
 
-    cdef void ran_here(self, OpDef op, list inputs, list outputs, long long nanoseconds):
-        """[C] ... and its second half, once it ran (or failed: `nanoseconds` < 0, and the
-        Command that runs it again is run_managed's)."""
+    cdef void ran_here(self, OpDef op, list inputs, list outputs, Py_ssize_t reserved,
+                       long long nanoseconds):
+        """[C] ... and its second half, once it ran and stored its values (or failed:
+        `nanoseconds` < 0, and the Command that runs it again is run_managed's)."""
+        self.release(reserved, True)
         if nanoseconds >= 0:
             self.measured(op, inputs, outputs, nanoseconds)
             self.clock += 1
@@ -424,10 +406,14 @@ cdef class MemoryManager:
         cdef long long limit = max(threshold, self.high_water)   # (what need not be evicted)
         cdef long long t0
         cdef TensorInfo victim
+        cdef Py_ssize_t own = needed
         self.size_pool(threshold)
         if self.fits(needed, device):
             return 0
+        needed += self.reserved      # (another thread's kernel will store that much too)
         if device.stats.allocated <= self.highest_floor:
+            if self.reserved_beside:         # (_tiny.pxi)
+                return _wait_for_ops_beside(self) or self.make_room(own, device)
             self.overshoot(device, needed, threshold)
             return 0
         t0 = _now_ns()
@@ -450,15 +436,37 @@ cdef class MemoryManager:
             if victim.status == PRODUCED and ranking is None:   # it stayed (another thread
                 pool.remove(victim)          # reads it, or it could not be swapped out): not
                                              # again here (a ranking leaves it out itself)
+        if device.stats.allocated + needed > limit and self.reserved_beside:
+            self.eviction_seconds += (_now_ns() - t0) * 1e-9
+            return _wait_for_ops_beside(self) or self.make_room(own, device)
         if device.stats.allocated + needed > threshold:
             self.overshoot(device, needed, threshold)
         self.eviction_seconds += (_now_ns() - t0) * 1e-9
         return 0
 
     cdef bint fits(self, Py_ssize_t needed, Device device):
-        """Whether `needed` more bytes on `device` leave nothing to evict (make_room)."""
+        """Whether `needed` more bytes on `device` leave nothing to evict (make_room), the
+        bytes reserved by kernels running now counted as allocated."""
         return (self.opts.budget == 0
-                or device.stats.allocated + needed <= max(self.opts.budget, self.high_water))
+                or device.stats.allocated + self.reserved + needed
+                <= max(self.opts.budget, self.high_water))
+
+    cdef Py_ssize_t reserve(self, Py_ssize_t needed, Device device, bint beside=False) except -1:
+        """make_room, then hold the room until the caller has stored its values and lets
+        the bytes (returned) go (`release`): a kernel lets the GIL go, and another
+        thread's op must not take the same room meanwhile. `beside`: an op on a caller's
+        thread that may run while the worker runs its own (_tiny.pxi, Channel.put)."""
+        self.make_room(needed, device)
+        needed = max(needed, 0)
+        self.reserved += needed
+        if beside:
+            self.reserved_beside += needed
+        return needed
+
+    cdef void release(self, Py_ssize_t reserved, bint beside=False):
+        self.reserved -= reserved
+        if beside:
+            self.reserved_beside -= reserved
 
     cdef void floor_now(self, Device device, Py_ssize_t evictable, Py_ssize_t needed):
         """What cannot be evicted on `device` now (all but the `evictable` bytes), for the

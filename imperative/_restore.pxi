@@ -108,8 +108,11 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
             if t.status == PRODUCED:
                 stack.pop()
             elif t.status == SWAPPED:
-                self.make_room(t.size, t.device)   # reading it back is an allocation too
-                _swap_in(self, t)
+                self.reserve(t.size, t.device)   # reading it back is an allocation too
+                try:
+                    _swap_in(self, t)
+                finally:
+                    self.release(t.size)
                 stack.pop()
             elif t.status == DROPPED:
                 if _revive(self, t):
@@ -333,22 +336,48 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted, list stac
                     and (out is wanted or _alive(out) or out.pins) else None)
     self.pin(p.inputs)
     cdef TensorInfo reuse = None
+    cdef Py_ssize_t reserved = 0
     try:
-        reuse = _consumable_input(self, p, wanted, stack)
-        self.make_room(sum((<TensorInfo>o).size for o in outs if o is not None)
-                       - (reuse.size if reuse is not None else 0),
-                       (<TensorInfo>p.inputs[0]).device if p.inputs else self.ch.default_device)
-        t_run = _now_ns()
-        values = [_unpacked_value(i) for i in p.inputs]
-        if reuse is not None:
-            result = op.kernel(*values, out=reuse.value)
-        elif p.memo is not None:
-            result = op.kernel_from(p.memo, *values)
-        else:
-            result = op.kernel(*values)
-        p.cost = _fastest_run(op, p.inputs, (_now_ns() - t_run) * 1e-9) / max(p.n_outputs(), 1)
+        try:
+            reuse = _consumable_input(self, p, wanted, stack)
+            reserved = self.reserve(
+                sum((<TensorInfo>o).size for o in outs if o is not None)
+                - (reuse.size if reuse is not None else 0),
+                (<TensorInfo>p.inputs[0]).device if p.inputs else self.ch.default_device)
+            t_run = _now_ns()
+            values = [_unpacked_value(i) for i in p.inputs]
+            if reuse is not None:
+                result = op.kernel(*values, out=reuse.value)
+            elif p.memo is not None:
+                result = op.kernel_from(p.memo, *values)
+            else:
+                result = op.kernel(*values)
+            p.cost = _fastest_run(op, p.inputs, (_now_ns() - t_run) * 1e-9) / max(p.n_outputs(), 1)
+        finally:
+            self.ran(p.inputs)
+        _store_recomputed(self, p, wanted, outs, reuse, result)
     finally:
-        self.ran(p.inputs)
+        self.release(reserved)
+    for out in outs:
+        if out is not None:
+            out.cost = p.cost
+            self.policy.on_restore(out)
+    cdef Device dev = wanted.device
+    if _decision_hook is not None:
+        _decision_hook("recompute", wanted, self.clock)
+    dev.stats.recomputes += 1
+    dev.stats.recompute_seconds += (_now_ns() - t0) * 1e-9
+    if _profiling:
+        record_memory_event(t0, "recompute", wanted, repr(op))
+    return 0
+
+
+cdef int _store_recomputed(MemoryManager self, Producer p, TensorInfo wanted, list outs,
+                           TensorInfo reuse, object result) except -1:
+    """_recompute's values stored: `wanted` written over `reuse` (a dead input) where the
+    kernel did, otherwise `outs` (None where an output is not to come back)."""
+    cdef Py_ssize_t k
+    cdef TensorInfo out
     if reuse is not None and result is not reuse.value:
         # The kernel made a new array instead of writing over the dead input (an op that
         # takes `out=` for some modes or dtypes only, such as Elemwise's own sigmoid): the
@@ -364,18 +393,7 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted, list stac
         _take_over(self.ch, reuse, wanted, result)
         _dropped_again(self, reuse)
     else:
-        _store_results(self.ch, op, p.inputs, outs, result, True)
-    for out in outs:
-        if out is not None:
-            out.cost = p.cost
-            self.policy.on_restore(out)
-    cdef Device dev = wanted.device
-    if _decision_hook is not None:
-        _decision_hook("recompute", wanted, self.clock)
-    dev.stats.recomputes += 1
-    dev.stats.recompute_seconds += (_now_ns() - t0) * 1e-9
-    if _profiling:
-        record_memory_event(t0, "recompute", wanted, repr(op))
+        _store_results(self.ch, p.op, p.inputs, outs, result, True)
     return 0
 
 

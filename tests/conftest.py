@@ -4,7 +4,8 @@
   returns at once; errors surface at the next sync point). The level is set with
   `imp.option("async_level", level)`, which must restore the previous value on exit.
 * After every test the interpreter is synced and the options dict must be exactly what it
-  was before the test (a test that changes an option must restore it).
+  was before the test (a test that changes an option must restore it), and no room the
+  memory manager reserved for a kernel's values is still held.
 * `live_handles()` / `assert_no_leak(fn)`: handle-leak checks built on
   `imp._core._channel_stats()["live_handles"]`.
 * `kernels`: a test of products and their epilogues runs on the native kernels and on numpy's.
@@ -55,6 +56,8 @@ def async_level(request):
     imp.sync()
     after = imp.options()
     assert after == before, f"options not restored by the test: {before} -> {after}"
+    # room reserved for a kernel's values is given back once they are stored (or it failed)
+    assert imp._core.memory_manager_stats()["reserved_bytes"] == 0
 
 
 @pytest.fixture
