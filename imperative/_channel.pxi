@@ -307,11 +307,9 @@ cdef class Channel:
                 ready = False
                 break
         if ready:
-            # (under the memory manager as before: views and gathers of large inputs and
-            # ops past the first limit go to the worker, where a dying input's Del folds
-            # into its reader, which may write in place)
-            n = _host_elements(cmd.inputs, cmd.outputs,
-                               cmd.op.cost_by_output and not self._memory_on)
+            # (under the memory manager ops past the first limit go to the worker, where
+            # a dying input's Del folds into its reader, which may write in place)
+            n = _host_elements(cmd.inputs, cmd.outputs, cmd.op.cost_by_output)
             if level == 0 or (self._opts[OPT_HOST_COMPUTE]
                               and _small_enough(cmd.op, cmd.inputs, cmd.outputs, n,
                                                 not self._memory_on)

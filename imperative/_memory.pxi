@@ -412,8 +412,8 @@ cdef class MemoryManager:
             return 0
         needed += self.reserved      # (another thread's kernel will store that much too)
         if device.stats.allocated <= self.highest_floor:
-            if self.reserved_beside:         # (_tiny.pxi)
-                return _wait_for_ops_beside(self) or self.make_room(own, device)
+            if self.reserved_beside and _waited_for_ops_beside(self):    # (_tiny.pxi)
+                return self.make_room(own, device)
             self.overshoot(device, needed, threshold)
             return 0
         t0 = _now_ns()
@@ -436,9 +436,10 @@ cdef class MemoryManager:
             if victim.status == PRODUCED and ranking is None:   # it stayed (another thread
                 pool.remove(victim)          # reads it, or it could not be swapped out): not
                                              # again here (a ranking leaves it out itself)
-        if device.stats.allocated + needed > limit and self.reserved_beside:
+        if (device.stats.allocated + needed > limit and self.reserved_beside
+                and _waited_for_ops_beside(self)):
             self.eviction_seconds += (_now_ns() - t0) * 1e-9
-            return _wait_for_ops_beside(self) or self.make_room(own, device)
+            return self.make_room(own, device)
         if device.stats.allocated + needed > threshold:
             self.overshoot(device, needed, threshold)
         self.eviction_seconds += (_now_ns() - t0) * 1e-9

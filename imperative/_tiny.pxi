@@ -13,7 +13,7 @@
 #
 # Under a budget such an op runs beside the worker's only where both fit the budget
 # (MemoryManager.reserve holds a running kernel's room); a worker that must evict below
-# that waits for it (_wait_for_ops_beside).
+# that waits for it (_waited_for_ops_beside).
 
 from posix.unistd cimport usleep
 
@@ -134,7 +134,8 @@ cdef TensorInfo _host_ufunc(Channel self, OpDef op, TensorInfo a, TensorInfo b):
     if not _host_small(self, elements):
         return None
     return _host_run(self, op, a, b, fn, None if b is None else b.value, big.shape,
-                          out_dtype, elements, t0)
+                     out_dtype, elements, t0)
+
 
 cdef TensorInfo _host_cast(Channel self, OpDef op, TensorInfo a, object dtype):
     """`x.astype(dtype)` (op: its TypeCvt) as host_ufunc runs a one-argument op, by the
@@ -145,17 +146,20 @@ cdef TensorInfo _host_cast(Channel self, OpDef op, TensorInfo a, object dtype):
         return None
     return _host_run(self, op, a, None, _ndarray_astype, dtype, a.shape, dtype, elements, t0)
 
+
 cdef bint _host_ready(Channel self, TensorInfo a):
     """Whether an op on `a` may run now on the caller's thread: nothing queued or
     failed, `a` resident and plain, no serving replay watching (the memory manager's
     conditions are _host_run's)."""
     return not (self._state != 0 or a.status != PRODUCED or a.quantized or _serving)
 
+
 cdef bint _host_small(Channel self, Py_ssize_t elements):
     """Whether an op touching `elements` (inputs and output) is small enough for the
     caller's thread (at async level 0, any size is)."""
     return self._opts[OPT_ASYNC_LEVEL] == 0 or elements <= (
         _host_max_elements if self._opts[OPT_HOST_COMPUTE] else -1)
+
 
 cdef TensorInfo _host_run(Channel self, OpDef op, TensorInfo a, TensorInfo b, object fn,
                           object second, tuple shape, object out_dtype,
@@ -187,24 +191,30 @@ cdef TensorInfo _host_run(Channel self, OpDef op, TensorInfo a, TensorInfo b, ob
         return None
     finally:
         _leave_pool(previous_allocator)
-    if type(r) is not _ndarray or _dtype_of(r) is not out_dtype:
-        r = _np_asarray(r, dtype=out_dtype)
-    r = _c_ordered(r)
-    cdef TensorInfo info = self.new_info(shape, out_dtype, a.device, False)
+    cdef TensorInfo info = None
     cdef Storage st
-    info.op = op
-    info.scope = _current_scope
-    if managed:
-        outs = [info]
-        self.mm.on_dispatch(op, ins, outs)       # (before the value: on_produced reads it)
-        self._set_value(info, r, None)
-        self.mm.ran_here(op, ins, outs, reserved, _now_ns() - start)
-    else:
-        st = _new_storage(info.size, info.device)
-        st.refs = 1
-        info.storage = st
-        info.value = r
-        info.status = PRODUCED
+    cdef list outs = None
+    try:
+        if type(r) is not _ndarray or _dtype_of(r) is not out_dtype:
+            r = _np_asarray(r, dtype=out_dtype)
+        r = _c_ordered(r)
+        info = self.new_info(shape, out_dtype, a.device, False)
+        info.op = op
+        info.scope = _current_scope
+        if managed:
+            self.mm.on_dispatch(op, ins, [info])   # (before the value: on_produced reads it)
+            self._set_value(info, r, None)
+            outs = [info]
+        else:
+            st = _new_storage(info.size, info.device)
+            st.refs = 1
+            info.storage = st
+            info.value = r
+            info.status = PRODUCED
+    finally:
+        if managed:           # (nothing pinned or reserved stays after an error)
+            self.mm.ran_here(op, ins, outs, reserved,
+                             -1 if outs is None else _now_ns() - start)
     if _profiling and t0:
         _record_host_op(t0, op, a, b, info)
     if _grad_hook is not None or _tracing:
@@ -216,18 +226,18 @@ cdef TensorInfo _host_run(Channel self, OpDef op, TensorInfo a, TensorInfo b, ob
     return info
 
 
-cdef int _wait_for_ops_beside(MemoryManager mm) except -1:
+cdef bint _waited_for_ops_beside(MemoryManager mm):
     """make_room cannot have its room while a caller's op beside the worker holds some:
-    wait (the GIL let go) until those have stored their values (0: then make room as
-    usual). Counted as allocated, their bytes passed the budget by theirs at the moments
-    only evicting down to the floor was left (issue 12, rule 1: a gradient-accumulating
-    MLP at 0.7 P, async level 2, 2 runs in 40)."""
+    wait (the GIL let go) until those have stored their values; True when they have (then
+    make room as usual). Counted as allocated, their bytes passed the budget by theirs at
+    the moments only evicting down to the floor was left (issue 12, rule 1: a
+    gradient-accumulating MLP at 0.7 P, async level 2, 2 runs in 40)."""
     cdef int waits = 0
     while mm.reserved_beside > 0 and waits < 100000:   # (at most about a second)
         with nogil:
             usleep(10)
         waits += 1
-    return 0
+    return mm.reserved_beside == 0
 
 
 cdef Py_ssize_t _outputs_bytes(list outputs):
@@ -248,9 +258,10 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
 
     Under the memory manager too (its recipe was recorded at dispatch), with run_managed's
     duties done around the kernel (MemoryManager.will_run_here, ran_here) and _submit's
-    limits: no views or gathers of large inputs, no medium ops (on the worker, a dying
-    input's Del folds into its reader, which may write in place), nothing beside a busy
-    worker under a budget. A Command made, queued and run for each tiny op cost a small
+    limits: no medium ops (on the worker, a dying input's Del folds into its reader, which
+    may write in place), nothing beside a busy worker that would pass the budget. A gather
+    of a few rows from a large table runs here as without it (sent to the worker, a
+    DeepFM's embedding lookups cost its steps 10% with recipes recorded, 3% here). A Command made, queued and run for each tiny op cost a small
     model with recording on a third more step time (Reptile's inner loops: 41.6 against
     56.7 ms, with a budget never reached)."""
     cdef TensorInfo info
@@ -267,7 +278,7 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
         if info.status != PRODUCED or info.packed:
             return False
     # (counted once: the pool's test takes the same count, a view's source left out)
-    cdef Py_ssize_t n = _host_elements(inputs, outputs, op.cost_by_output and not managed)
+    cdef Py_ssize_t n = _host_elements(inputs, outputs, op.cost_by_output)
     if self._opts[OPT_ASYNC_LEVEL] != 0 and not (self._opts[OPT_HOST_COMPUTE]
                                                    and _small_enough(op, inputs, outputs, n,
                                                                      not managed)):
