@@ -260,8 +260,9 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
     duties done around the kernel (MemoryManager.will_run_here, ran_here) and _submit's
     limits: no medium ops (on the worker, a dying input's Del folds into its reader, which
     may write in place), nothing beside a busy worker that would pass the budget. A gather
-    of a few rows from a large table runs here as without it (sent to the worker, a
-    DeepFM's embedding lookups cost its steps 10% with recipes recorded, 3% here). A Command made, queued and run for each tiny op cost a small
+    of a few rows from a large table runs here as without it (an exception kept from before
+    the tiny path, for no reason found: a DeepFM's recording cost, 1.09-1.10x of its step
+    with the lookups on the caller or the worker, does not come from them). A Command made, queued and run for each tiny op cost a small
     model with recording on a third more step time (Reptile's inner loops: 41.6 against
     56.7 ms, with a budget never reached)."""
     cdef TensorInfo info
