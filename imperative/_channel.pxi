@@ -313,10 +313,10 @@ cdef class Channel:
             if level == 0 or (self._opts[OPT_HOST_COMPUTE]
                               and _small_enough(cmd.op, cmd.inputs, cmd.outputs, n,
                                                 not self._memory_on)
-                              and not _beside_the_worker_over_budget(
+                              and not (self._memory_on and _beside_the_worker_over_budget(
                                   self, _outputs_bytes(cmd.outputs),
                                   (<TensorInfo>cmd.outputs[0]).device if cmd.outputs
-                                  else None)):
+                                  else None))):
                 self._run_inline(cmd, level == 0, n)
                 return 0
         for info in cmd.inputs:

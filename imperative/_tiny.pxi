@@ -262,19 +262,22 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
     may write in place), nothing beside a busy worker that would pass the budget. A gather
     of a few rows from a large table runs here as without it (an exception kept from before
     the tiny path, for no reason found: a DeepFM's recording cost, 1.09-1.10x of its step
-    with the lookups on the caller or the worker, does not come from them). A Command made, queued and run for each tiny op cost a small
-    model with recording on a third more step time (Reptile's inner loops: 41.6 against
-    56.7 ms, with a budget never reached)."""
+    with the lookups on the caller or the worker, does not come from them). A Command
+    made, queued and run for each tiny op cost a small model with recording on a third
+    more step time (Reptile's inner loops: 41.6 against 56.7 ms, with a budget never
+    reached)."""
     cdef TensorInfo info
     cdef bint managed = self._memory_on
     cdef long long t0 = 0
-    cdef Py_ssize_t reserved = 0
-    cdef Device device = (<TensorInfo>outputs[0]).device if outputs else None
+    cdef Py_ssize_t reserved = 0, needed = 0
+    cdef Device device = None
     if _profiling or not op.recomputable:
         return False
-    if managed and (op.keeps_memo or _beside_the_worker_over_budget(
-            self, _outputs_bytes(outputs), device)):
-        return False
+    if managed:
+        needed = _outputs_bytes(outputs)
+        device = (<TensorInfo>outputs[0]).device if outputs else None
+        if op.keeps_memo or _beside_the_worker_over_budget(self, needed, device):
+            return False
     for info in inputs:
         if info.status != PRODUCED or info.packed:
             return False
@@ -285,7 +288,7 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
                                                                      not managed)):
         return False
     if managed:
-        reserved = self.mm.will_run_here(inputs, _outputs_bytes(outputs), device)
+        reserved = self.mm.will_run_here(inputs, needed, device)
         t0 = _now_ns()
     previous_allocator = _enter_pool(n)
     try:
