@@ -191,8 +191,13 @@ def test_several_threads_swapping_out_first_make_one_folder(swap_dir):
         np.testing.assert_array_equal(t.numpy(), i)
 
 
+# The child starts from the default dispositions whatever the test runner inherited (under
+# `nohup` SIGHUP is ignored, and the runtime rightly leaves an ignored signal alone).
 _SWAP_THEN_WAIT = """
-    import os, sys, time, signal, numpy as np, imperative as imp
+    import os, sys, time, signal
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    import numpy as np, imperative as imp
     {setup}
     imp.set_option("enable_swap", 1)
     x = imp.Tensor(np.ones(50000, np.float32)) * 2
@@ -231,14 +236,32 @@ def test_the_user_s_own_signal_handler_is_kept():
     assert not os.path.exists(folder)
 
 
-def test_no_signal_handler_is_installed_unless_swap_is_used():
+def test_an_ignored_signal_stays_ignored_when_swapping():
+    # (as under `nohup`: the process must not start dying of SIGHUP because it swapped)
     r = run_python("""
-        import signal, numpy as np, imperative as imp
-        x = imp.Tensor(np.ones(10, np.float32)) * 2
-        print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,
-              signal.getsignal(signal.SIGHUP) is signal.SIG_DFL)
+        import signal
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        import numpy as np, imperative as imp
+        imp.set_option("enable_swap", 1)
+        x = imp.Tensor(np.ones(50000, np.float32)) * 2
+        x._swap_out()
+        imp.sync()
+        print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN,
+              signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL)
     """)
     assert r.stdout.split() == ["True", "True"], r.stderr
+
+
+def test_no_signal_handler_is_installed_unless_swap_is_used():
+    # (compared with what the process inherited: SIG_IGN for SIGHUP under `nohup`)
+    r = run_python("""
+        import signal
+        before = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)]
+        import numpy as np, imperative as imp
+        x = imp.Tensor(np.ones(10, np.float32)) * 2
+        print([signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)] == before)
+    """)
+    assert r.stdout.split() == ["True"], r.stderr
 
 
 # -------------------------------------------------------------- errors name the file and the reason
