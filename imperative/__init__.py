@@ -29,6 +29,11 @@ from .generic import GenericPyOp
 from .scope import pop_scope, push_scope, scope
 from .serialization import load, save
 from .tensor import Parameter, Tensor, TensorWeakRef, from_dlpack
+from .backend import blas_threads as _blas_threads
+
+# OpenBLAS keeps a core for the caller's thread, which issues ops while the worker computes
+# (unless the environment chose a thread count): imperative/backend/blas_threads.py
+_blas_threads.leave_a_core_to_the_caller()
 
 F = functional
 

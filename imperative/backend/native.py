@@ -9,8 +9,6 @@ kernels would leave cores idle, so they are used only while numpy's BLAS runs on
 `IMPERATIVE_NATIVE_KERNELS` overrides the choice: `0`/`never` (to compare, or to rule them
 out) or `1`/`always` (whatever the BLAS thread count; the tests use it).
 """
-import ctypes
-import glob
 import os
 import warnings
 
@@ -21,6 +19,7 @@ try:
 except ImportError:         # an old build without the extension: numpy does everything
     _kernels = None
 
+from . import blas_threads as blas_threads_module
 from .epilogue import AXPY, finish
 
 _FLOAT32 = np.dtype(np.float32)
@@ -32,24 +31,6 @@ _MIN_MACS = 1 << 18
 # classifier head's 10 outputs: 0.19 ms native against numpy's 0.11 ms); the AVX2 tile is
 # 16 wide
 _MIN_COLUMNS = 16
-
-
-def _openblas_thread_getter():
-    """numpy's OpenBLAS `get_num_threads` (already loaded by numpy), or None if not found."""
-    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    names = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-             "openblas_get_num_threads64_", "openblas_get_num_threads")
-    for path in glob.glob(os.path.join(libs, "*openblas*")):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in names:
-            getter = getattr(lib, name, None)
-            if getter is not None:
-                getter.restype = ctypes.c_int
-                return getter
-    return None
 
 
 _MODES = {"0": "never", "never": "never", "1": "always", "always": "always", "auto": "auto"}
@@ -69,7 +50,7 @@ def _mode_from_env():
 _SUPPORTED = _kernels is not None and _kernels.supported()
 # "auto": while numpy's BLAS runs one thread; "always" (tests, comparisons); "never"
 _MODE = _mode_from_env()
-_blas_threads = _openblas_thread_getter() if _SUPPORTED else None
+_blas_threads = blas_threads_module.get_num_threads if _SUPPORTED else None
 
 
 def active():
