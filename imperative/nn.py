@@ -14,6 +14,7 @@ from .nn_conv_norm import (BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspo
                            GroupNorm, InstanceNorm2d)
 from .nn_elementwise import (Dropout2d, Hardsigmoid, Hardswish, Identity, LeakyReLU,
                              LogSoftmax, Mish, PReLU, Softmax, Softplus)
+from .nn_recurrent import GRU, LSTM, GRUCell, LSTMCell
 from .nn_resize import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, ConstantPad2d, PixelShuffle,
                         PixelUnshuffle, ReflectionPad2d, ReplicationPad2d, Unflatten, Upsample,
                         ZeroPad2d)
@@ -33,7 +34,9 @@ __all__ = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU", "S
            # imperative/nn_resize.py
            "ZeroPad2d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d", "Unflatten",
            "PixelShuffle", "PixelUnshuffle", "Upsample", "AdaptiveAvgPool2d",
-           "AdaptiveMaxPool2d"]
+           "AdaptiveMaxPool2d",
+           # imperative/nn_recurrent.py
+           "LSTMCell", "GRUCell", "LSTM", "GRU"]
 
 
 class Linear(Module):

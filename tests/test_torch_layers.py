@@ -335,7 +335,8 @@ def _draws(make, keys, count=30):
 
 def assert_same_initial_distribution(ours, theirs):
     """Same keys and shapes; constants equal; random tensors spread as PyTorch's: over many
-    modules (3000 values at least), the largest magnitude (the bound of the uniform) and the deviation agree."""
+    modules (3000 values at least), the largest magnitude (the bound of the uniform) and
+    the deviation agree."""
     mine = ours().state_dict()
     want = {k: v for k, v in theirs().state_dict().items()
             if not k.endswith("num_batches_tracked")}
@@ -444,5 +445,103 @@ X4 = np.zeros((2, 4, 6, 6), np.float32)
      r"InstanceNorm2d: input must have 3 channels, got shape \(2, 4, 6, 6\)"),
 ])
 def test_bad_arguments_are_named(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+# ---------------------------------------------------------------------------------------
+# Recurrent layers
+
+@pytest.mark.parametrize("cls", ["LSTMCell", "GRUCell"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("batch, with_state", [(3, False), (3, True), (None, True), (1, False)])
+def test_cells_match_torch(cls, bias, batch, with_state):
+    ours, theirs = getattr(nn, cls)(5, 4, bias=bias), getattr(torch.nn, cls)(5, 4, bias=bias)
+    lead = () if batch is None else (batch,)
+    inputs = [randn(*lead, 5)]
+    if with_state:
+        inputs += [randn(*lead, 4, seed=k) for k in range(2 if cls == "LSTMCell" else 1)]
+
+    def call(m, x, *state):
+        return m(x, (tuple(state) if len(state) == 2 else state[0]) if state else None)
+    run_both(ours, theirs, *inputs, call=call)
+
+
+RNN_CONFIGS = [
+    dict(),
+    dict(num_layers=2),
+    dict(bidirectional=True),
+    dict(num_layers=2, bidirectional=True, batch_first=True),
+    dict(bias=False, batch_first=True),
+    dict(num_layers=3, dropout=0.3),             # (eval mode: dropout off, as torch's)
+]
+
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU"])
+@pytest.mark.parametrize("config", RNN_CONFIGS, ids=str)
+@pytest.mark.parametrize("steps, batch", [(4, 3), (1, 2), (5, None)])
+def test_rnns_match_torch(cls, config, steps, batch):
+    ours, theirs = getattr(nn, cls)(3, 4, **config), getattr(torch.nn, cls)(3, 4, **config)
+    shape = (steps, 3) if batch is None else \
+        (batch, steps, 3) if config.get("batch_first") else (steps, batch, 3)
+    run_both(ours, theirs, randn(*shape), train="dropout" not in config)
+
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU"])
+@pytest.mark.parametrize("batch", [2, None])
+def test_rnns_take_an_initial_state(cls, batch):
+    config = dict(num_layers=2, bidirectional=True)
+    ours, theirs = getattr(nn, cls)(3, 5, **config), getattr(torch.nn, cls)(3, 5, **config)
+    lead = () if batch is None else (batch,)
+    x = randn(4, *lead, 3)
+    states = [randn(4, *lead, 5, seed=k) for k in range(2 if cls == "LSTM" else 1)]
+
+    def call(m, x, *state):
+        return m(x, tuple(state) if len(state) == 2 else state[0])
+    run_both(ours, theirs, x, *states, call=call)
+
+
+def test_rnn_dropout_between_layers_in_training():
+    lstm = nn.LSTM(3, 4, num_layers=2, dropout=0.5)
+    x = imp.Tensor(randn(3, 2, 3))
+    y1, y2 = lstm(x)[0].numpy(), lstm(x)[0].numpy()
+    assert not np.array_equal(y1, y2)              # a new mask each call
+    lstm.eval()
+    np.testing.assert_array_equal(lstm(x)[0].numpy(), lstm(x)[0].numpy())
+
+
+RNN_INITS = [
+    (lambda: nn.LSTMCell(6, 5), lambda: torch.nn.LSTMCell(6, 5)),
+    (lambda: nn.GRUCell(6, 5, bias=False), lambda: torch.nn.GRUCell(6, 5, bias=False)),
+    (lambda: nn.LSTM(6, 5, num_layers=2, bidirectional=True),
+     lambda: torch.nn.LSTM(6, 5, num_layers=2, bidirectional=True)),
+    (lambda: nn.GRU(6, 5, num_layers=2), lambda: torch.nn.GRU(6, 5, num_layers=2)),
+]
+
+
+@pytest.mark.parametrize("make", RNN_INITS, ids=lambda m: type(m[0]()).__name__)
+def test_recurrent_parameters_are_initialised_as_torchs(make):
+    assert_same_initial_distribution(*make)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: nn.LSTM(0, 4), ValueError, "LSTM: input_size must be a positive int, got 0"),
+    (lambda: nn.GRU(3, 4, num_layers=0), ValueError, "GRU: num_layers must be a positive int"),
+    (lambda: nn.LSTM(3, 4, proj_size=2), NotImplementedError, "LSTM: proj_size is not supported"),
+    (lambda: nn.GRU(3, 4, dropout=1.0), ValueError, r"GRU: p must be in \[0, 1\), got 1\.0"),
+    (lambda: nn.LSTM(3, 4)(imp.Tensor(np.zeros((2, 5, 2)))), ValueError,
+     r"LSTM: input must be 3-D \(batched\) or 2-D \(unbatched\) with 3 features last, "
+     r"got shape \(2, 5, 2\)"),
+    (lambda: nn.LSTM(3, 4)(imp.Tensor(np.zeros((2, 5, 3))), imp.Tensor(np.zeros((1, 5, 4)))),
+     TypeError, r"LSTM: hx must be a tuple \(h_0, c_0\), got Tensor"),
+    (lambda: nn.GRU(3, 4, num_layers=2)(imp.Tensor(np.zeros((2, 5, 3))),
+                                        imp.Tensor(np.zeros((1, 5, 4)))),
+     ValueError, r"GRU: h_0 must have shape \(2, 5, 4\), got \(1, 5, 4\)"),
+    (lambda: nn.LSTMCell(3, 4)(imp.Tensor(np.zeros((2, 3))), imp.Tensor(np.zeros((2, 4)))),
+     TypeError, r"LSTMCell: hx must be a tuple \(h, c\), got Tensor"),
+    (lambda: nn.GRUCell(3, 4)(imp.Tensor(np.zeros((2, 3))), imp.Tensor(np.zeros((3, 4)))),
+     ValueError, r"GRUCell: h must have shape \(2, 4\), got \(3, 4\)"),
+])
+def test_recurrent_bad_arguments_are_named(call, error, message):
     with pytest.raises(error, match=message):
         call()
