@@ -2,14 +2,15 @@
 defined here and those of the modules below, re-exported (each module one family)."""
 from __future__ import annotations
 
-import math
 import operator
 from typing import Iterable, Iterator, overload
 
 from . import functional as F
 from . import random as R
-from .module import Module, check_positive_int, uniform_parameter
+from .module import Module, check_positive_int
 # the layers of each family, re-exported
+from .nn_attention import MultiheadAttention, TransformerEncoderLayer
+from .nn_basic import Dropout, LayerNorm, Linear
 from .nn_conv_norm import (BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspose2d,
                            GroupNorm, InstanceNorm2d)
 from .nn_elementwise import (Dropout2d, Hardsigmoid, Hardswish, Identity, LeakyReLU,
@@ -36,45 +37,9 @@ __all__ = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU", "S
            "PixelShuffle", "PixelUnshuffle", "Upsample", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool2d",
            # imperative/nn_recurrent.py
-           "LSTMCell", "GRUCell", "LSTM", "GRU"]
-
-
-class Linear(Module):
-    """`y = x @ weight.T + bias`, weight (out_features, in_features), PyTorch's init."""
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
-        super().__init__()
-        bound = 1.0 / math.sqrt(in_features)
-        self.weight = uniform_parameter((out_features, in_features), bound)
-        self.bias = uniform_parameter((out_features,), bound) if bias else None
-
-    def forward(self, x: TensorLike) -> Tensor:
-        return F.linear(x, self.weight, self.bias)
-
-
-class LayerNorm(Module):
-    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5,
-                 elementwise_affine: bool = True) -> None:
-        super().__init__()
-        shape = ((normalized_shape,) if isinstance(normalized_shape, int)
-                 else tuple(normalized_shape))
-        self.normalized_shape, self.eps = shape, eps
-        self.weight = Parameter(F.ones(shape)) if elementwise_affine else None
-        self.bias = Parameter(F.zeros(shape)) if elementwise_affine else None
-
-    def forward(self, x: TensorLike) -> Tensor:
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
-
-
-class Dropout(Module):
-    def __init__(self, p: float = 0.5) -> None:
-        super().__init__()
-        if not 0 <= p < 1:
-            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
-        self.p = p
-
-    def forward(self, x: TensorLike) -> Tensor:
-        return F.dropout(x, self.p, training=self.training)
+           "LSTMCell", "GRUCell", "LSTM", "GRU",
+           # imperative/nn_attention.py
+           "MultiheadAttention", "TransformerEncoderLayer"]
 
 
 class ReLU(Module):

@@ -545,3 +545,117 @@ def test_recurrent_parameters_are_initialised_as_torchs(make):
 def test_recurrent_bad_arguments_are_named(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+# ---------------------------------------------------------------------------------------
+# Attention
+
+def _mask(kind, shape, seed=5):
+    """A bool mask (True: may not attend; never a whole row) or a float one, as arrays."""
+    rng = np.random.default_rng(seed)
+    if kind == "bool":
+        mask = rng.random(shape) < 0.3
+        mask[..., 0] = False
+        return mask
+    return (rng.standard_normal(shape) * 0.5).astype(np.float32)
+
+
+def _as_torch(a):
+    return None if a is None else torch.from_numpy(a)
+
+
+@pytest.mark.parametrize("config", [dict(), dict(batch_first=True), dict(bias=False)], ids=str)
+@pytest.mark.parametrize("masks", [(None, None), ("bool", None), (None, "float"),
+                                   ("bool", "bool"), ("float", "float3")], ids=str)
+@pytest.mark.parametrize("need_weights, average", [(True, True), (True, False), (False, True)])
+def test_multihead_attention_matches_torch(config, masks, need_weights, average):
+    e, h, n, length, s = 8, 2, 3, 4, 5
+    ours = nn.MultiheadAttention(e, h, **config)
+    theirs = torch.nn.MultiheadAttention(e, h, **config)
+    lead = (n, length) if config.get("batch_first") else (length, n)
+    kv = (n, s) if config.get("batch_first") else (s, n)
+    q, k, v = randn(*lead, e), randn(*kv, e, seed=2), randn(*kv, e, seed=3)
+    padding = None if masks[0] is None else _mask(masks[0], (n, s))
+    attn = None if masks[1] is None else \
+        _mask(masks[1][:5], (n * h, length, s) if masks[1] == "float3" else (length, s), seed=6)
+
+    def call(m, q, k, v):
+        to = _as_torch if isinstance(m, torch.nn.Module) else (lambda a: a)
+        return m(q, k, v, key_padding_mask=to(padding), need_weights=need_weights,
+                 attn_mask=to(attn), average_attn_weights=average)
+    run_both(ours, theirs, q, k, v, call=call)
+
+
+def test_multihead_attention_unbatched_and_in_eval_mode():
+    ours = nn.MultiheadAttention(6, 3, dropout=0.2)
+    theirs = torch.nn.MultiheadAttention(6, 3, dropout=0.2)
+    x = randn(4, 6)
+    run_both(ours, theirs, x, x, x, train=False, call=lambda m, *a: m(*a))
+
+
+def test_multihead_attention_dropout_in_training():
+    mha = nn.MultiheadAttention(4, 2, dropout=0.5)
+    x = imp.Tensor(randn(3, 2, 4))
+    w1, w2 = mha(x, x, x)[1].numpy(), mha(x, x, x)[1].numpy()
+    assert not np.array_equal(w1, w2)
+    mha.eval()
+    np.testing.assert_allclose(mha(x, x, x)[1].numpy().sum(-1), 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("config", [
+    dict(), dict(norm_first=True), dict(batch_first=True, activation="gelu"),
+    dict(bias=False, dim_feedforward=16), dict(layer_norm_eps=1e-3, dim_feedforward=8)], ids=str)
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("train", [False, True])
+def test_transformer_encoder_layer_matches_torch(config, masked, train):
+    config = dict(dict(dropout=0.0), **config)     # dropout's masks differ from torch's
+    ours = nn.TransformerEncoderLayer(8, 2, **config)
+    theirs = torch.nn.TransformerEncoderLayer(8, 2, **config)
+    shape = (3, 5, 8)                               # (L, N, E), or (N, L, E) batch_first
+    n, s = (3, 5) if config.get("batch_first") else (5, 3)
+    padding = _mask("bool", (n, s)) if masked else None
+    causal = _mask("bool", (s, s), seed=9) if masked else None
+
+    def call(m, x):
+        to = _as_torch if isinstance(m, torch.nn.Module) else (lambda a: a)
+        return m(x, src_mask=to(causal), src_key_padding_mask=to(padding))
+    run_both(ours, theirs, randn(*shape), train=train, call=call, rtol=2e-4, atol=2e-5)
+
+
+ATTENTION_INITS = [
+    (lambda: nn.MultiheadAttention(16, 4), lambda: torch.nn.MultiheadAttention(16, 4)),
+    (lambda: nn.TransformerEncoderLayer(8, 2, dim_feedforward=32),
+     lambda: torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=32)),
+]
+
+
+@pytest.mark.parametrize("make", ATTENTION_INITS, ids=lambda m: type(m[0]()).__name__)
+def test_attention_parameters_are_initialised_as_torchs(make):
+    assert_same_initial_distribution(*make)
+
+
+Q = np.zeros((3, 2, 4), np.float32)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: nn.MultiheadAttention(6, 4), ValueError,
+     "MultiheadAttention: embed_dim 6 must be divisible by num_heads 4"),
+    (lambda: nn.MultiheadAttention(4, 2, kdim=3), NotImplementedError, "kdim/vdim"),
+    (lambda: nn.MultiheadAttention(4, 2, dropout=1.5), ValueError,
+     r"MultiheadAttention: p must be in \[0, 1\), got 1\.5"),
+    (lambda: nn.MultiheadAttention(4, 2)(Q, Q[:, :, :3], Q), ValueError,
+     r"got key of shape \(3, 2, 3\)"),
+    (lambda: nn.MultiheadAttention(4, 2)(Q, Q, Q, attn_mask=np.zeros((3, 4), bool)), ValueError,
+     r"MultiheadAttention: attn_mask must have shape \(3, 3\), got \(3, 4\)"),
+    (lambda: nn.MultiheadAttention(4, 2)(Q, Q, Q, key_padding_mask=np.zeros((3, 2), bool)),
+     ValueError, r"key_padding_mask must have shape \(2, 3\), got \(3, 2\)"),
+    (lambda: nn.MultiheadAttention(4, 2)(Q, Q, Q, attn_mask=np.zeros((3, 3), np.int32)),
+     TypeError, "attn_mask must be a bool or float tensor, got dtype int32"),
+    (lambda: nn.MultiheadAttention(4, 2)(Q, Q, Q, is_causal=True), ValueError,
+     "is_causal needs attn_mask"),
+    (lambda: nn.TransformerEncoderLayer(4, 2, activation="tanh"), ValueError,
+     "TransformerEncoderLayer: activation must be 'relu', 'gelu' or a callable, got 'tanh'"),
+])
+def test_attention_bad_arguments_are_named(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
