@@ -15,6 +15,7 @@ from ._types import AxisLike, TensorLike
 from .creation import _as_tensor, arange, full
 from .ops.base import cached_op, check_real, float_dtype, normalize_axes
 from .ops.shape import pad_widths
+from .composed_resize import index_pad
 from .tensor import Tensor
 
 __all__ = ["logsumexp", "one_hot", "pad"]
@@ -24,6 +25,7 @@ _EXP = cached_op(O.Elemwise, "EXP")
 _LOG = cached_op(O.Elemwise, "LOG")
 _WHERE = cached_op(O.Where)
 _IDENTITY = cached_op(O.Identity)
+_INDEX_PAD_MODES = ("reflect", "replicate", "circular")
 
 
 def _reduce(mode, x, axes, keepdims):
@@ -88,13 +90,16 @@ def one_hot(labels: TensorLike, num_classes: int) -> Tensor:
 
 def pad(x: TensorLike, pad: Sequence[int], mode: str = "constant",
         value: float = 0.0) -> Tensor:
-    """torch.nn.functional.pad, constant mode: `pad` is (before, after) pairs from the last
-    axis backwards ((left, right, top, bottom) for the last two); the new places hold
-    `value`. A negative width crops, as PyTorch's. Composed of a split (cropping) and a
-    concat with filled tensors per changed axis, so the gradient is the slice back."""
+    """torch.nn.functional.pad: `pad` is (before, after) pairs from the last axis backwards
+    ((left, right, top, bottom) for the last two). Constant mode: the new places hold
+    `value`, and a negative width crops, as PyTorch's; composed of a split (cropping) and a
+    concat with filled tensors per changed axis, so the gradient is the slice back. Modes
+    "reflect", "replicate" and "circular" gather x's own values (composed_resize.py)."""
+    if mode in _INDEX_PAD_MODES:
+        return index_pad(_as_tensor(x), pad, mode)
     if mode != "constant":
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported; only 'constant' "
-                                  f"(reflect, replicate and circular are not implemented)")
+        raise ValueError(f"pad: mode must be 'constant' or one of {_INDEX_PAD_MODES}, "
+                         f"got {mode!r}")
     x = _as_tensor(x)
     value = _pad_value(value, x.dtype)
     widths = pad_widths(pad, x.shape)

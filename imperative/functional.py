@@ -27,6 +27,10 @@ from .creation import (_as_tensor, arange, copy, full, full_like, linspace, ones
                        ones_like, zeros, zeros_like)
 from ._types import AxisLike, PairLike, ShapeLike, TensorLike
 from .composed import logsumexp, one_hot, pad
+from .composed_activations import mish, prelu
+from .composed_conv_norm import conv1d, conv_transpose2d, group_norm, instance_norm
+from .composed_resize import (adaptive_avg_pool2d, adaptive_max_pool2d, interpolate,
+                              pixel_shuffle, pixel_unshuffle)
 from .tensor import Tensor
 from .torch_hints import keyword_hints
 
@@ -50,6 +54,10 @@ __all__ = [
     "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu", "elu",
     "softmax", "log_softmax", "cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
     "batch_norm", "layer_norm", "embedding", "dropout", "mse_loss", "one_hot",
+    # PyTorch layers composed of the ops above (composed_*.py)
+    "mish", "prelu", "conv1d", "conv_transpose2d", "group_norm", "instance_norm",
+    "interpolate", "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
 ]
 
 
