@@ -27,6 +27,9 @@ from .creation import (_as_tensor, arange, copy, full, full_like, linspace, ones
                        ones_like, zeros, zeros_like)
 from ._types import AxisLike, PairLike, ShapeLike, TensorLike
 from .composed import logsumexp, one_hot, pad
+from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
+                     composed_cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
+                     smooth_l1_loss)
 from .tensor import Tensor
 from .torch_hints import keyword_hints
 
@@ -50,6 +53,9 @@ __all__ = [
     "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu", "elu",
     "softmax", "log_softmax", "cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
     "batch_norm", "layer_norm", "embedding", "dropout", "mse_loss", "one_hot",
+    # PyTorch's losses (losses.py)
+    "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "nll_loss", "kl_div",
 ]
 
 
@@ -427,31 +433,20 @@ def log_softmax(x: TensorLike, axis: int = -1) -> Tensor:
 
 
 def cross_entropy(logits: TensorLike, labels: TensorLike, axis: int = -1,
-        reduction: str = "mean") -> Tensor:
+        reduction: str = "mean", weight: TensorLike | None = None,
+        ignore_index: int | None = None, label_smoothing: float = 0.0) -> Tensor:
     """Cross entropy of `logits` (classes along `axis`) against integer class `labels`
-    (the logits' shape without `axis`); reduction "mean", "sum" or "none"."""
+    (the logits' shape without `axis`) or class probabilities (the logits' shape);
+    reduction "mean", "sum" or "none". weight, ignore_index and label_smoothing as
+    PyTorch's (losses.py), but ignore_index is None by default, where PyTorch's is -100:
+    without them the loss is one fused op."""
     logits = _as_tensor(logits)
     labels = _as_tensor(labels, logits.device)
+    if (weight is not None or ignore_index is not None or label_smoothing
+            or labels.dtype.kind == "f"):
+        return composed_cross_entropy(logits, labels, axis, reduction, weight, ignore_index,
+                                      label_smoothing)
     return _apply1(cached_op(O.CrossEntropy, int(axis), reduction), logits, labels)
-
-
-_REDUCTIONS = ("mean", "sum", "none")
-
-
-def mse_loss(pred: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
-    """(pred - target) ** 2, averaged ("mean"), summed ("sum") or elementwise ("none"), as
-    PyTorch's. The shapes must match: broadcasting a (N,) target against a (N, 1) prediction
-    is a classic silent mistake."""
-    pred = _as_tensor(pred)
-    target = _as_tensor(target, pred.device)
-    if pred.shape != target.shape:
-        raise ValueError(f"mse_loss: pred has shape {pred.shape} but target has shape "
-                         f"{target.shape}; reshape one of them")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"mse_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-    diff = pred - target
-    squared = diff * diff
-    return squared if reduction == "none" else _reduce(reduction.upper(), squared, None, False)
 
 
 _MATMUL_WEIGHT_T = cached_op(O.MatrixMul, False, True)
