@@ -72,7 +72,14 @@ def _scale(fn, name, value, like):
     return value if value.dtype == like.dtype else value.astype(like.dtype)
 
 
-def _positive(fn, name, value, allow_zero):
+def check_smoothing(fn, value):
+    value = check_real(value, fn, "label_smoothing")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{fn}: label_smoothing must be in [0, 1], got {value!r}")
+    return value
+
+
+def check_positive(fn, name, value, allow_zero):
     value = check_real(value, fn, name)
     if value < 0 or (value == 0 and not allow_zero) or value != value:
         raise ValueError(f"{fn}: {name} must be {'>= 0' if allow_zero else '> 0'}, "
@@ -116,7 +123,7 @@ def smooth_l1_loss(input: TensorLike, target: TensorLike, reduction: str = "mean
                    beta: float = 1.0) -> Tensor:
     """0.5 d**2 / beta where |d| < beta, else |d| - beta / 2 (d = input - target), reduced,
     as torch.nn.functional.smooth_l1_loss; beta = 0 is the L1 loss."""
-    beta = _positive("smooth_l1_loss", "beta", beta, allow_zero=True)
+    beta = check_positive("smooth_l1_loss", "beta", beta, allow_zero=True)
     input, target = _pair("smooth_l1_loss", input, target, reduction)
     diff = input - target
     if beta == 0:
@@ -128,7 +135,7 @@ def huber_loss(input: TensorLike, target: TensorLike, reduction: str = "mean",
                delta: float = 1.0) -> Tensor:
     """0.5 d**2 where |d| < delta, else delta * (|d| - delta / 2) (d = input - target),
     reduced, as torch.nn.functional.huber_loss."""
-    delta = _positive("huber_loss", "delta", delta, allow_zero=False)
+    delta = check_positive("huber_loss", "delta", delta, allow_zero=False)
     input, target = _pair("huber_loss", input, target, reduction)
     return reduced(_quadratic_then_linear(input - target, delta, 1.0, delta), reduction)
 
@@ -284,10 +291,7 @@ def composed_cross_entropy(logits: Tensor, labels: Tensor, axis: int, reduction:
     smoothing term is -sum(weight * log_softmax(logits)) / classes, and "mean" divides
     both by the kept items' total weight, as PyTorch's."""
     check_reduction("cross_entropy", reduction)
-    smoothing = check_real(label_smoothing, "cross_entropy", "label_smoothing")
-    if not 0.0 <= smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got "
-                         f"{label_smoothing!r}")
+    smoothing = check_smoothing("cross_entropy", label_smoothing)
     logits = C.as_float(logits)
     if logits.ndim == 0:
         raise ValueError("cross_entropy: logits must have a class axis, got a 0-d tensor")

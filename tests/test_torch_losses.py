@@ -286,3 +286,67 @@ def test_a_label_out_of_range_is_an_index_error_when_the_loss_runs():
         # (the weights' lookup fails too: at async level 2 its error is still pending)
         with contextlib.suppress(imp.AsyncError):
             imp.sync()
+
+
+# ---------------------------------------------------------------------------------------
+# The loss modules of imperative.nn
+
+
+def _module_cases():
+    """(our module, torch's module, inputs, positions whose gradients are compared)."""
+    nn, tnn = imp.nn, torch.nn
+    x, y = normal(4, 5, scale=2.0), normal(4, 5, scale=2.0, seed=1)
+    p, t = uniform(0.05, 0.95, 4, 5), uniform(0, 1, 4, 5, seed=1)
+    w5 = uniform(0.5, 2.0, 5, seed=2)
+    logits3 = normal(3, 5, 2, scale=2.0)
+    labels3 = np.random.default_rng(1).integers(0, 5, (3, 2))
+    labels3[0, 0] = 4
+    return [
+        (nn.MSELoss(), tnn.MSELoss(), [x, y], (0, 1)),
+        (nn.L1Loss(reduction="sum"), tnn.L1Loss(reduction="sum"), [x, y], (0, 1)),
+        (nn.SmoothL1Loss(beta=0.5), tnn.SmoothL1Loss(beta=0.5), [x, y], (0, 1)),
+        (nn.HuberLoss(reduction="none", delta=0.7), tnn.HuberLoss(reduction="none", delta=0.7),
+         [x, y], (0, 1)),
+        (nn.BCELoss(imp.Tensor(w5)), tnn.BCELoss(torch.tensor(w5)), [p, t], (0,)),
+        (nn.BCEWithLogitsLoss(pos_weight=imp.Tensor(w5)),
+         tnn.BCEWithLogitsLoss(pos_weight=torch.tensor(w5)), [x, t], (0, 1)),
+        # classes along axis 1, as PyTorch's module (F.cross_entropy's default is -1)
+        (nn.CrossEntropyLoss(imp.Tensor(w5), ignore_index=4, label_smoothing=0.1),
+         tnn.CrossEntropyLoss(torch.tensor(w5), ignore_index=4, label_smoothing=0.1),
+         [logits3, labels3], (0,)),
+        (nn.CrossEntropyLoss(), tnn.CrossEntropyLoss(), [x[:3], labels3[:, 0].copy()], (0,)),
+        (nn.CrossEntropyLoss(), tnn.CrossEntropyLoss(), [x[0], labels3[0, 0].copy()], (0,)),
+        (nn.NLLLoss(reduction="sum"), tnn.NLLLoss(reduction="sum"),
+         [log_probs(3, 5, 2), labels3], (0,)),
+        (nn.KLDivLoss(reduction="batchmean", log_target=True),
+         tnn.KLDivLoss(reduction="batchmean", log_target=True),
+         [log_probs(4, 5), log_probs(4, 5, seed=1)], (0, 1)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_module_cases())))
+def test_loss_modules_match_torchs(case):
+    ours, theirs, arrays, attach = _module_cases()[case]
+    long_labels = [a if a.dtype.kind == "f" else a.astype(np.int64) for a in arrays]
+    assert_matches(ours, lambda *ts: theirs(*(t.long() if not t.is_floating_point() else t
+                                              for t in ts)),
+                   long_labels, attach=attach)
+    assert type(ours).__name__ in imp.nn.__all__
+
+
+def test_loss_modules_check_their_settings_when_made_and_show_them():
+    nn = imp.nn
+    assert repr(nn.SmoothL1Loss(beta=0.5)) == "SmoothL1Loss(reduction='mean', beta=0.5)"
+    assert repr(nn.CrossEntropyLoss(ignore_index=-100)) == \
+        "CrossEntropyLoss(reduction='mean', ignore_index=-100, label_smoothing=0.0)"
+    with pytest.raises(ValueError, match=r"MSELoss: reduction must be one of .* got 'avg'"):
+        nn.MSELoss(reduction="avg")
+    with pytest.raises(ValueError, match="KLDivLoss: reduction must be one of"):
+        nn.KLDivLoss(reduction="batch")
+    assert nn.KLDivLoss(reduction="batchmean").reduction == "batchmean"
+    with pytest.raises(ValueError, match="HuberLoss: delta must be > 0, got -1"):
+        nn.HuberLoss(delta=-1)
+    with pytest.raises(ValueError, match=r"CrossEntropyLoss: label_smoothing must be in \[0, 1\]"):
+        nn.CrossEntropyLoss(label_smoothing=2.0)
+    with pytest.raises(TypeError):
+        nn.MSELoss(None, None, "sum")         # PyTorch's deprecated positional arguments
