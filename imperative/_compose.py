@@ -13,7 +13,7 @@ from .ops.base import cached_op, float_dtype
 from .tensor import Tensor
 
 __all__ = ["elemwise", "exp", "log", "log1p", "softplus", "sigmoid", "sqrt", "maximum",
-           "minimum", "where", "reduce", "along", "as_float", "scalar", "moved_last"]
+           "minimum", "where", "reduce", "along", "as_float", "scalar", "class_axis_shape"]
 
 _apply1 = _core.apply_one
 
@@ -77,9 +77,7 @@ def as_float(x, device=None) -> Tensor:
     return x if x.dtype == dtype else x.astype(dtype)
 
 
-def moved_last(x: Tensor, axis: int) -> Tensor:
-    """x with `axis` (already normalized) moved to the end."""
-    if axis == x.ndim - 1:
-        return x
-    order = tuple(a for a in range(x.ndim) if a != axis) + (axis,)
-    return _apply1(cached_op(O.Dimshuffle, order), x)
+def class_axis_shape(ndim: int, axis: int) -> tuple[int, ...]:
+    """The shape of a (classes,) vector laid along `axis` (non-negative) of an ndim-d
+    tensor, to broadcast against it."""
+    return (-1,) + (1,) * (ndim - 1 - axis)

@@ -30,6 +30,9 @@ from .composed import logsumexp, one_hot, pad
 from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                      composed_cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
                      smooth_l1_loss)
+from .distances import cdist, cosine_similarity, normalize, pairwise_distance  # noqa: F401
+from .activations import glu, gumbel_softmax, logaddexp, logsigmoid, softsign  # noqa: F401
+from .cumulative import cumprod, cumsum  # noqa: F401
 from .tensor import Tensor
 from .torch_hints import keyword_hints
 
@@ -53,9 +56,11 @@ __all__ = [
     "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu", "elu",
     "softmax", "log_softmax", "cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
     "batch_norm", "layer_norm", "embedding", "dropout", "mse_loss", "one_hot",
-    # PyTorch's losses (losses.py)
+    # PyTorch's losses (losses.py), distances, activations and scans
     "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "nll_loss", "kl_div",
+    "binary_cross_entropy_with_logits", "nll_loss", "kl_div", "normalize", "cosine_similarity",
+    "pairwise_distance", "cdist", "logaddexp", "softsign", "logsigmoid", "glu",
+    "gumbel_softmax", "cumsum", "cumprod",
 ]
 
 

@@ -246,17 +246,12 @@ def weighted_reduction(loss, weights, reduction):
     return C.reduce("SUM", loss) / C.reduce("SUM", weights)
 
 
-def class_axis_shape(ndim, axis):
-    """The shape of a (classes,) vector laid along `axis` of an ndim-d tensor."""
-    return (-1,) + (1,) * (ndim - 1 - axis)
-
-
 def _picked(input, labels, axis):
     """input's value at each item's label along `axis` (0 for a label matching no class):
     a comparison with the class numbers, so the gradient is one-hot."""
     classes = arange(input.shape[axis], dtype=labels.dtype, device=input.device)
     hit = _apply1(cached_op(O.AddAxis, axis), labels) == classes.reshape(
-        class_axis_shape(input.ndim, axis))
+        C.class_axis_shape(input.ndim, axis))
     return C.reduce("SUM", C.where(hit, input, 0.0), axis)
 
 
@@ -298,7 +293,7 @@ def composed_cross_entropy(logits: Tensor, labels: Tensor, axis: int, reduction:
     axis = normalize_axis(axis, logits.ndim, "cross_entropy")
     classes = logits.shape[axis]
     weight = _class_weight("cross_entropy", weight, classes, logits)
-    along = None if weight is None else weight.reshape(class_axis_shape(logits.ndim, axis))
+    along = None if weight is None else weight.reshape(C.class_axis_shape(logits.ndim, axis))
     if labels.dtype.kind == "f":
         return _cross_entropy_of_probabilities(logits, labels, axis, reduction, along,
                                                ignore_index, smoothing)

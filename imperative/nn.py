@@ -17,15 +17,16 @@ from .scope import scope
 from ._types import PairLike, TensorLike
 from .tensor import Parameter, Tensor
 from .torch_hints import NN_MODULE_HINTS, add_pytorch_names, module_attribute_error
-from .nn_losses import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss,  # noqa: F401
-                        KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss)
+from .nn_losses import (BCELoss, BCEWithLogitsLoss, CosineSimilarity,  # noqa: F401
+                        CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
+                        PairwiseDistance, SmoothL1Loss)
 
 __all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", "ReLU", "GELU",
            "ELU", "SiLU", "Sigmoid", "Tanh", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d",
            "ModuleList", "Sequential",
-           # PyTorch's loss modules (nn_losses.py)
+           # PyTorch's loss modules, CosineSimilarity and PairwiseDistance (nn_losses.py)
            "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
-           "CrossEntropyLoss", "NLLLoss", "KLDivLoss"]
+           "CrossEntropyLoss", "NLLLoss", "KLDivLoss", "CosineSimilarity", "PairwiseDistance"]
 
 
 class Module:

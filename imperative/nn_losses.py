@@ -1,12 +1,12 @@
-"""PyTorch's loss modules (`criterion = nn.CrossEntropyLoss(); loss = criterion(out, y)`):
-each holds its settings and calls its function of imperative.functional (losses.py).
-imperative.nn re-exports them.
+"""PyTorch's loss modules (`criterion = nn.CrossEntropyLoss(); loss = criterion(out, y)`),
+and CosineSimilarity and PairwiseDistance: each holds its settings and calls its function
+of imperative.functional (losses.py, distances.py). imperative.nn re-exports them.
 
 They are not nn.Module subclasses: nn.py imports this module to re-export it, so this one
-cannot import nn.Module back (the package has no import circles). A loss module has no
-parameters, and is called like a Module: `forward` runs inside a scope named after it.
-Settings after the first are keyword-only: PyTorch's deprecated positional `size_average`
-and `reduce` would otherwise land on them silently."""
+cannot import nn.Module back (the package has no import circles). These modules have no
+parameters, and are called like a Module: `forward` runs inside a scope named after it.
+A loss's settings after the first are keyword-only: PyTorch's deprecated positional
+`size_average` and `reduce` would otherwise land on them silently."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,23 +14,20 @@ from typing import Any
 from . import functional as F
 from . import losses as L
 from ._types import TensorLike
+from .ops.base import check_real
 from .scope import scope
 from .tensor import Tensor
 
 __all__ = ["MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
-           "CrossEntropyLoss", "NLLLoss", "KLDivLoss"]
+           "CrossEntropyLoss", "NLLLoss", "KLDivLoss", "CosineSimilarity", "PairwiseDistance"]
 
 
-class _Loss:
-    """Base class: `reduction` checked when the module is made; `settings` names the
-    attributes its repr shows."""
+class _Functional:
+    """Base class: a module that calls one function with its settings (`settings` names
+    the attributes its repr shows); `forward` runs inside a scope named after it."""
 
-    settings: tuple[str, ...] = ("reduction",)
-    reductions: tuple[str, ...] = ("mean", "sum", "none")
-
-    def __init__(self, *, reduction: str = "mean") -> None:
-        self.reduction = L.check_reduction(type(self).__name__, reduction, self.reductions)
-        self.training = True
+    settings: tuple[str, ...] = ()
+    training = True
 
     def forward(self, input: TensorLike, target: TensorLike) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__}.forward")
@@ -43,6 +40,16 @@ class _Loss:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.settings
                           if not isinstance(getattr(self, name), Tensor))
         return f"{type(self).__name__}({shown})"
+
+
+class _Loss(_Functional):
+    """Base class of the losses: `reduction` checked when the module is made."""
+
+    settings: tuple[str, ...] = ("reduction",)
+    reductions: tuple[str, ...] = ("mean", "sum", "none")
+
+    def __init__(self, *, reduction: str = "mean") -> None:
+        self.reduction = L.check_reduction(type(self).__name__, reduction, self.reductions)
 
 
 class MSELoss(_Loss):
@@ -158,3 +165,31 @@ class KLDivLoss(_Loss):
 
     def forward(self, input: TensorLike, target: TensorLike) -> Tensor:
         return L.kl_div(input, target, self.reduction, self.log_target)
+
+
+class CosineSimilarity(_Functional):
+    """F.cosine_similarity(axis, eps) of two inputs as a module (PyTorch's `dim` is
+    `axis`)."""
+
+    settings = ("axis", "eps")
+
+    def __init__(self, axis: int = 1, eps: float = 1e-8) -> None:
+        self.axis, self.eps = int(axis), check_real(eps, "CosineSimilarity", "eps")
+
+    def forward(self, x1: TensorLike, x2: TensorLike) -> Tensor:
+        return F.cosine_similarity(x1, x2, self.axis, self.eps)
+
+
+class PairwiseDistance(_Functional):
+    """F.pairwise_distance(p, eps, keepdims) of two inputs as a module (PyTorch's
+    `keepdim` is `keepdims`)."""
+
+    settings = ("p", "eps", "keepdims")
+
+    def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdims: bool = False) -> None:
+        self.p = check_real(p, "PairwiseDistance", "p")
+        self.eps = check_real(eps, "PairwiseDistance", "eps")
+        self.keepdims = bool(keepdims)
+
+    def forward(self, x1: TensorLike, x2: TensorLike) -> Tensor:
+        return F.pairwise_distance(x1, x2, self.p, self.eps, self.keepdims)
