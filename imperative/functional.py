@@ -448,7 +448,7 @@ def cross_entropy(logits: TensorLike, labels: TensorLike, axis: int = -1,
     logits = _as_tensor(logits)
     labels = _as_tensor(labels, logits.device)
     if (weight is not None or ignore_index is not None or label_smoothing
-            or labels.dtype.kind == "f"):
+            or (labels.dtype.kind == "f" and labels.shape == logits.shape)):
         return composed_cross_entropy(logits, labels, axis, reduction, weight, ignore_index,
                                       label_smoothing)
     return _apply1(cached_op(O.CrossEntropy, int(axis), reduction), logits, labels)

@@ -266,8 +266,10 @@ def T(a):
      r"cross_entropy: label_smoothing must be in \[0, 1\], got 1.5"),
     (lambda: F.cross_entropy(T([[0.0, 0.0]]), T([[0.5, 0.5]]), ignore_index=0), ValueError,
      "ignore_index applies to class labels"),
-    (lambda: F.cross_entropy(T([[0.0, 0.0]]), T([0.5, 0.5])), ValueError,
+    (lambda: F.cross_entropy(T([[0.0, 0.0]]), T([0.5, 0.5]), label_smoothing=0.1), ValueError,
      r"class probabilities must have the logits' shape \(1, 2\)"),
+    (lambda: F.cross_entropy(T([[0.0, 0.0]]), T([0.0])), TypeError,      # (the fused op's)
+     "labels must have an integer dtype, got float32"),
     (lambda: F.kl_div(T([1.0]), T([1.0]), reduction="batch"), ValueError,
      "kl_div: reduction must be one of"),
 ])
