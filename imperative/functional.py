@@ -31,6 +31,12 @@ from .composed_activations import mish, prelu
 from .composed_conv_norm import conv1d, conv_transpose2d, group_norm, instance_norm
 from .composed_resize import (adaptive_avg_pool2d, adaptive_max_pool2d, interpolate,
                               pixel_shuffle, pixel_unshuffle)
+from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
+                     composed_cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
+                     smooth_l1_loss)
+from .distances import cdist, cosine_similarity, normalize, pairwise_distance  # noqa: F401
+from .activations import glu, gumbel_softmax, logaddexp, logsigmoid, softsign  # noqa: F401
+from .cumulative import cumprod, cumsum  # noqa: F401
 from .tensor import Tensor
 from .torch_hints import keyword_hints
 
@@ -58,6 +64,11 @@ __all__ = [
     "mish", "prelu", "conv1d", "conv_transpose2d", "group_norm", "instance_norm",
     "interpolate", "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d",
     "adaptive_max_pool2d",
+    # PyTorch's losses (losses.py), distances, activations and scans
+    "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "nll_loss", "kl_div", "normalize", "cosine_similarity",
+    "pairwise_distance", "cdist", "logaddexp", "softsign", "logsigmoid", "glu",
+    "gumbel_softmax", "cumsum", "cumprod",
 ]
 
 
@@ -435,31 +446,20 @@ def log_softmax(x: TensorLike, axis: int = -1) -> Tensor:
 
 
 def cross_entropy(logits: TensorLike, labels: TensorLike, axis: int = -1,
-        reduction: str = "mean") -> Tensor:
+        reduction: str = "mean", weight: TensorLike | None = None,
+        ignore_index: int | None = None, label_smoothing: float = 0.0) -> Tensor:
     """Cross entropy of `logits` (classes along `axis`) against integer class `labels`
-    (the logits' shape without `axis`); reduction "mean", "sum" or "none"."""
+    (the logits' shape without `axis`) or class probabilities (the logits' shape);
+    reduction "mean", "sum" or "none". weight, ignore_index and label_smoothing as
+    PyTorch's (losses.py), but ignore_index is None by default, where PyTorch's is -100:
+    without them the loss is one fused op."""
     logits = _as_tensor(logits)
     labels = _as_tensor(labels, logits.device)
+    if (weight is not None or ignore_index is not None or label_smoothing
+            or (labels.dtype.kind == "f" and labels.shape == logits.shape)):
+        return composed_cross_entropy(logits, labels, axis, reduction, weight, ignore_index,
+                                      label_smoothing)
     return _apply1(cached_op(O.CrossEntropy, int(axis), reduction), logits, labels)
-
-
-_REDUCTIONS = ("mean", "sum", "none")
-
-
-def mse_loss(pred: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
-    """(pred - target) ** 2, averaged ("mean"), summed ("sum") or elementwise ("none"), as
-    PyTorch's. The shapes must match: broadcasting a (N,) target against a (N, 1) prediction
-    is a classic silent mistake."""
-    pred = _as_tensor(pred)
-    target = _as_tensor(target, pred.device)
-    if pred.shape != target.shape:
-        raise ValueError(f"mse_loss: pred has shape {pred.shape} but target has shape "
-                         f"{target.shape}; reshape one of them")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"mse_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-    diff = pred - target
-    squared = diff * diff
-    return squared if reduction == "none" else _reduce(reduction.upper(), squared, None, False)
 
 
 _MATMUL_WEIGHT_T = cached_op(O.MatrixMul, False, True)

@@ -8,12 +8,14 @@ linearly, `base_lr * (step + 1) / (warmup_steps + 1)`, and the schedule proper s
 """
 from __future__ import annotations
 
+import bisect
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from .optim import Optimizer
 
-__all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR", "ConstantLR"]
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR",
+           "CosineAnnealingLR", "ConstantLR"]
 
 
 class LRScheduler:
@@ -79,6 +81,53 @@ class StepLR(LRScheduler):
         return self.gamma ** (step // self.step_size)
 
 
+class MultiStepLR(LRScheduler):
+    """The base rate times `gamma` at each of the `milestones` (step counts; one listed
+    twice multiplies twice), as PyTorch's MultiStepLR."""
+
+    def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1,
+                 warmup_steps: int = 0) -> None:
+        if isinstance(milestones, (str, bytes)) or not hasattr(milestones, "__iter__"):
+            raise TypeError(f"MultiStepLR: milestones must be a sequence of ints, got "
+                            f"{milestones!r}")
+        self.milestones = sorted(_non_negative_int("MultiStepLR", "milestones", m)
+                                 for m in milestones)
+        self.gamma = _real("MultiStepLR", "gamma", gamma)
+        super().__init__(optimizer, warmup_steps)
+
+    def schedule(self, step: int) -> float:
+        return self.gamma ** bisect.bisect_right(self.milestones, step)
+
+
+class ExponentialLR(LRScheduler):
+    """The base rate times `gamma` every step, as PyTorch's ExponentialLR."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float, warmup_steps: int = 0) -> None:
+        self.gamma = _real("ExponentialLR", "gamma", gamma)
+        super().__init__(optimizer, warmup_steps)
+
+    def schedule(self, step: int) -> float:
+        return self.gamma ** step
+
+
+class LambdaLR(LRScheduler):
+    """The base rate times `lr_lambda(step)`, as PyTorch's LambdaLR (one parameter group:
+    one function, or a list holding one)."""
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] |
+                 Sequence[Callable[[int], float]], warmup_steps: int = 0) -> None:
+        if isinstance(lr_lambda, (list, tuple)) and len(lr_lambda) == 1:
+            lr_lambda = lr_lambda[0]
+        if not callable(lr_lambda):
+            raise TypeError(f"LambdaLR: lr_lambda must be a function of the step count (or a "
+                            f"list of one), got {lr_lambda!r}")
+        self.lr_lambda = lr_lambda
+        super().__init__(optimizer, warmup_steps)
+
+    def schedule(self, step: int) -> float:
+        return float(self.lr_lambda(step))
+
+
 class CosineAnnealingLR(LRScheduler):
     """From the base rate down to `eta_min` along half a cosine over `T_max` steps, then
     `eta_min` (PyTorch's CosineAnnealingLR without restarts)."""
@@ -99,6 +148,12 @@ def _non_negative_int(where: str, name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{where}: {name} must be an int >= 0, got {value!r}")
     return value
+
+
+def _real(where: str, name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{where}: {name} must be a number >= 0, got {value!r}")
+    return float(value)
 
 
 def _positive_int(where: str, name: str, value: Any) -> int:

@@ -22,6 +22,9 @@ from .nn_resize import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, ConstantPad2d, Pix
 from .ops.base import check_real
 from ._types import PairLike, TensorLike
 from .tensor import Parameter, Tensor
+from .nn_losses import (BCELoss, BCEWithLogitsLoss, CosineSimilarity,  # noqa: F401
+                        CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
+                        PairwiseDistance, SmoothL1Loss)
 
 __all__ = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU", "SiLU",
            "Sigmoid", "Tanh", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d", "ModuleList",
@@ -39,7 +42,10 @@ __all__ = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU", "S
            # imperative/nn_recurrent.py
            "LSTMCell", "GRUCell", "LSTM", "GRU",
            # imperative/nn_attention.py
-           "MultiheadAttention", "TransformerEncoderLayer"]
+           "MultiheadAttention", "TransformerEncoderLayer",
+           # PyTorch's loss modules, CosineSimilarity and PairwiseDistance (nn_losses.py)
+           "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
+           "CrossEntropyLoss", "NLLLoss", "KLDivLoss", "CosineSimilarity", "PairwiseDistance"]
 
 
 class ReLU(Module):

@@ -24,14 +24,22 @@ def _axpy(x, alpha, y):
         return apply(cached_op(ScaledAdd, float(alpha)), x, y)[0]
     return x + y * alpha
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta",
+           "clip_grad_norm"]
 
 _FLOAT32 = np.dtype(np.float32)
 
 
 def _check_number(name, value, low=0.0):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
+    # (`not value >= low`: a NaN is no number here either)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= low:
         raise ValueError(f"{name} must be a number >= {low}, got {value!r}")
+    return float(value)
+
+
+def _check_fraction(name, value):
+    if _check_number(name, value) > 1:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
     return float(value)
 
 
@@ -262,6 +270,133 @@ class AdamW(Adam):
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2) -> None:
         super().__init__(params, lr, betas, eps, weight_decay)
+
+
+def _step_count(param):
+    """A parameter's step count, PyTorch's "step": a float32 0-d Tensor (exact up to 2 ** 24
+    steps), counted by ops so that a traced step replays it."""
+    return _core.persistent(F.zeros((), "float32", param.device))
+
+
+def _count_step(state):
+    step = state["step"]
+    step._set_info_from(step + 1.0)
+    return step
+
+
+def _moving_average(average, value, keep):
+    """average * keep + value * (1 - keep), rebinding `average` (in place)."""
+    average._set_info_from(average * keep + value * (1 - keep))
+    return average
+
+
+class RMSprop(Optimizer):
+    """`RMSprop(params, lr=0.01, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+    centered=False)`, as PyTorch's: the gradient divided by the root of its squares'
+    moving average (less the squared moving average of the gradient when centered),
+    plus eps; with momentum, a buffer of those steps."""
+
+    hyperparameters = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")
+
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float = 0.01,
+                 alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0,
+                 momentum: float = 0.0, centered: bool = False) -> None:
+        super().__init__(params, lr)
+        self.alpha = _check_fraction("alpha", alpha)
+        self.eps = _check_number("eps", eps)
+        self.weight_decay = _check_number("weight_decay", weight_decay)
+        self.momentum = _check_number("momentum", momentum)
+        self.centered = bool(centered)
+        self._make_state()
+
+    def _initial_state(self, param):
+        state = {"step": _step_count(param), "square_avg": _zeros_like(param)}
+        if self.momentum:
+            state["momentum_buffer"] = _zeros_like(param)
+        if self.centered:
+            state["grad_avg"] = _zeros_like(param)
+        return state
+
+    def _update(self, param, grad, state):
+        _count_step(state)
+        if self.weight_decay:
+            grad = _axpy(grad, self.weight_decay, param)
+        square_avg = _moving_average(state["square_avg"], grad * grad, self.alpha)
+        if self.centered:
+            grad_avg = _moving_average(state["grad_avg"], grad, self.alpha)
+            square_avg = square_avg - grad_avg * grad_avg
+        step = grad / (F.sqrt(square_avg) + self.eps)
+        if self.momentum:
+            buf = state["momentum_buffer"]
+            buf._set_info_from(buf * self.momentum + step)
+            step = buf
+        return _axpy(param, -self.lr, step)
+
+
+class Adagrad(Optimizer):
+    """`Adagrad(params, lr=0.01, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+    eps=1e-10)`, as PyTorch's: the gradient divided by the root of the sum of its squares
+    (from initial_accumulator_value) plus eps, at the rate lr / (1 + (step - 1) *
+    lr_decay)."""
+
+    hyperparameters = ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float = 0.01,
+                 lr_decay: float = 0.0, weight_decay: float = 0.0,
+                 initial_accumulator_value: float = 0.0, eps: float = 1e-10) -> None:
+        super().__init__(params, lr)
+        self.lr_decay = _check_number("lr_decay", lr_decay)
+        self.weight_decay = _check_number("weight_decay", weight_decay)
+        self.initial_accumulator_value = _check_number("initial_accumulator_value",
+                                                       initial_accumulator_value)
+        self.eps = _check_number("eps", eps)
+        self._make_state()
+
+    def _initial_state(self, param):
+        total = F.full(param.shape, self.initial_accumulator_value, param.dtype, param.device)
+        return {"step": _step_count(param), "sum": _core.persistent(total)}
+
+    def _update(self, param, grad, state):
+        step = _count_step(state)
+        if self.weight_decay:
+            grad = _axpy(grad, self.weight_decay, param)
+        total = state["sum"]
+        total._set_info_from(total + grad * grad)
+        ratio = grad / (F.sqrt(total) + self.eps)
+        if not self.lr_decay:
+            return _axpy(param, -self.lr, ratio)
+        # the decayed rate from the step count, a Tensor: the same ops on every step
+        return param - ratio * (self.lr / ((step - 1.0) * self.lr_decay + 1.0))
+
+
+class Adadelta(Optimizer):
+    """`Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0)`, as PyTorch's: the
+    gradient scaled by sqrt(moving average of squared steps + eps) / sqrt(moving average
+    of squared gradients + eps), times lr."""
+
+    hyperparameters = ("lr", "rho", "eps", "weight_decay")
+
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float = 1.0, rho: float = 0.9,
+                 eps: float = 1e-6, weight_decay: float = 0.0) -> None:
+        super().__init__(params, lr)
+        self.rho = _check_fraction("rho", rho)
+        self.eps = _check_number("eps", eps)
+        self.weight_decay = _check_number("weight_decay", weight_decay)
+        self._make_state()
+
+    def _initial_state(self, param):
+        return {"step": _step_count(param), "square_avg": _zeros_like(param),
+                "acc_delta": _zeros_like(param)}
+
+    def _update(self, param, grad, state):
+        _count_step(state)
+        if self.weight_decay:
+            grad = _axpy(grad, self.weight_decay, param)
+        square_avg = _moving_average(state["square_avg"], grad * grad, self.rho)
+        acc_delta = state["acc_delta"]
+        delta = F.sqrt(acc_delta + self.eps) / F.sqrt(square_avg + self.eps) * grad
+        _moving_average(acc_delta, delta * delta, self.rho)
+        return _axpy(param, -self.lr, delta)
 
 
 def clip_grad_norm(params: Tensor | Iterable[Tensor], max_norm: float,

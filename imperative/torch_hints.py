@@ -51,6 +51,8 @@ TENSOR_ATTRIBUTE_HINTS = {
     "softmax": "F.softmax(x, axis)",
     "roll": "F.roll(x, shifts, axis)",
     "logsumexp": "F.logsumexp(x, axis, keepdims)",
+    "cumsum": "F.cumsum(x, axis)",
+    "cumprod": "F.cumprod(x, axis)",
 }
 
 # nn.Module attribute → what to write instead
@@ -81,6 +83,10 @@ MODULE_HINTS = {
     "ones": "imp.F.ones(shape)",
     "arange": "imp.F.arange(...)",
     "device": "imp.Device / imp.get_device('cpu0')",
+    "cumsum": "imp.F.cumsum(x, axis)",
+    "cumprod": "imp.F.cumprod(x, axis)",
+    "logaddexp": "imp.F.logaddexp(x1, x2)",
+    "cdist": "imp.F.cdist(x1, x2, p)",
 }
 
 

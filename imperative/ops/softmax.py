@@ -139,7 +139,11 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 def _bad_label(label, classes):
-    raise IndexError(f"cross_entropy: label {label} is out of range for {classes} classes")
+    # PyTorch ignores -100 by default; here ignore_index is None by default (one fused op)
+    hint = ("; to ignore it as PyTorch does by default, pass ignore_index=-100"
+            if label == -100 else "")
+    raise IndexError(f"cross_entropy: label {label} is out of range for {classes} classes"
+                     f"{hint}")
 
 
 class CrossEntropy(Op):
