@@ -352,3 +352,29 @@ def test_loss_modules_check_their_settings_when_made_and_show_them():
         nn.CrossEntropyLoss(label_smoothing=2.0)
     with pytest.raises(TypeError):
         nn.MSELoss(None, None, "sum")         # PyTorch's deprecated positional arguments
+
+
+def test_a_loss_module_is_a_module_whose_weight_is_a_buffer_as_pytorch_s():
+    weight = np.array([1.0, 2.0, 0.5], np.float32)
+
+    class Ours(imp.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = imp.nn.Linear(4, 3)
+            self.criterion = imp.nn.CrossEntropyLoss(weight=imp.Tensor(weight))
+
+    class Theirs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+            self.criterion = torch.nn.CrossEntropyLoss(weight=torch.tensor(weight))
+
+    ours, theirs = Ours(), Theirs()
+    assert isinstance(ours.criterion, imp.nn.Module)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    y = np.array([0, 2, 1, 1, 0])
+    got = ours.criterion(ours.fc(imp.Tensor(x)), imp.Tensor(y.astype(np.int32)))
+    want = theirs.criterion(theirs.fc(torch.tensor(x)), torch.tensor(y))
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5)
