@@ -27,6 +27,8 @@ from .creation import (_as_tensor, arange, copy, full, full_like, linspace, ones
                        ones_like, zeros, zeros_like)
 from ._types import AxisLike, PairLike, ShapeLike, TensorLike
 from .composed import logsumexp, one_hot, pad
+from .tensor_ops import (argsort, cumprod, cumsum, einsum, flip, gather, index_add,  # noqa: F401
+                         index_select, norm, outer, scatter, scatter_add, sort, topk, tril, triu)
 from .tensor import Tensor
 from .torch_hints import keyword_hints
 
@@ -50,6 +52,9 @@ __all__ = [
     "relu", "gelu", "sigmoid", "softplus", "silu", "hardswish", "hardsigmoid", "leaky_relu", "elu",
     "softmax", "log_softmax", "cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
     "batch_norm", "layer_norm", "embedding", "dropout", "mse_loss", "one_hot",
+    # PyTorch tensor functions (imperative/tensor_ops.py)
+    "gather", "scatter", "scatter_add", "index_select", "index_add", "sort", "argsort", "topk",
+    "cumsum", "cumprod", "flip", "tril", "triu", "einsum", "outer", "norm",
 ]
 
 
