@@ -105,10 +105,9 @@ def _contract(a, la, b, lb, needed):
     def size(labels):
         return math.prod(sizes[label] for label in labels)
 
-    a = _arranged(a, la, batch + rows + inner, sizes).reshape(size(batch), size(rows),
-                                                              size(inner))
-    b = _arranged(b, lb, batch + inner + cols, sizes).reshape(size(batch), size(inner),
-                                                              size(cols))
+    lead = (size(batch),) if batch else ()        # no batch: one plain matrix product
+    a = _arranged(a, la, batch + rows + inner, sizes).reshape(*lead, size(rows), size(inner))
+    b = _arranged(b, lb, batch + inner + cols, sizes).reshape(*lead, size(inner), size(cols))
     out = (a @ b).reshape(*(sizes[label] for label in batch + rows + cols))
     return out, batch + rows + cols
 

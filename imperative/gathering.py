@@ -196,8 +196,10 @@ def index_add(x: TensorLike, axis: int, index: TensorLike, src: TensorLike,
     if _as_1d(src).shape != want:
         raise ValueError(f"index_add: src has shape {src.shape}; for x {x0.shape} and "
                          f"{index.shape[0]} indices along axis {axis} it must be {want}")
-    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
-        raise TypeError(f"index_add: alpha must be a number, got {type(alpha).__name__}")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or (
+            x.dtype.kind in "iu" and not isinstance(alpha, int)):
+        raise TypeError(f"index_add: alpha must be a number (an int for x of dtype "
+                        f"{x.dtype}), got {alpha!r}")
     if alpha != 1:
         src = src * Tensor(alpha, dtype=src.dtype, device=src.device)
     out = _apply1(cached_op(IndexingIncrMultiAxisVec, items), x, _as_1d(src), index)

@@ -9,15 +9,12 @@ import numpy as np
 from . import _core
 from . import ops as O
 from ._types import AxisLike, TensorLike
+from .composed import _reduce
 from .creation import _as_tensor
 from .ops.base import cached_op, check_real, float_dtype, normalize_axes
 from .tensor import Tensor
 
 __all__ = ["norm"]
-
-
-def _reduce(mode, x, axes, keepdims):
-    return _core.apply_one(cached_op(O.Reduce, mode, axes, keepdims), x)
 
 
 def _root(total, p):
