@@ -170,6 +170,9 @@ def _along_axis(fn, x, axis, index):
     if index.ndim > 1:
         raise ValueError(f"{fn}: index must be 0-d or 1-d, got shape {index.shape}")
     index = _as_1d(index)
+    if x.ndim == 0 and index.shape[0] != 1:
+        raise ValueError(f"{fn}: x is 0-d, so the index must hold one value, got "
+                         f"{index.shape[0]}")
     check_range(index, x.shape[axis_] if x.ndim else 1, fn, axis)
     return _as_1d(x), axis_, index, (_ALL,) * axis_ + (TENSOR,)
 

@@ -486,6 +486,7 @@ BAD = [
      r"index_add: index\[0\] = 3 is out of range for axis 0 of size 3"),
     (lambda x: F.index_add(x, 0, [1], np.ones((2, 4), np.float32)), ValueError,
      r"src has shape \(2, 4\).* must be \(1, 4\)"),
+    (lambda x: F.index_select(x[0, 0], 0, [0, 0]), ValueError, "x is 0-d, so the index must"),
     (lambda x: F.topk(x, 5, 1), ValueError, "k=5 is out of range for axis 1 of size 4"),
     (lambda x: F.topk(x, 1.5), TypeError, "k must be an int"),
     (lambda x: F.sort(x, 3), IndexError, "axis 3 is out of range"),
