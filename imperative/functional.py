@@ -36,7 +36,8 @@ from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # 
                      smooth_l1_loss)
 from .distances import cdist, cosine_similarity, normalize, pairwise_distance  # noqa: F401
 from .activations import glu, gumbel_softmax, logaddexp, logsigmoid, softsign  # noqa: F401
-from .cumulative import cumprod, cumsum  # noqa: F401
+from .tensor_ops import (argsort, cumprod, cumsum, einsum, flip, gather, index_add,  # noqa: F401
+                         index_select, norm, outer, scatter, scatter_add, sort, topk, tril, triu)
 from .tensor import Tensor
 from .torch_hints import keyword_hints
 
@@ -68,7 +69,10 @@ __all__ = [
     "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "nll_loss", "kl_div", "normalize", "cosine_similarity",
     "pairwise_distance", "cdist", "logaddexp", "softsign", "logsigmoid", "glu",
-    "gumbel_softmax", "cumsum", "cumprod",
+    "gumbel_softmax",
+    # PyTorch tensor functions (imperative/tensor_ops.py)
+    "gather", "scatter", "scatter_add", "index_select", "index_add", "sort", "argsort", "topk",
+    "cumsum", "cumprod", "flip", "tril", "triu", "einsum", "outer", "norm",
 ]
 
 

@@ -19,6 +19,9 @@ KEYWORD_HINTS = {
     "keepdim": "keepdims",
     "start_dim": "start_axis",
     "end_dim": "end_axis",
+    "dims": "axis",            # torch.flip(x, dims=...)
+    "diagonal": "k",           # torch.tril / torch.triu
+    "p": "ord",                # torch.norm(x, p=...)
     "requires_grad": None,     # no keyword here: a GradManager attaches (_ATTACH)
 }
 
@@ -51,8 +54,20 @@ TENSOR_ATTRIBUTE_HINTS = {
     "softmax": "F.softmax(x, axis)",
     "roll": "F.roll(x, shifts, axis)",
     "logsumexp": "F.logsumexp(x, axis, keepdims)",
+    "gather": "F.gather(x, axis, index)",
+    "scatter": "F.scatter(x, axis, index, src) (out of place)",
+    "scatter_add": "F.scatter_add(x, axis, index, src) (out of place)",
+    "index_select": "F.index_select(x, axis, index)",
+    "index_add": "F.index_add(x, axis, index, src) (out of place)",
+    "sort": "F.sort(x, axis, descending) (values, indices)",
+    "argsort": "F.argsort(x, axis, descending)",
+    "topk": "F.topk(x, k, axis, largest) (values, indices)",
     "cumsum": "F.cumsum(x, axis)",
     "cumprod": "F.cumprod(x, axis)",
+    "flip": "F.flip(x, axis)",
+    "tril": "F.tril(x, k)",
+    "triu": "F.triu(x, k)",
+    "norm": "F.norm(x, ord, axis, keepdims)",
 }
 
 # nn.Module attribute → what to write instead
@@ -83,10 +98,15 @@ MODULE_HINTS = {
     "ones": "imp.F.ones(shape)",
     "arange": "imp.F.arange(...)",
     "device": "imp.Device / imp.get_device('cpu0')",
-    "cumsum": "imp.F.cumsum(x, axis)",
     "cumprod": "imp.F.cumprod(x, axis)",
     "logaddexp": "imp.F.logaddexp(x1, x2)",
     "cdist": "imp.F.cdist(x1, x2, p)",
+    "einsum": "imp.F.einsum(equation, *operands)",
+    "gather": "imp.F.gather(x, axis, index)",
+    "topk": "imp.F.topk(x, k, axis)",
+    "sort": "imp.F.sort(x, axis)",
+    "cumsum": "imp.F.cumsum(x, axis)",
+    "outer": "imp.F.outer(a, b)",
 }
 
 

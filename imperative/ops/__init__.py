@@ -11,6 +11,8 @@ The vocabulary, one module per family:
                 FastpathCopy, Subtensor, Concat, Split
   indexing.py   the indexing ops, Embedding, and the parsing of a user's index
   select.py     Where, Clip
+  sort.py       Argsort (stable; F.sort, F.argsort, F.topk)
+  scan.py       Cumulative (cumsum, cumprod), CumprodGrad
   creation.py   Fill, Arange, Linspace
   convert.py    TypeCvt, Copy
   rng.py        the random-number ops
@@ -33,10 +35,12 @@ from .pool import Pooling
 from .reduce import Argmax, Argmin, Reduce
 from .rng import (DropoutBitsRNG, DropoutMaskRNG, GaussianRNG, PermutationRNG, RandIntRNG,
                   ShuffleRNG, UniformRNG)
+from .scan import Cumulative, CumprodGrad
 from .select import Clip, Where
 from .shape import (AddAxis, Broadcast, Concat, Dimshuffle, FastpathCopy, GetVarShape, Identity,
                     RemoveAxis, Reshape, Split, Subtensor)
 from .softmax import CrossEntropy, LogSoftmax, Softmax
+from .sort import Argsort
 from . import nn  # noqa: F401  (imperative.ops.nn: the neural-network ops by name)
 
 __all__ = [
@@ -48,6 +52,8 @@ __all__ = [
     "FastpathCopy", "Subtensor", "Concat", "Split",
     # conversion, selection, creation
     "TypeCvt", "Copy", "Where", "Clip", "Fill", "Arange", "Linspace",
+    # sorting and scans
+    "Argsort", "Cumulative", "CumprodGrad",
     # indexing
     "IndexingMultiAxisVec", "MaskedIndexingMultiAxisVec", "SetSubtensor",
     "IndexingSetMultiAxisVec",
