@@ -802,16 +802,16 @@ def _sasrec(c):
 # ---------------------------------------------------------------------------------------
 
 BENCH_SIZES = {
-    "dcgan": dict(nz=64, ngf=32, ndf=32, size=32, batch=64),
-    "bahdanau": dict(vocab=200, emb=64, hidden=128, att=64, length=20, batch=64),
-    "gru_forecast": dict(hidden=128, past=96, horizon=24, batch=64),
-    "denoise_ae": dict(ch=32, size=64, batch=16),
-    "text_transformer": dict(vocab=2000, length=128, dim=128, heads=4, layers=4, batch=32),
-    "audio_cnn": dict(ch=48, stem=32, length=8000, batch=32),
-    "unet_seg": dict(ch=16, depth=3, size=64, batch=8),
-    "srresnet": dict(ch=32, blocks=6, scale=4, size=64, batch=8),
-    "yolo": dict(width=16, size=128, batch=16),
-    "sasrec": dict(items=2000, length=100, dim=64, heads=2, blocks=2, batch=128),
+    "dcgan": dict(nz=64, ngf=16, ndf=16, size=32, batch=32),
+    "bahdanau": dict(vocab=200, emb=48, hidden=64, att=48, length=12, batch=48),
+    "gru_forecast": dict(hidden=64, past=32, horizon=8, batch=64),
+    "denoise_ae": dict(ch=16, size=48, batch=8),
+    "text_transformer": dict(vocab=2000, length=64, dim=64, heads=4, layers=2, batch=16),
+    "audio_cnn": dict(ch=32, stem=32, length=4000, batch=16),
+    "unet_seg": dict(ch=8, depth=3, size=48, batch=4),
+    "srresnet": dict(ch=16, blocks=3, scale=2, size=32, batch=12),
+    "yolo": dict(width=8, size=96, batch=5),
+    "sasrec": dict(items=2000, length=50, dim=64, heads=2, blocks=2, batch=32),
 }
 # the tests' sizes: a step of a few milliseconds
 CONFIGS = {
