@@ -10,11 +10,17 @@ dropping).
                               [--policies dtr_eq,lru,size,dtr_eq+swap]
                               [--timeout SECONDS] [--json bench_dtr.json]
                               [--unseen | --fresh | --novel | --heldout | --sixth | --seventh
-                               | --eighth | --ninth | --tenth | --eleventh | --twelfth]
+                               | --eighth | --ninth | --tenth | --eleventh | --twelfth
+                               | --thirteenth]
 
-With --twelfth they are the ten of tests/twelfth_models.py (session 48's, ordinary models:
-a VQ-VAE with an EMA codebook, SwAV, a ShuffleNet v2, DeepFM, PPO on CartPole, SchNet,
-TabNet, a CycleGAN, a Longformer, a character-aware CNN-highway-LSTM language model). With
+With --thirteenth they are the ten of tests/thirteenth_models.py (session 49's, ordinary
+models on the PyTorch-style layers added that session: a DCGAN, a seq2seq LSTM with Bahdanau
+attention, a GRU forecaster, a GroupNorm denoising autoencoder, a TransformerEncoderLayer
+text classifier, a dilated Conv1d audio net, a U-Net with InstanceNorm2d, SRResNet, a
+tiny-YOLOv3 detector, SASRec). With --twelfth they are the ten of tests/twelfth_models.py
+(session 48's, ordinary models: a VQ-VAE with an EMA codebook, SwAV, a ShuffleNet v2,
+DeepFM, PPO on CartPole, SchNet, TabNet, a CycleGAN, a Longformer, a character-aware
+CNN-highway-LSTM language model). With
 --eleventh they are the ten of tests/eleventh_models.py (session 47's, ordinary models:
 ESPCN, a Gumbel-softmax VAE, a mixture density network, prototypical networks, Bayes by
 Backprop, Gatys style transfer, a BiLSTM-CRF, A2C on Catch, FiLM, Reptile). With --tenth
@@ -83,7 +89,7 @@ from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
 # --unseen / --fresh / ...: a model set of tests/ (tests/<name>_models.py) instead of the zoo
 MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth",
-              "tenth", "eleventh", "twelfth")
+              "tenth", "eleventh", "twelfth", "thirteenth")
 MODEL_SET = next((m for m in MODEL_SETS if f"--{m}" in sys.argv), None)
 UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)

@@ -27,7 +27,7 @@ import imperative as imp          # noqa: E402  (after the path set-up above)
 from test_memory_regimes import _beside_reference  # noqa: E402
 
 SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth", "tenth",
-        "eleventh", "twelfth")
+        "eleventh", "twelfth", "thirteenth")
 
 
 def measure(make, fraction, minimum):
