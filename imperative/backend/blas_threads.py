@@ -11,9 +11,12 @@ intra-op threads: 4.6-31 ms); a spiking network's training step (tests/seventh_m
 thread fewer than the cores this process may use (at least one), unless the environment
 chose a count itself (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS), which
 then stands; threadpoolctl can change it afterwards. On an idle 2-core machine this gives
-up the second core for products of a megaflop-bound step (a 1024 x 1024 product runs
-about 1.8x faster on two threads there, PERF_NOTES): a loss bounded by the core count,
-against calls many times slower whenever the machine is shared.
+up the second core for the products: the zoo's product-bound steps took 1.2-1.5x as long
+as on two threads (tools/bench_blas_threads.py; the CNN 0.86x), a loss bounded by
+cores / (cores - 1), against steps 1.5-3.6x faster beside one other busy process and
+4-14x faster on a loaded machine. The count is fixed for the process, never chosen per
+call by the load: OpenBLAS's sums over long rows differ in their last bits between one
+and two threads, and a recomputation must give the bits of the first run.
 
 This module imports nothing of the package but numpy's location.
 """
