@@ -165,3 +165,12 @@ def uniform_parameter(shape, bound):
 def check_positive_int(module, name, value):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{module}: {name} must be a positive int, got {value!r}")
+
+
+def check_divisible(module, name, value, by_name, by):
+    """`value` (positive ints both, checked) must be a multiple of `by`: a layer's channels
+    split into groups or heads."""
+    check_positive_int(module, name, value)
+    check_positive_int(module, by_name, by)
+    if value % by:
+        raise ValueError(f"{module}: {name} {value} must be divisible by {by_name} {by}")

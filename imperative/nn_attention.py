@@ -10,7 +10,7 @@ from typing import Callable
 from . import functional as F
 from . import random as R
 from .creation import _as_tensor
-from .module import Module, check_positive_int
+from .module import Module, check_divisible
 from .nn_basic import Dropout, LayerNorm, Linear
 from .nn_elementwise import check_probability
 from ._types import TensorLike
@@ -47,11 +47,7 @@ class MultiheadAttention(Module):
                  kdim: int | None = None, vdim: int | None = None,
                  batch_first: bool = False) -> None:
         super().__init__()
-        check_positive_int("MultiheadAttention", "embed_dim", embed_dim)
-        check_positive_int("MultiheadAttention", "num_heads", num_heads)
-        if embed_dim % num_heads:
-            raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} must be divisible by "
-                             f"num_heads {num_heads}")
+        check_divisible("MultiheadAttention", "embed_dim", embed_dim, "num_heads", num_heads)
         if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) \
                 or vdim not in (None, embed_dim):
             raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and "

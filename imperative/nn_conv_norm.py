@@ -9,7 +9,7 @@ import math
 from . import functional as F
 from .composed_conv_norm import single_int
 from .creation import _as_tensor
-from .module import Module, check_positive_int, uniform_parameter
+from .module import Module, check_divisible, check_positive_int, uniform_parameter
 from .ops.base import check_real
 from .ops.nn_common import pair
 from ._types import PairLike, TensorLike
@@ -157,11 +157,7 @@ class GroupNorm(Module):
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
                  affine: bool = True) -> None:
         super().__init__()
-        check_positive_int("GroupNorm", "num_groups", num_groups)
-        check_positive_int("GroupNorm", "num_channels", num_channels)
-        if num_channels % num_groups:
-            raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by "
-                             f"num_groups {num_groups}")
+        check_divisible("GroupNorm", "num_channels", num_channels, "num_groups", num_groups)
         self.num_groups, self.num_channels = int(num_groups), int(num_channels)
         self.eps = check_real(eps, "GroupNorm", "eps")
         self.weight = Parameter(F.ones((num_channels,))) if affine else None
