@@ -6,6 +6,7 @@ import operator
 from typing import Iterable, Iterator, overload
 
 from . import functional as F
+from . import nn_init as init
 from . import random as R
 from .module import Module, check_positive_int
 # the layers of each family, re-exported
@@ -26,7 +27,7 @@ from .nn_losses import (BCELoss, BCEWithLogitsLoss, CosineSimilarity,  # noqa: F
                         CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
                         PairwiseDistance, SmoothL1Loss)
 
-__all__ = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU", "SiLU",
+__all__ = ["Module", "init", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU", "SiLU",
            "Sigmoid", "Tanh", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d", "ModuleList",
            "Sequential",
            # imperative/nn_conv_norm.py
