@@ -16,6 +16,7 @@ from .nn_conv_norm import (BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspo
                            GroupNorm, InstanceNorm2d)
 from .nn_elementwise import (Dropout2d, Hardsigmoid, Hardswish, Identity, LeakyReLU,
                              LogSoftmax, Mish, PReLU, Softmax, Softplus)
+from .nn_pool1d import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AvgPool1d, MaxPool1d
 from .nn_recurrent import GRU, LSTM, GRUCell, LSTMCell
 from .nn_resize import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, ConstantPad2d, PixelShuffle,
                         PixelUnshuffle, ReflectionPad2d, ReplicationPad2d, Unflatten, Upsample,
@@ -40,6 +41,8 @@ __all__ = ["Module", "init", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "
            "ZeroPad2d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d", "Unflatten",
            "PixelShuffle", "PixelUnshuffle", "Upsample", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool2d",
+           # imperative/nn_pool1d.py
+           "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d",
            # imperative/nn_recurrent.py
            "LSTMCell", "GRUCell", "LSTM", "GRU",
            # imperative/nn_attention.py
