@@ -2,12 +2,14 @@
 defined here and those of the modules below, re-exported (each module one family)."""
 from __future__ import annotations
 
+import numbers
 import operator
 from typing import Iterable, Iterator, overload
 
 from . import functional as F
 from . import nn_init as init
 from . import random as R
+from .creation import _as_tensor
 from .module import Module, check_positive_int
 # the layers of each family, re-exported
 from .nn_attention import MultiheadAttention, TransformerEncoderLayer
@@ -115,17 +117,51 @@ class Flatten(Module):
 
 class Embedding(Module):
     """A table of `num_embeddings` rows of `embedding_dim` floats, looked up by integer
-    indices; initialised from N(0, 1) as in PyTorch."""
+    indices; initialised from N(0, 1) as in PyTorch. Row `padding_idx` (negative counts from
+    the end) starts as zeros and never receives a gradient: where an index is padding_idx
+    the output comes from a detached lookup, elsewhere from the attached one."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int,
+                 padding_idx: int | None = None, max_norm: float | None = None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False) -> None:
         super().__init__()
         check_positive_int("Embedding", "num_embeddings", num_embeddings)
         check_positive_int("Embedding", "embedding_dim", embedding_dim)
+        for name, value, default in (("max_norm", max_norm, None),
+                                     ("scale_grad_by_freq", scale_grad_by_freq, False),
+                                     ("sparse", sparse, False)):
+            if value is not default and value != default:
+                raise NotImplementedError(f"Embedding: {name}={value!r} is not supported "
+                                          f"(only {name}={default!r}; gradients are dense)")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = Parameter(R.normal(0.0, 1.0, size=(num_embeddings, embedding_dim)))
+        self.padding_idx = _padding_index(padding_idx, num_embeddings)
+        weight = R.normal(0.0, 1.0, size=(num_embeddings, embedding_dim))
+        if self.padding_idx is not None:
+            weight[self.padding_idx] = F.zeros((embedding_dim,))
+        self.weight = Parameter(weight)
 
     def forward(self, indices: TensorLike) -> Tensor:
-        return F.embedding(indices, self.weight)
+        if self.padding_idx is None:
+            return F.embedding(indices, self.weight)
+        indices = _as_tensor(indices, self.weight.device)
+        padding = F.expand_dims(indices == self.padding_idx, -1)
+        return F.where(padding, F.embedding(indices, self.weight.detach()),
+                       F.embedding(indices, self.weight))
+
+
+def _padding_index(padding_idx, num_embeddings):
+    """PyTorch's padding_idx as a row in [0, num_embeddings) (a negative one counts from the
+    end), or None."""
+    if padding_idx is None:
+        return None
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, numbers.Integral):
+        raise TypeError(f"Embedding: padding_idx must be an int or None, got {padding_idx!r}")
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"Embedding: padding_idx must lie in [-{num_embeddings}, "
+                         f"{num_embeddings}) (num_embeddings={num_embeddings}), got "
+                         f"{padding_idx}")
+    return int(padding_idx) % num_embeddings
 
 
 class _Pool2d(Module):
