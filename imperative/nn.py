@@ -8,6 +8,7 @@ from typing import Iterable, Iterator, overload
 
 from . import functional as F
 from . import nn_init as init
+from . import nn_utils as utils
 from . import random as R
 from .creation import _as_tensor
 from .module import Module, check_positive_int
@@ -30,9 +31,9 @@ from .nn_losses import (BCELoss, BCEWithLogitsLoss, CosineSimilarity,  # noqa: F
                         CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
                         PairwiseDistance, SmoothL1Loss)
 
-__all__ = ["Module", "init", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU", "SiLU",
-           "Sigmoid", "Tanh", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d", "ModuleList",
-           "Sequential",
+__all__ = ["Module", "init", "utils", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU",
+           "SiLU", "Sigmoid", "Tanh", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d",
+           "ModuleList", "Sequential",
            # imperative/nn_conv_norm.py
            "Conv1d", "Conv2d", "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "GroupNorm",
            "InstanceNorm2d",
