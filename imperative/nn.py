@@ -2,6 +2,7 @@
 defined here and those of the modules below, re-exported (each module one family)."""
 from __future__ import annotations
 
+import copy
 import numbers
 import operator
 from typing import Iterable, Iterator, overload
@@ -49,7 +50,7 @@ __all__ = ["Module", "init", "utils", "Linear", "LayerNorm", "Dropout", "ReLU", 
            # imperative/nn_recurrent.py
            "LSTMCell", "GRUCell", "LSTM", "GRU",
            # imperative/nn_attention.py
-           "MultiheadAttention", "TransformerEncoderLayer",
+           "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
            # PyTorch's loss modules, CosineSimilarity and PairwiseDistance (nn_losses.py)
            "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
            "CrossEntropyLoss", "NLLLoss", "KLDivLoss", "CosineSimilarity", "PairwiseDistance"]
@@ -262,3 +263,33 @@ class Sequential(ModuleList):
         for module in self:
             x = module(x)
         return x
+
+
+class TransformerEncoder(Module):
+    """PyTorch's stack of `num_layers` deep copies of `encoder_layer` (`layers.0`,
+    `layers.1`, ...: each starts with the layer's parameters, as PyTorch's), then `norm`
+    if given. forward(src, mask=None, src_key_padding_mask=None, is_causal=None) passes the
+    masks to every layer."""
+
+    def __init__(self, encoder_layer: Module, num_layers: int, norm: Module | None = None,
+                 enable_nested_tensor: bool = True, mask_check: bool = True) -> None:
+        super().__init__()
+        if not isinstance(encoder_layer, Module):
+            raise TypeError(f"TransformerEncoder: encoder_layer must be a Module (a "
+                            f"TransformerEncoderLayer), got {type(encoder_layer).__name__}")
+        check_positive_int("TransformerEncoder", "num_layers", num_layers)
+        if norm is not None and not isinstance(norm, Module):
+            raise TypeError(f"TransformerEncoder: norm must be a Module (a LayerNorm) or None, "
+                            f"got {type(norm).__name__}")
+        self.layers = ModuleList(copy.deepcopy(encoder_layer) for _ in range(num_layers))
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src: TensorLike, mask: TensorLike | None = None,
+                src_key_padding_mask: TensorLike | None = None,
+                is_causal: bool | None = None) -> Tensor:
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                      is_causal=bool(is_causal))
+        return x if self.norm is None else self.norm(x)
