@@ -31,6 +31,8 @@ from .composed_activations import mish, prelu
 from .composed_conv_norm import conv1d, conv_transpose2d, group_norm, instance_norm
 from .composed_resize import (adaptive_avg_pool2d, adaptive_max_pool2d, interpolate,
                               pixel_shuffle, pixel_unshuffle)
+from .composed_pool1d import (adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d,
+                              max_pool1d)
 from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                      composed_cross_entropy, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
                      smooth_l1_loss)
@@ -64,7 +66,8 @@ __all__ = [
     # PyTorch layers composed of the ops above (composed_*.py)
     "mish", "prelu", "conv1d", "conv_transpose2d", "group_norm", "instance_norm",
     "interpolate", "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d",
-    "adaptive_max_pool2d",
+    "adaptive_max_pool2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d",
+    "adaptive_max_pool1d",
     # PyTorch's losses (losses.py), distances, activations and scans
     "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "nll_loss", "kl_div", "normalize", "cosine_similarity",

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .optim import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR",
-           "CosineAnnealingLR", "ConstantLR"]
+           "CosineAnnealingLR", "ConstantLR", "OneCycleLR"]
 
 
 class LRScheduler:
@@ -29,7 +29,11 @@ class LRScheduler:
         self.warmup_steps = _non_negative_int(type(self).__name__, "warmup_steps", warmup_steps)
         self.base_lr = optimizer.lr
         self.last_step = 0
-        optimizer.lr = self.lr_at(0)
+        self._set_rates(0)
+
+    def _set_rates(self, step: int) -> None:
+        """Set the optimizer's settings for `step` (the rate; OneCycleLR also the momentum)."""
+        self.optimizer.lr = self.lr_at(step)
 
     def lr_at(self, step: int) -> float:
         """The rate after `step` calls of `step()`."""
@@ -44,7 +48,7 @@ class LRScheduler:
     def step(self) -> None:
         """Advance one step and set the optimizer's rate."""
         self.last_step += 1
-        self.optimizer.lr = self.lr_at(self.last_step)
+        self._set_rates(self.last_step)
 
     def get_last_lr(self) -> list[float]:
         """[the rate in use], a list as in PyTorch (one entry: one parameter group here)."""
@@ -58,7 +62,7 @@ class LRScheduler:
         """Resume from `state_dict()`'s output, setting the optimizer's rate."""
         base_lr, last_step = float(state["base_lr"]), int(state["last_step"])
         self.base_lr, self.last_step = base_lr, last_step
-        self.optimizer.lr = self.lr_at(last_step)
+        self._set_rates(last_step)
 
 
 class ConstantLR(LRScheduler):
@@ -142,6 +146,120 @@ class CosineAnnealingLR(LRScheduler):
         progress = min(step, self.T_max) / self.T_max
         low = self.eta_min / self.base_lr if self.base_lr else 0.0
         return low + (1 - low) * (1 + math.cos(math.pi * progress)) / 2
+
+
+class OneCycleLR(LRScheduler):
+    """PyTorch's OneCycleLR (Smith's 1cycle): from `max_lr / div_factor` up to `max_lr` over
+    the first `pct_start` of `total_steps` (or `epochs * steps_per_epoch`), then down to
+    `max_lr / div_factor / final_div_factor` (`three_phase`: back to the start, then down),
+    along half cosines or lines (`anneal_strategy`); the momentum (SGD's, RMSprop's) or
+    Adam's beta1 cycles the other way between `max_momentum` and `base_momentum` unless
+    `cycle_momentum=False`. The optimizer's own rate is not used. Stepping past
+    `total_steps` is a ValueError, as in PyTorch."""
+
+    def __init__(self, optimizer: Optimizer, max_lr: float | Sequence[float],
+                 total_steps: int | None = None, epochs: int | None = None,
+                 steps_per_epoch: int | None = None, pct_start: float = 0.3,
+                 anneal_strategy: str = "cos", cycle_momentum: bool = True,
+                 base_momentum: float = 0.85, max_momentum: float = 0.95,
+                 div_factor: float = 25.0, final_div_factor: float = 1e4,
+                 three_phase: bool = False) -> None:
+        where = "OneCycleLR"
+        if isinstance(max_lr, (list, tuple)) and len(max_lr) == 1:
+            max_lr = max_lr[0]
+        max_lr = _real(where, "max_lr", max_lr)
+        if total_steps is not None:
+            self.total_steps = _positive_int(where, "total_steps", total_steps)
+        elif epochs is not None and steps_per_epoch is not None:
+            self.total_steps = (_positive_int(where, "epochs", epochs)
+                                * _positive_int(where, "steps_per_epoch", steps_per_epoch))
+        else:
+            raise ValueError(f"{where}: give total_steps, or epochs and steps_per_epoch; got "
+                             f"total_steps={total_steps}, epochs={epochs}, "
+                             f"steps_per_epoch={steps_per_epoch}")
+        pct_start = _real(where, "pct_start", pct_start)
+        if pct_start > 1:
+            raise ValueError(f"{where}: pct_start must lie in [0, 1], got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"{where}: anneal_strategy must be 'cos' or 'linear', got "
+                             f"{anneal_strategy!r}")
+        for name, value in (("div_factor", div_factor), ("final_div_factor", final_div_factor)):
+            if _real(where, name, value) == 0:
+                raise ValueError(f"{where}: {name} must be > 0, got {value!r}")
+        self.anneal_strategy = anneal_strategy
+        initial = max_lr / div_factor
+        low = initial / final_div_factor
+        top, bottom = _real(where, "max_momentum", max_momentum), \
+            _real(where, "base_momentum", base_momentum)
+        # (end step, start rate, end rate, start momentum, end momentum), as PyTorch's
+        end = pct_start * self.total_steps
+        self.phases = ([(end - 1, initial, max_lr, top, bottom),
+                        (2 * end - 2, max_lr, initial, bottom, top),
+                        (self.total_steps - 1, initial, low, top, top)] if three_phase else
+                       [(end - 1, initial, max_lr, top, bottom),
+                        (self.total_steps - 1, max_lr, low, bottom, top)])
+        self.cycle_momentum = bool(cycle_momentum)
+        if self.cycle_momentum:
+            _check_momentum_optimizer(optimizer)
+        super().__init__(optimizer)
+        self.base_lr = max_lr
+
+    def _at(self, step):
+        """(rate, momentum) at `step`: PyTorch's phase lookup and anneal, in closed form."""
+        start = 0.0
+        for i, (end, lr0, lr1, m0, m1) in enumerate(self.phases):
+            if step <= end or i == len(self.phases) - 1:
+                # (a phase of no length, where PyTorch divides by zero, is at its end)
+                pct = (step - start) / (end - start) if end != start else 1.0
+                return self._anneal(lr0, lr1, pct), self._anneal(m0, m1, pct)
+            start = end
+
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def lr_at(self, step: int) -> float:
+        return self._at(step)[0]
+
+    def momentum_at(self, step: int) -> float:
+        """The momentum (or Adam's beta1) after `step` calls of `step()`."""
+        return self._at(step)[1]
+
+    def _set_rates(self, step: int) -> None:
+        if step > self.total_steps:
+            raise ValueError(f"OneCycleLR: stepped {step} times, past total_steps="
+                             f"{self.total_steps}")
+        super()._set_rates(step)
+        if self.cycle_momentum:
+            momentum = self.momentum_at(step)
+            if hasattr(self.optimizer, "betas"):
+                self.optimizer.betas = (momentum,) + tuple(self.optimizer.betas[1:])
+            else:
+                self.optimizer.momentum = momentum
+
+    def step(self) -> None:
+        if self.last_step + 1 > self.total_steps:
+            raise ValueError(f"OneCycleLR: stepped {self.last_step + 1} times, past "
+                             f"total_steps={self.total_steps}")
+        super().step()
+
+
+def _check_momentum_optimizer(optimizer):
+    """cycle_momentum needs Adam's betas or a momentum the optimizer already uses."""
+    if hasattr(optimizer, "betas"):
+        return
+    if not hasattr(optimizer, "momentum"):
+        raise ValueError(f"OneCycleLR: cycle_momentum=True needs an optimizer with momentum "
+                         f"or betas, got {type(optimizer).__name__}; pass "
+                         f"cycle_momentum=False")
+    if not optimizer.momentum:
+        # PyTorch makes the momentum buffer on the first step; here the optimizer makes its
+        # state when built, and with momentum 0 it keeps none
+        raise ValueError(f"OneCycleLR: cycle_momentum=True needs {type(optimizer).__name__} "
+                         f"built with momentum > 0 (here it keeps no momentum buffer "
+                         f"otherwise), got momentum=0; build it with momentum=0.9 or pass "
+                         f"cycle_momentum=False")
 
 
 def _non_negative_int(where: str, name: str, value: Any) -> int:

@@ -5,7 +5,7 @@ tensors are named too."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -47,10 +47,46 @@ class Module:
     # ---- parameters
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
-        """(attribute name, Module) for each direct child."""
+        """(attribute name, Module) for each direct child, each once (as PyTorch's)."""
+        seen = set()
         for name, value in vars(self).items():
-            if isinstance(value, Module):
+            if isinstance(value, Module) and id(value) not in seen:
+                seen.add(id(value))
                 yield name, value
+
+    def children(self) -> Iterator[Module]:
+        """Each direct child, once."""
+        return (child for _, child in self.named_children())
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """(`block.linear`, Module) for this module (named `prefix`, "" by default) and every
+        module below it, depth first, self first, each once: PyTorch's order."""
+        seen = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, module = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            yield name, module
+            below = [(f"{name}.{child_name}" if name else child_name, child)
+                     for child_name, child in module.named_children()]
+            stack.extend(reversed(below))
+
+    def modules(self) -> Iterator[Module]:
+        """This module and every module below it, depth first, self first, each once."""
+        return (module for _, module in self.named_modules())
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call `fn(module)` on every child's tree (children first, recursively), then on
+        this module, as PyTorch's (`model.apply(init_weights)`); returns this module."""
+        if not callable(fn):
+            raise TypeError(f"{type(self).__name__}.apply: fn must be a function of a module, "
+                            f"got {type(fn).__name__}")
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
         """(`block.linear.weight`, Parameter) pairs, each Parameter once."""
@@ -66,6 +102,10 @@ class Module:
         Parameters (BatchNorm's running statistics), each once."""
         return _each_once((n, t) for n, t in self._named_tensors(prefix)
                           if not isinstance(t, Parameter))
+
+    def buffers(self) -> list[Tensor]:
+        """Every buffer of the module and its children, once each (`named_buffers()`)."""
+        return [t for _, t in self.named_buffers()]
 
     def _named_tensors(self, prefix):
         for name, value in vars(self).items():

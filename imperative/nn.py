@@ -2,11 +2,16 @@
 defined here and those of the modules below, re-exported (each module one family)."""
 from __future__ import annotations
 
+import copy
+import numbers
 import operator
 from typing import Iterable, Iterator, overload
 
 from . import functional as F
+from . import nn_init as init
+from . import nn_utils as utils
 from . import random as R
+from .creation import _as_tensor
 from .module import Module, check_positive_int
 # the layers of each family, re-exported
 from .nn_attention import MultiheadAttention, TransformerEncoderLayer
@@ -15,6 +20,7 @@ from .nn_conv_norm import (BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, ConvTranspo
                            GroupNorm, InstanceNorm2d)
 from .nn_elementwise import (Dropout2d, Hardsigmoid, Hardswish, Identity, LeakyReLU,
                              LogSoftmax, Mish, PReLU, Softmax, Softplus)
+from .nn_pool1d import AdaptiveAvgPool1d, AdaptiveMaxPool1d, AvgPool1d, MaxPool1d
 from .nn_recurrent import GRU, LSTM, GRUCell, LSTMCell
 from .nn_resize import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, ConstantPad2d, PixelShuffle,
                         PixelUnshuffle, ReflectionPad2d, ReplicationPad2d, Unflatten, Upsample,
@@ -26,9 +32,9 @@ from .nn_losses import (BCELoss, BCEWithLogitsLoss, CosineSimilarity,  # noqa: F
                         CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
                         PairwiseDistance, SmoothL1Loss)
 
-__all__ = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU", "SiLU",
-           "Sigmoid", "Tanh", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d", "ModuleList",
-           "Sequential",
+__all__ = ["Module", "init", "utils", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU",
+           "SiLU", "Sigmoid", "Tanh", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d",
+           "ModuleList", "Sequential",
            # imperative/nn_conv_norm.py
            "Conv1d", "Conv2d", "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "GroupNorm",
            "InstanceNorm2d",
@@ -39,10 +45,12 @@ __all__ = ["Module", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU", "S
            "ZeroPad2d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d", "Unflatten",
            "PixelShuffle", "PixelUnshuffle", "Upsample", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool2d",
+           # imperative/nn_pool1d.py
+           "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d",
            # imperative/nn_recurrent.py
            "LSTMCell", "GRUCell", "LSTM", "GRU",
            # imperative/nn_attention.py
-           "MultiheadAttention", "TransformerEncoderLayer",
+           "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
            # PyTorch's loss modules, CosineSimilarity and PairwiseDistance (nn_losses.py)
            "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
            "CrossEntropyLoss", "NLLLoss", "KLDivLoss", "CosineSimilarity", "PairwiseDistance"]
@@ -111,17 +119,51 @@ class Flatten(Module):
 
 class Embedding(Module):
     """A table of `num_embeddings` rows of `embedding_dim` floats, looked up by integer
-    indices; initialised from N(0, 1) as in PyTorch."""
+    indices; initialised from N(0, 1) as in PyTorch. Row `padding_idx` (negative counts from
+    the end) starts as zeros and never receives a gradient: where an index is padding_idx
+    the output comes from a detached lookup, elsewhere from the attached one."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int,
+                 padding_idx: int | None = None, max_norm: float | None = None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False) -> None:
         super().__init__()
         check_positive_int("Embedding", "num_embeddings", num_embeddings)
         check_positive_int("Embedding", "embedding_dim", embedding_dim)
+        for name, value, default in (("max_norm", max_norm, None),
+                                     ("scale_grad_by_freq", scale_grad_by_freq, False),
+                                     ("sparse", sparse, False)):
+            if value is not default and value != default:
+                raise NotImplementedError(f"Embedding: {name}={value!r} is not supported "
+                                          f"(only {name}={default!r}; gradients are dense)")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = Parameter(R.normal(0.0, 1.0, size=(num_embeddings, embedding_dim)))
+        self.padding_idx = _padding_index(padding_idx, num_embeddings)
+        weight = R.normal(0.0, 1.0, size=(num_embeddings, embedding_dim))
+        if self.padding_idx is not None:
+            weight[self.padding_idx] = F.zeros((embedding_dim,))
+        self.weight = Parameter(weight)
 
     def forward(self, indices: TensorLike) -> Tensor:
-        return F.embedding(indices, self.weight)
+        if self.padding_idx is None:
+            return F.embedding(indices, self.weight)
+        indices = _as_tensor(indices, self.weight.device)
+        padding = F.expand_dims(indices == self.padding_idx, -1)
+        return F.where(padding, F.embedding(indices, self.weight.detach()),
+                       F.embedding(indices, self.weight))
+
+
+def _padding_index(padding_idx, num_embeddings):
+    """PyTorch's padding_idx as a row in [0, num_embeddings) (a negative one counts from the
+    end), or None."""
+    if padding_idx is None:
+        return None
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, numbers.Integral):
+        raise TypeError(f"Embedding: padding_idx must be an int or None, got {padding_idx!r}")
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"Embedding: padding_idx must lie in [-{num_embeddings}, "
+                         f"{num_embeddings}) (num_embeddings={num_embeddings}), got "
+                         f"{padding_idx}")
+    return int(padding_idx) % num_embeddings
 
 
 class _Pool2d(Module):
@@ -221,3 +263,33 @@ class Sequential(ModuleList):
         for module in self:
             x = module(x)
         return x
+
+
+class TransformerEncoder(Module):
+    """PyTorch's stack of `num_layers` deep copies of `encoder_layer` (`layers.0`,
+    `layers.1`, ...: each starts with the layer's parameters, as PyTorch's), then `norm`
+    if given. forward(src, mask=None, src_key_padding_mask=None, is_causal=None) passes the
+    masks to every layer."""
+
+    def __init__(self, encoder_layer: Module, num_layers: int, norm: Module | None = None,
+                 enable_nested_tensor: bool = True, mask_check: bool = True) -> None:
+        super().__init__()
+        if not isinstance(encoder_layer, Module):
+            raise TypeError(f"TransformerEncoder: encoder_layer must be a Module (a "
+                            f"TransformerEncoderLayer), got {type(encoder_layer).__name__}")
+        check_positive_int("TransformerEncoder", "num_layers", num_layers)
+        if norm is not None and not isinstance(norm, Module):
+            raise TypeError(f"TransformerEncoder: norm must be a Module (a LayerNorm) or None, "
+                            f"got {type(norm).__name__}")
+        self.layers = ModuleList(copy.deepcopy(encoder_layer) for _ in range(num_layers))
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src: TensorLike, mask: TensorLike | None = None,
+                src_key_padding_mask: TensorLike | None = None,
+                is_causal: bool | None = None) -> Tensor:
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                      is_causal=bool(is_causal))
+        return x if self.norm is None else self.norm(x)

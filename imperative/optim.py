@@ -25,7 +25,7 @@ def _axpy(x, alpha, y):
     return x + y * alpha
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta",
-           "clip_grad_norm"]
+           "clip_grad_norm", "clip_grad_norm_"]
 
 _FLOAT32 = np.dtype(np.float32)
 
@@ -422,3 +422,6 @@ def clip_grad_norm(params: Tensor | Iterable[Tensor], max_norm: float,
         if p.grad is not None:
             p.grad = _core.persistent(p.grad * scale)
     return total
+
+
+clip_grad_norm_ = clip_grad_norm       # PyTorch's name (it clips in place there too)

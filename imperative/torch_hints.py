@@ -79,9 +79,6 @@ NN_MODULE_HINTS = {
     "register_buffer": "an attribute assignment: a Tensor attribute that is not a Parameter "
                        "is a buffer (saved by state_dict)",
     "register_parameter": "an attribute assignment of an imp.Parameter",
-    "children": "named_children() (pairs of name and module)",
-    "modules": "named_children(), recursively",
-    "buffers": "named_buffers() (pairs of name and tensor)",
 }
 
 # `imp.<name>` → what to write instead
