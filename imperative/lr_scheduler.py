@@ -200,7 +200,7 @@ class OneCycleLR(LRScheduler):
                         (self.total_steps - 1, max_lr, low, bottom, top)])
         self.cycle_momentum = bool(cycle_momentum)
         if self.cycle_momentum:
-            _check_momentum_optimizer(optimizer)
+            _check_momentum_optimizer(optimizer, top)
         super().__init__(optimizer)
         self.base_lr = max_lr
 
@@ -245,8 +245,10 @@ class OneCycleLR(LRScheduler):
         super().step()
 
 
-def _check_momentum_optimizer(optimizer):
-    """cycle_momentum needs Adam's betas or a momentum the optimizer already uses."""
+def _check_momentum_optimizer(optimizer, first_momentum):
+    """cycle_momentum needs Adam's betas or a momentum. An optimizer built with momentum 0
+    gets one, as in PyTorch (whose step makes the buffer once the scheduler has set the
+    momentum): here its state is made when it is built, so the buffer is made now."""
     if hasattr(optimizer, "betas"):
         return
     if not hasattr(optimizer, "momentum"):
@@ -254,12 +256,8 @@ def _check_momentum_optimizer(optimizer):
                          f"or betas, got {type(optimizer).__name__}; pass "
                          f"cycle_momentum=False")
     if not optimizer.momentum:
-        # PyTorch makes the momentum buffer on the first step; here the optimizer makes its
-        # state when built, and with momentum 0 it keeps none
-        raise ValueError(f"OneCycleLR: cycle_momentum=True needs {type(optimizer).__name__} "
-                         f"built with momentum > 0 (here it keeps no momentum buffer "
-                         f"otherwise), got momentum=0; build it with momentum=0.9 or pass "
-                         f"cycle_momentum=False")
+        optimizer.momentum = first_momentum
+        optimizer._add_missing_state()
 
 
 def _non_negative_int(where: str, name: str, value: Any) -> int:

@@ -78,6 +78,14 @@ class Optimizer:
     def _initial_state(self, param):
         return {}
 
+    def _add_missing_state(self):
+        """The state entries a changed setting now needs (momentum turned on by a scheduler,
+        as PyTorch's step would make its buffer), made as at construction; the others stay."""
+        for p in self.params:
+            state = self.state[id(p)]
+            for name, value in self._initial_state(p).items():
+                state.setdefault(name, value)
+
     def step(self) -> None:
         """Update every parameter that has a `.grad` (in place: the objects stay)."""
         for p in self.params:

@@ -89,8 +89,6 @@ def test_one_cycle_arguments_are_checked():
     with pytest.raises(ValueError, match=r"needs an optimizer with momentum or betas, got "
                                          r"Adagrad; pass cycle_momentum=False"):
         lr_scheduler.OneCycleLR(optim.Adagrad(_params()[0]), 0.1, total_steps=10)
-    with pytest.raises(ValueError, match=r"needs SGD built with momentum > 0"):
-        lr_scheduler.OneCycleLR(optim.SGD(_params()[0], 0.01), 0.1, total_steps=10)
 
 
 def test_clip_grad_norm_aliases_and_clip_grad_value():
@@ -110,3 +108,29 @@ def test_clip_grad_norm_aliases_and_clip_grad_value():
     np.testing.assert_array_equal(p.grad.numpy(), t.grad.numpy())
     with pytest.raises(ValueError, match=r"clip_grad_value_: clip_value must be a number >= 0"):
         nn.utils.clip_grad_value_([p], -1)
+
+
+@pytest.mark.parametrize("kind", ["SGD", "RMSprop"])
+def test_an_optimizer_built_without_momentum_cycles_it_as_pytorch_s(kind):
+    """PyTorch's OneCycleLR sets the momentum of an SGD built with momentum 0, and its step
+    then makes the buffer: the same parameters after every step."""
+    rng = np.random.default_rng(3)
+    target = rng.standard_normal(5).astype(np.float32)
+    ours, theirs = imp.Parameter(np.zeros(5, np.float32)), torch.nn.Parameter(torch.zeros(5))
+    opt, t_opt = getattr(optim, kind)([ours], 0.01), getattr(torch.optim, kind)([theirs], 0.01)
+    sched = lr_scheduler.OneCycleLR(opt, 0.05, total_steps=12)
+    t_sched = TS.OneCycleLR(t_opt, 0.05, total_steps=12)
+    gm = imp.autodiff.GradManager().attach([ours])
+    for _ in range(12):
+        with gm:
+            gm.backward(imp.F.sum((ours - imp.Tensor(target)) ** 2))
+        opt.step()
+        opt.clear_grad()
+        t_opt.zero_grad()
+        ((theirs - torch.tensor(target)) ** 2).sum().backward()
+        t_opt.step()
+        if sched.last_step < 11:
+            sched.step()
+            t_sched.step()
+        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-7)
+    assert opt.momentum == pytest.approx(t_opt.param_groups[0]["momentum"])
