@@ -5,9 +5,11 @@ from __future__ import annotations
 import copy
 import numbers
 import operator
+import sys
 from typing import Iterable, Iterator, overload
 
 from . import functional as F
+from . import functional as functional    # torch.nn.functional's place (imp.F is the same)
 from . import nn_init as init
 from . import nn_utils as utils
 from . import random as R
@@ -32,9 +34,9 @@ from .nn_losses import (BCELoss, BCEWithLogitsLoss, CosineSimilarity,  # noqa: F
                         CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
                         PairwiseDistance, SmoothL1Loss)
 
-__all__ = ["Module", "init", "utils", "Linear", "LayerNorm", "Dropout", "ReLU", "GELU", "ELU",
-           "SiLU", "Sigmoid", "Tanh", "Flatten", "Embedding", "MaxPool2d", "AvgPool2d",
-           "ModuleList", "Sequential",
+__all__ = ["Module", "functional", "init", "utils", "Linear", "LayerNorm", "Dropout", "ReLU",
+           "GELU", "ELU", "SiLU", "Sigmoid", "Tanh", "Flatten", "Embedding", "MaxPool2d",
+           "AvgPool2d", "ModuleList", "Sequential",
            # imperative/nn_conv_norm.py
            "Conv1d", "Conv2d", "ConvTranspose2d", "BatchNorm1d", "BatchNorm2d", "GroupNorm",
            "InstanceNorm2d",
@@ -54,6 +56,12 @@ __all__ = ["Module", "init", "utils", "Linear", "LayerNorm", "Dropout", "ReLU", 
            # PyTorch's loss modules, CosineSimilarity and PairwiseDistance (nn_losses.py)
            "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
            "CrossEntropyLoss", "NLLLoss", "KLDivLoss", "CosineSimilarity", "PairwiseDistance"]
+
+# PyTorch's imports (`import torch.nn.functional as F`, `from torch.nn.init import ...`) name
+# submodules of a package; nn is one module here, so its three are registered under those
+# names for `import imperative.nn.functional as F` to find them.
+for _name, _module in (("functional", functional), ("init", init), ("utils", utils)):
+    sys.modules.setdefault(f"{__name__}.{_name}", _module)
 
 
 class ReLU(Module):

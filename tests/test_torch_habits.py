@@ -111,3 +111,18 @@ def test_a_module_whose_init_skipped_super_says_so():
     with pytest.raises(AttributeError, match=r"Net has no attribute '_scope_name': its __init__ "
                                              r"did not call super\(\)\.__init__\(\)"):
         Net()(imp.Tensor([[1.0, 2.0]]))
+
+
+def test_pytorch_s_nn_submodule_imports_work():
+    """`import torch.nn.functional as F`, `from torch.nn.init import ...` and
+    `from torch.nn.utils import clip_grad_norm_`, spelt with imperative."""
+    import importlib
+    functional = importlib.import_module("imperative.nn.functional")
+    init = importlib.import_module("imperative.nn.init")
+    utils = importlib.import_module("imperative.nn.utils")
+    assert functional is imp.F and init is imp.nn.init and utils is imp.nn.utils
+    from imperative.nn.functional import relu
+    from imperative.nn.init import zeros_
+    x = imp.Parameter(np.ones(3, np.float32))
+    zeros_(x)
+    np.testing.assert_array_equal(relu(x - 1).numpy(), [0, 0, 0])
