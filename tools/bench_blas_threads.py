@@ -25,19 +25,12 @@ sys.path.insert(0, ROOT)
 import _harness  # noqa: E402
 
 DEFAULT_MODELS = "relu_wide,mlp,cnn,transformer,gru"
-_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS",
-              "MKL_NUM_THREADS")
-
-
-def _usable_cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _child_env(threads):
-    env = {k: v for k, v in os.environ.items() if k not in _VARIABLES}
+    from imperative.backend.blas_threads import THREAD_VARIABLES
+    env = {k: v for k, v in os.environ.items()
+           if k not in THREAD_VARIABLES and k != "MKL_NUM_THREADS"}
     if threads is not None:
         env["OPENBLAS_NUM_THREADS"] = str(threads)
     return env
@@ -79,7 +72,8 @@ def main():
     if args.child:
         name, set_name = args.child
         return child(name, set_name if set_name != "-" else None, args.steps)
-    cores = _usable_cores()
+    from imperative.backend.blas_threads import usable_cores
+    cores = usable_cores()
     names = (args.models or DEFAULT_MODELS).split(",")
     contenders = {"runtime": None, "all cores": cores}
     rows, ratios = {}, {}

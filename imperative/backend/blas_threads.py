@@ -30,27 +30,29 @@ import numpy as np
 THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
-def _openblas_function(name, restype):
-    """numpy's OpenBLAS function `name` (numpy.libs' scipy-openblas prefixes it), already
-    loaded by numpy, or None where it is not found (another BLAS, a source build)."""
+def _openblas_functions():
+    """numpy's OpenBLAS (get_num_threads, set_num_threads), the library already loaded by
+    numpy (numpy.libs' scipy-openblas prefixes the names), or Nones where it is not found
+    (another BLAS, a source build)."""
     libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    names = (f"scipy_openblas_{name}64_", f"scipy_openblas_{name}", f"openblas_{name}64_",
-             f"openblas_{name}")
     for path in glob.glob(os.path.join(libs, "*openblas*")):
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for symbol in names:
-            function = getattr(lib, symbol, None)
-            if function is not None:
-                function.restype = restype
-                return function
-    return None
+        for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""),
+                               ("openblas_", "64_"), ("openblas_", "")):
+            getter = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+            if getter is not None:
+                getter.restype = ctypes.c_int
+                setter = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+                if setter is not None:
+                    setter.restype = None
+                return getter, setter
+    return None, None
 
 
-get_num_threads = _openblas_function("get_num_threads", ctypes.c_int)
-_set_num_threads = _openblas_function("set_num_threads", None)
+get_num_threads, _set_num_threads = _openblas_functions()
 
 
 def usable_cores():
