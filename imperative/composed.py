@@ -10,6 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from . import _core
+from ._compose import reduce
 from . import ops as O
 from ._types import AxisLike, TensorLike
 from .creation import _as_tensor, arange, full
@@ -28,10 +29,6 @@ _IDENTITY = cached_op(O.Identity)
 _INDEX_PAD_MODES = ("reflect", "replicate", "circular")
 
 
-def _reduce(mode, x, axes, keepdims):
-    return _apply1(cached_op(O.Reduce, mode, axes, keepdims), x)
-
-
 def logsumexp(x: TensorLike, axis: AxisLike, keepdims: bool = False) -> Tensor:
     """log(sum(exp(x), axis)), computed stably as torch.logsumexp: max(x) along axis is
     taken out first (detached: it cancels in the value, so the gradient is softmax(x)
@@ -43,11 +40,11 @@ def logsumexp(x: TensorLike, axis: AxisLike, keepdims: bool = False) -> Tensor:
     axes = normalize_axes(tuple(axis) if isinstance(axis, list) else axis, x.ndim, "logsumexp")
     keepdims = bool(keepdims)
     if any(x.shape[a] == 0 for a in axes):
-        return _reduce("SUM", x, axes, keepdims) + float("-inf")    # still reads x
-    top = _reduce("MAX", x, axes, True).detach()
+        return reduce("SUM", x, axes, keepdims) + float("-inf")    # still reads x
+    top = reduce("MAX", x, axes, True).detach()
     zero, one = (Tensor(v, dtype=x.dtype, device=x.device) for v in (0, 1))
     shift = _apply1(_WHERE, abs(top) < float("inf"), top, zero)
-    total = _reduce("SUM", _apply1(_EXP, x - shift), axes, True)
+    total = reduce("SUM", _apply1(_EXP, x - shift), axes, True)
     # a row of -inf sums to 0: log(1) + -inf instead, without log(0)'s numpy warning
     empty = top == float("-inf")
     out = (_apply1(_LOG, _apply1(_WHERE, empty, one, total))

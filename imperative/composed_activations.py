@@ -4,6 +4,7 @@ The functional API re-exports mish and prelu; nn.Softplus uses softplus_beta."""
 from __future__ import annotations
 
 from . import _core
+from ._compose import as_float
 from . import ops as O
 from ._types import TensorLike
 from .creation import _as_tensor
@@ -18,21 +19,16 @@ _TANH = cached_op(O.Elemwise, "TANH")
 _WHERE = cached_op(O.Where)
 
 
-def _float(x):
-    x = _as_tensor(x)
-    return x if x.dtype.kind == "f" else x.astype("float32")
-
-
 def mish(x: TensorLike) -> Tensor:
     """x * tanh(softplus(x)), as torch.nn.functional.mish."""
-    x = _float(x)
+    x = as_float(x)
     return x * _apply1(_TANH, _apply1(_SOFTPLUS, x))
 
 
 def prelu(input: TensorLike, weight: TensorLike) -> Tensor:
     """x where x > 0, else weight * x, as torch.nn.functional.prelu: `weight` holds one
     slope, or one per channel (input's axis 1)."""
-    x = _float(input)
+    x = as_float(input)
     weight = _as_tensor(weight, x.device)
     if weight.ndim != 1:
         raise ValueError(f"prelu: weight must be 1-D (num_parameters,), got shape {weight.shape}")
@@ -51,7 +47,7 @@ def softplus_beta(x: TensorLike, beta: float = 1.0, threshold: float = 20.0) -> 
     (for x > 20, log(1 + exp(x)) rounds to x in float32, and its gradient to 1)."""
     beta = check_real(beta, "softplus", "beta")
     threshold = check_real(threshold, "softplus", "threshold")
-    x = _float(x)
+    x = as_float(x)
     if beta == 1.0 and threshold == 20.0:
         return _apply1(_SOFTPLUS, x)
     scaled = x * beta

@@ -13,7 +13,7 @@ from . import ops as O
 from ._types import PairLike, TensorLike
 from .creation import _as_tensor
 from .ops.base import cached_op
-from .ops.nn_common import positive_pair
+from .ops.nn_common import check_ndim, positive_pair
 from .ops.norm import layer_norm_op
 from .tensor import Tensor
 
@@ -33,11 +33,6 @@ def single_int(value, name, minimum):
     return int(value)
 
 
-def _check_ndim(fn, arg, t, ndim, layout):
-    if t.ndim != ndim:
-        raise ValueError(f"{fn}: {arg} must be {ndim}-D {layout}, got shape {t.shape}")
-
-
 def _with_bias(y, bias, fn):
     """y (N, C, ...) + bias (C,) broadcast over the other axes (None: y)."""
     if bias is None:
@@ -55,8 +50,8 @@ def conv1d(input: TensorLike, weight: TensorLike, bias: TensorLike | None = None
     bias (out_channels,); stride, padding and dilation ints (or 1-tuples). It is conv2d on
     a unit height (kernel height 1)."""
     x, weight = _as_tensor(input), _as_tensor(weight)
-    _check_ndim("conv1d", "input", x, 3, "(N, C, L)")
-    _check_ndim("conv1d", "weight", weight, 3, "(out_channels, in_channels/groups, k)")
+    check_ndim("conv1d", "input", x.shape, 3, "(N, C, L)")
+    check_ndim("conv1d", "weight", weight.shape, 3, "(out_channels, in_channels/groups, k)")
     stride = single_int(stride, "conv1d: stride", 1)
     padding = single_int(padding, "conv1d: padding", 0)
     dilation = single_int(dilation, "conv1d: dilation", 1)
@@ -76,8 +71,8 @@ def conv_transpose2d(input: TensorLike, weight: TensorLike, bias: TensorLike | N
     respect to y (so output_padding must be less than stride: PyTorch also allows one
     less than dilation)."""
     x, weight = _as_tensor(input), _as_tensor(weight)
-    _check_ndim("conv_transpose2d", "input", x, 4, "(N, C_in, H, W)")
-    _check_ndim("conv_transpose2d", "weight", weight, 4, "(C_in, C_out/groups, kh, kw)")
+    check_ndim("conv_transpose2d", "input", x.shape, 4, "(N, C_in, H, W)")
+    check_ndim("conv_transpose2d", "weight", weight.shape, 4, "(C_in, C_out/groups, kh, kw)")
     s = positive_pair(stride, "conv_transpose2d: stride")
     p = positive_pair(padding, "conv_transpose2d: padding", 0)
     d = positive_pair(dilation, "conv_transpose2d: dilation")

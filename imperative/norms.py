@@ -9,7 +9,7 @@ import numpy as np
 from . import _core
 from . import ops as O
 from ._types import AxisLike, TensorLike
-from .composed import _reduce
+from ._compose import reduce
 from .creation import _as_tensor
 from .ops.base import cached_op, check_real, float_dtype, normalize_axes
 from .tensor import Tensor
@@ -44,12 +44,12 @@ def norm(x: TensorLike, ord: float = 2, axis: AxisLike = None,
     axes = normalize_axes(tuple(axis) if isinstance(axis, list) else axis, x.ndim, "norm")
     keepdims = bool(keepdims)
     if p == 0:
-        return _reduce("SUM", (x != 0).astype(x.dtype), axes, keepdims)
+        return reduce("SUM", (x != 0).astype(x.dtype), axes, keepdims)
     if math.isinf(p):
         if any(x.shape[a] == 0 for a in axes):
             raise ValueError(f"norm: ord={ord} of an empty tensor {x.shape} is undefined")
-        return _reduce("MAX" if p > 0 else "MIN", abs(x), axes, keepdims)
+        return reduce("MAX" if p > 0 else "MIN", abs(x), axes, keepdims)
     if p == 1:
-        return _reduce("SUM", abs(x), axes, keepdims)
+        return reduce("SUM", abs(x), axes, keepdims)
     powered = x * x if p == 2 else abs(x) ** Tensor(np.asarray(p, x.dtype), device=x.device)
-    return _root(_reduce("SUM", powered, axes, keepdims), p)
+    return _root(reduce("SUM", powered, axes, keepdims), p)
