@@ -564,6 +564,19 @@ def _as_torch(a):
     return None if a is None else torch.from_numpy(a)
 
 
+def encoder_call(config, masked, mask_keyword):
+    """run_both's `call` for an encoder (layer) on (3, 5, 8) inputs: with `masked`, a key
+    padding mask and a causal-like `mask_keyword` mask (the same arrays on both sides)."""
+    n, s = (3, 5) if config.get("batch_first") else (5, 3)
+    padding = _mask("bool", (n, s)) if masked else None
+    causal = _mask("bool", (s, s), seed=9) if masked else None
+
+    def call(m, x):
+        to = _as_torch if isinstance(m, torch.nn.Module) else (lambda a: a)
+        return m(x, **{mask_keyword: to(causal)}, src_key_padding_mask=to(padding))
+    return call
+
+
 @pytest.mark.parametrize("config", [dict(), dict(batch_first=True), dict(bias=False)], ids=str)
 @pytest.mark.parametrize("masks", [(None, None), ("bool", None), (None, "float"),
                                    ("bool", "bool"), ("float", "float3")], ids=str)
@@ -612,14 +625,8 @@ def test_transformer_encoder_layer_matches_torch(config, masked, train):
     ours = nn.TransformerEncoderLayer(8, 2, **config)
     theirs = torch.nn.TransformerEncoderLayer(8, 2, **config)
     shape = (3, 5, 8)                               # (L, N, E), or (N, L, E) batch_first
-    n, s = (3, 5) if config.get("batch_first") else (5, 3)
-    padding = _mask("bool", (n, s)) if masked else None
-    causal = _mask("bool", (s, s), seed=9) if masked else None
-
-    def call(m, x):
-        to = _as_torch if isinstance(m, torch.nn.Module) else (lambda a: a)
-        return m(x, src_mask=to(causal), src_key_padding_mask=to(padding))
-    run_both(ours, theirs, randn(*shape), train=train, call=call, rtol=2e-4, atol=2e-5)
+    run_both(ours, theirs, randn(*shape), train=train,
+             call=encoder_call(config, masked, "src_mask"), rtol=2e-4, atol=2e-5)
 
 
 ATTENTION_INITS = [

@@ -6,7 +6,7 @@ import pytest
 
 import imperative as imp
 from imperative import nn
-from test_torch_layers import _as_torch, _mask, randn, run_both
+from test_torch_layers import encoder_call, randn, run_both
 
 torch = pytest.importorskip("torch")
 
@@ -24,14 +24,8 @@ def test_transformer_encoder_matches_torch(config, masked, with_norm):
                                          enable_nested_tensor=False)
     assert list(ours.state_dict()) == list(theirs.state_dict())
     assert "layers.2.self_attn.in_proj_weight" in ours.state_dict()
-    n, s = (3, 5) if config.get("batch_first") else (5, 3)
-    padding = _mask("bool", (n, s)) if masked else None
-    causal = _mask("bool", (s, s), seed=9) if masked else None
-
-    def call(m, x):
-        to = _as_torch if isinstance(m, torch.nn.Module) else (lambda a: a)
-        return m(x, mask=to(causal), src_key_padding_mask=to(padding))
-    run_both(ours, theirs, randn(3, 5, 8), call=call, rtol=3e-4, atol=3e-5)
+    run_both(ours, theirs, randn(3, 5, 8), call=encoder_call(config, masked, "mask"),
+             rtol=3e-4, atol=3e-5)
 
 
 def test_the_layers_are_deep_copies():
