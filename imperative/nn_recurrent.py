@@ -62,6 +62,17 @@ def _check_state(module, name, t, shape):
     return t
 
 
+def _gate_parameters(gates, input_size, hidden_size, bias):
+    """(weight_ih, weight_hh, bias_ih, bias_hh) of one layer and direction as PyTorch makes
+    them, in its drawing order: `gates` blocks of hidden_size rows, U(-1/sqrt(H), 1/sqrt(H));
+    the biases None without `bias`."""
+    rows, bound = gates * hidden_size, 1.0 / math.sqrt(hidden_size)
+    return (uniform_parameter((rows, input_size), bound),
+            uniform_parameter((rows, hidden_size), bound),
+            uniform_parameter((rows,), bound) if bias else None,
+            uniform_parameter((rows,), bound) if bias else None)
+
+
 class _CellBase(Module):
     gates = 0                       # 4 (LSTM) or 3 (GRU) blocks of hidden_size rows
     step: Callable[..., State]
@@ -70,11 +81,8 @@ class _CellBase(Module):
         super().__init__()
         name = type(self).__name__
         self.input_size, self.hidden_size = _check_sizes(name, input_size, hidden_size)
-        rows, bound = self.gates * self.hidden_size, 1.0 / math.sqrt(self.hidden_size)
-        self.weight_ih = uniform_parameter((rows, self.input_size), bound)
-        self.weight_hh = uniform_parameter((rows, self.hidden_size), bound)
-        self.bias_ih = uniform_parameter((rows,), bound) if bias else None
-        self.bias_hh = uniform_parameter((rows,), bound) if bias else None
+        self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh = _gate_parameters(
+            self.gates, self.input_size, self.hidden_size, bias)
 
     def _run(self, input: TensorLike, state: Any, count: int) -> State:
         name = type(self).__name__
@@ -135,17 +143,15 @@ class _RNNBase(Module):
         self.batch_first, self.bidirectional = bool(batch_first), bool(bidirectional)
         self.dropout = check_probability(name, dropout) if dropout else 0.0
         self.directions = 2 if bidirectional else 1
-        rows, bound = self.gates * self.hidden_size, 1.0 / math.sqrt(self.hidden_size)
         # in PyTorch's order: each layer's forward direction, then its reverse one
         for layer in range(self.num_layers):
             features = self.input_size if layer == 0 else self.hidden_size * self.directions
             for suffix in self._suffixes(layer):
-                setattr(self, f"weight_ih{suffix}", uniform_parameter((rows, features), bound))
-                setattr(self, f"weight_hh{suffix}",
-                        uniform_parameter((rows, self.hidden_size), bound))
-                if bias:
-                    setattr(self, f"bias_ih{suffix}", uniform_parameter((rows,), bound))
-                    setattr(self, f"bias_hh{suffix}", uniform_parameter((rows,), bound))
+                made = _gate_parameters(self.gates, features, self.hidden_size, bias)
+                for kind, parameter in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"),
+                                           made):
+                    if parameter is not None:       # (no bias: no attribute, as PyTorch's)
+                        setattr(self, f"{kind}{suffix}", parameter)
 
     def _suffixes(self, layer):
         return [f"_l{layer}", f"_l{layer}_reverse"][:self.directions]
