@@ -8,7 +8,6 @@ ops. The functional API re-exports them."""
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Sequence
 
 import numpy as np
@@ -18,6 +17,7 @@ from . import ops as O
 from ._types import TensorLike
 from .creation import _as_tensor
 from .ops.base import cached_op, check_real
+from .ops.nn_common import check_positive_int
 from .ops.shape import pad_widths
 from .tensor import Tensor
 
@@ -30,12 +30,6 @@ _apply1 = _core.apply_one
 def _take(x, indices, axis):
     """x's entries at the integer `indices` along `axis` (a gather; its gradient adds)."""
     return x[(slice(None),) * axis + (np.asarray(indices, np.int32),)]
-
-
-def _positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
 
 
 # ---------------------------------------------------------------------------------------
@@ -100,7 +94,8 @@ def _sizes_and_scales(x, size, scale_factor, recompute_scale_factor):
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
     if size is not None:
-        sizes = _per_axis(size, count, "size", lambda v: _positive_int(v, "interpolate: size"))
+        sizes = _per_axis(size, count, "size",
+                          lambda v: check_positive_int("interpolate", "size", v))
         return sizes, (None,) * count
     factors = _per_axis(scale_factor, count, "scale_factor", _scale_factor)
     sizes = tuple(math.floor(n * f) for n, f in zip(x.shape[2:], factors))
@@ -192,7 +187,7 @@ def _check_rank3(x, fn):
 def pixel_shuffle(input: TensorLike, upscale_factor: int) -> Tensor:
     """(*, C * r * r, H, W) -> (*, C, H * r, W * r), r = upscale_factor, as PyTorch's."""
     x = _as_tensor(input)
-    r = _positive_int(upscale_factor, "pixel_shuffle: upscale_factor")
+    r = check_positive_int("pixel_shuffle", "upscale_factor", upscale_factor)
     _check_rank3(x, "pixel_shuffle")
     *lead, c, h, w = x.shape
     if c % (r * r):
@@ -207,7 +202,7 @@ def pixel_shuffle(input: TensorLike, upscale_factor: int) -> Tensor:
 def pixel_unshuffle(input: TensorLike, downscale_factor: int) -> Tensor:
     """(*, C, H * r, W * r) -> (*, C * r * r, H, W), r = downscale_factor, as PyTorch's."""
     x = _as_tensor(input)
-    r = _positive_int(downscale_factor, "pixel_unshuffle: downscale_factor")
+    r = check_positive_int("pixel_unshuffle", "downscale_factor", downscale_factor)
     _check_rank3(x, "pixel_unshuffle")
     *lead, c, h, w = x.shape
     if h % r or w % r:
@@ -229,7 +224,7 @@ def check_output_size(output_size, fn):
     if len(sizes) != 2 or sizes == (None, None) and not isinstance(output_size, (tuple, list)):
         raise ValueError(f"{fn}: output_size must be a positive int or a pair of them (None "
                          f"keeps that input size), got {output_size!r}")
-    return tuple(None if m is None else _positive_int(m, f"{fn}: output_size") for m in sizes)
+    return tuple(None if m is None else check_positive_int(fn, "output_size", m) for m in sizes)
 
 
 def _output_pair(output_size, hw, fn):

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import dtype as D
 from . import random as R
+from .ops.nn_common import check_positive_int  # noqa: F401  (the layers' check)
 from .scope import scope
 from .tensor import Parameter, Tensor
 from .torch_hints import NN_MODULE_HINTS, add_pytorch_names, module_attribute_error
@@ -200,11 +201,6 @@ def _loaded_value(name, target, value):
 def uniform_parameter(shape, bound):
     """A Parameter drawn from U(-bound, bound) (PyTorch's default init of most layers)."""
     return Parameter(R.uniform(-bound, bound, size=shape))
-
-
-def check_positive_int(module, name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{module}: {name} must be a positive int, got {value!r}")
 
 
 def check_divisible(module, name, value, by_name, by):

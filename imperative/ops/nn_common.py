@@ -31,6 +31,13 @@ def pair(value, name):
     raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}")
 
 
+def check_positive_int(where, name, value):
+    """`value` as an int, which must be >= 1 (a bool is no int here)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{where}: {name} must be a positive int, got {value!r}")
+    return int(value)
+
+
 def positive_pair(value, name, minimum=1):
     p = pair(value, name)
     if min(p) < minimum:
