@@ -32,7 +32,7 @@ from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF, Py_REFCNT
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.dict cimport PyDict_Next
-from libc.math cimport INFINITY
+from libc.math cimport INFINITY, exp
 from cpython.exc cimport PyErr_CheckSignals
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec

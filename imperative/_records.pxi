@@ -262,6 +262,32 @@ cdef object _descriptions(list inputs):
     return tuple(key)
 
 
+# Tests only (_core.set_cost_jitter): every measured run time is multiplied by a factor drawn
+# log-uniformly from [e^-jitter, e^jitter], so that a test meets the decisions of other
+# machines' timings, not only this one's. Results never depend on costs; the memory
+# manager's rules (peak bounds, no storms) must hold whatever the costs.
+cdef double _cost_jitter = 0.0
+cdef unsigned long long _jitter_state = 1
+
+
+def set_cost_jitter(double jitter, unsigned long long seed=1):
+    """[tests] Jitter every measured run time by a factor in [e^-jitter, e^jitter] (0: off),
+    drawn from a generator seeded with `seed`."""
+    global _cost_jitter, _jitter_state
+    if not jitter >= 0:
+        raise ValueError(f"set_cost_jitter: jitter must be >= 0, got {jitter!r}")
+    _cost_jitter = jitter
+    _jitter_state = seed * 2654435761 + 1          # (xorshift needs a state other than 0)
+
+
+cdef double _jittered(double seconds):
+    global _jitter_state
+    _jitter_state ^= _jitter_state << 13
+    _jitter_state ^= _jitter_state >> 7
+    _jitter_state ^= _jitter_state << 17
+    return seconds * exp(_cost_jitter * ((_jitter_state >> 11) * (2.0 / 9007199254740992.0) - 1.0))
+
+
 cdef double _fastest_run(OpDef op, list inputs, double seconds):
     """The least time `op` took on inputs like these, this run included: a recompute cost
     that a busy machine's preemptions (which only ever add time) do not make up. Costed
@@ -283,6 +309,8 @@ cdef double _fastest_run(OpDef op, list inputs, double seconds):
         if len(op._fastest) >= 256:
             op._fastest.clear()
         op._fastest[key] = seconds     # (may run a key's __eq__: read nothing of op after)
+    if _cost_jitter > 0:
+        return _jittered(fastest_s)    # (the fastest runs kept stay the measured ones)
     return fastest_s
 
 

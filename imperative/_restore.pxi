@@ -142,7 +142,7 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                 _recompute(self, p, t, stack)
                 reads.read_by(p)
                 if _count_repeat(t, recomputed):
-                    reads.pin_all()
+                    reads.pin_all(_evicted_live_bytes(self))
                 reads.pin_outputs(p)
                 stack.pop()
                 asked.pop(t, None)
@@ -183,6 +183,21 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
             i.pins -= 1
         reads.unpin_all()
     return 0
+
+
+cdef long long _evicted_live_bytes(MemoryManager self):
+    """The bytes of the values evicted (dropped or swapped out) that tensors still hold:
+    what this run holds less than the same program without the manager, where they would
+    all be resident. Dead values a restore pins beyond that would put the peak above the
+    unmanaged run's."""
+    cdef long long total = 0
+    cdef TensorInfo info
+    for entry in self.ch._table:
+        if entry is not None:
+            info = <TensorInfo>entry
+            if (info.status == DROPPED or info.status == SWAPPED) and info.tensor_refs > 0:
+                total += info.size
+    return total
 
 
 cdef inline bint _count_repeat(TensorInfo value, set recomputed):

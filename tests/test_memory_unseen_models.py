@@ -158,3 +158,25 @@ def test_batch_norm_gradients_leave_a_multitask_cnn_nothing_to_storm_on(async_le
                 assert imp.memory_stats()["peak_allocated"] <= 0.75 * peak
         finally:
             imp.dtr.disable()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_peak_rules_hold_whatever_the_measured_costs(seed, async_level):
+    """Evictions follow measured run times, so another machine, or this one under load,
+    takes other decisions: with every cost jittered by a factor up to e^2 either way, the
+    highway MLP under 0.4 and 0.2 of its peak still trains bit for bit within issue 12's
+    peak rules. (A restore that pinned every dead value it would read again held the
+    forward activations of four layers for one gradient, 0.4 MiB above the unmanaged
+    peak, in one run of ten so jittered: _restore_reads.pxi.)"""
+    want, peak, outputs = unconstrained("highway", async_level)
+    unmanaged = max(peak, unconstrained("highway", 0)[1]) if async_level else peak
+    imp._core.set_cost_jitter(2.0, seed)
+    try:
+        for fraction in (0.4, 0.2):
+            got, stats = train("highway", fraction, peak)
+            assert got == want
+            budget = int(fraction * peak)
+            assert stats["peak_allocated"] <= max(budget, stats["peak_floor"]) + outputs, stats
+            assert stats["peak_allocated"] <= unmanaged + outputs, (fraction, stats)
+    finally:
+        imp._core.set_cost_jitter(0.0)
