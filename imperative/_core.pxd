@@ -429,6 +429,9 @@ cdef class MemoryManager:
     cdef long long pool_sized_for    # [C/W] the budget the worker's block cache was sized for
     cdef public long long highest_floor  # [C/W] the highest floor seen above the budget, since
                                          #     the budget was set (make_room)
+    cdef long long live_high         # [C/W] the most bytes tensors held, resident or evicted,
+                                     #     as restores measured it since the budget was set: a
+                                     #     peak the program reaches without the manager
     cdef public long long high_water     # [C/W] the most an op has run with over the budget,
                                          #     since the budget was set (make_room)
     cdef public long long reserved   # [C/W] bytes room was made for whose values are not

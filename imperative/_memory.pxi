@@ -58,6 +58,7 @@ cdef class MemoryManager:
         self.opts.read(opts)
         if self.opts.budget != budget:
             self.highest_floor = self.high_water = self.victim_density = 0
+            self.live_high = 0
             self.budget_from = self.ch._seq
         if self.opts.swap:
             # (from the main thread, where signal handlers can be installed: the first

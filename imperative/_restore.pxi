@@ -142,7 +142,7 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
                 _recompute(self, p, t, stack)
                 reads.read_by(p)
                 if _count_repeat(t, recomputed):
-                    reads.pin_all(_evicted_live_bytes(self))
+                    reads.pin_all(_room_for_dead_pins(self, t.device))
                 reads.pin_outputs(p)
                 stack.pop()
                 asked.pop(t, None)
@@ -185,19 +185,30 @@ cdef int _restore(MemoryManager self, TensorInfo target) except -1:
     return 0
 
 
-cdef long long _evicted_live_bytes(MemoryManager self):
-    """The bytes of the values evicted (dropped or swapped out) that tensors still hold:
-    what this run holds less than the same program without the manager, where they would
-    all be resident. Dead values a restore pins beyond that would put the peak above the
-    unmanaged run's."""
-    cdef long long total = 0
+cdef long long _room_for_dead_pins(MemoryManager self, Device device):
+    """The bytes of dead values a restore may pin on `device` for its reads to come without
+    lifting the peak above the same program's without the manager: what tensors hold now,
+    resident or evicted (all resident there), is a moment of that program, and the most
+    such moment measured so far (`live_high`) a peak it reaches. So the room is that, less
+    what tensors hold resident. (A view's evicted bytes are its base's: not counted.)"""
+    cdef long long evicted = 0, resident = 0
+    cdef set storages = set()
     cdef TensorInfo info
     for entry in self.ch._table:
-        if entry is not None:
-            info = <TensorInfo>entry
-            if (info.status == DROPPED or info.status == SWAPPED) and info.tensor_refs > 0:
-                total += info.size
-    return total
+        if entry is None:
+            continue
+        info = <TensorInfo>entry
+        if info.tensor_refs <= 0 or info.device is not device:
+            continue
+        if info.status == DROPPED or info.status == SWAPPED:
+            if info.producer is None or not (<OpDef>(<Producer>info.producer).op).aliases_input:
+                evicted += info.size
+        elif (info.status == PRODUCED and info.storage is not None
+              and id(info.storage) not in storages):
+            storages.add(id(info.storage))
+            resident += info.storage.nbytes
+    self.live_high = max(self.live_high, resident + evicted)
+    return self.live_high - resident
 
 
 cdef inline bint _count_repeat(TensorInfo value, set recomputed):

@@ -27,13 +27,15 @@ cdef class _ReadsToCome:
     repeats). Pinned from a restore's start, the inputs of its waiting tensors made a
     DenseNet's floor its whole block (see _restore), hence only after a repeat.
 
-    Dead values are pinned only within the bytes of the evicted values tensors still
-    hold (_evicted_live_bytes), read soonest first: the same program without the manager
-    holds those and none of the dead ones, so no more than that keeps the peak at or
-    under its peak. Pinned without that bound, a highway MLP's backward under 0.2-0.4 P
-    held the forward activations of four layers (20 dead values, 1.3 MiB) for a
-    gradient's restore and peaked 0.4 MiB above the unmanaged run (about one run in ten
-    with its measured costs jittered, and in the test suite now and then)."""
+    Dead values are pinned only within a room (_room_for_dead_pins): the bytes that keep
+    the peak under one the same program reaches without the manager. Read soonest first:
+    walked last, and what a recomputation just brought back displaces the oldest pins.
+    Pinned without that bound, a highway MLP's backward under 0.2-0.4 P held the forward
+    activations of four layers (20 dead values, 1.3 MiB) for a gradient's restore and
+    peaked 0.4 MiB above the unmanaged run (about one run in ten with its measured costs
+    jittered, and in the test suite now and then). Bounded by the evicted values' bytes
+    alone, the room was too small under a floor: the spiking network above repeated
+    3-4.5 values an op in a fifth of its jittered runs (2.5-3 in most)."""
     cdef dict counts         # key -> reads to come (MemoryManager.restore_reads, for gap)
     cdef dict values         # key -> the record counted
     cdef set walked          # keys of the dropped records walked
@@ -41,15 +43,15 @@ cdef class _ReadsToCome:
     cdef dict pending        # producer's id -> its runs counted and not run yet
     cdef set again           # keys of the values walked again since they were evicted
     cdef set pinned          # records pinned until their last read
-    cdef set pinned_dead     # ... those no tensor holds, whose bytes count against:
-    cdef long long dead_room     # the bytes of dead values pin_all may hold
-    cdef long long dead_held     # the bytes of those it holds now
+    cdef dict pinned_dead    # ... those no tensor holds, oldest pin first
+    cdef long long dead_room     # the bytes of dead values it may pin (pin_all)
+    cdef long long dead_held     # the bytes of those pinned now
     cdef bint pinning
 
     def __cinit__(self):
         self.counts, self.values, self.pending = {}, {}, {}
         self.walked, self.ran, self.again, self.pinned = set(), set(), set(), set()
-        self.pinned_dead = set()
+        self.pinned_dead = {}
 
     cdef inline bint will_read(self, TensorInfo value):
         return self.counts.get(_key(value), 0) > 0
@@ -149,28 +151,33 @@ cdef class _ReadsToCome:
             self.pin(<TensorInfo>value)
 
     cdef void pin_outputs(self, Producer p):
+        """Pin what a recomputation just brought back: the tensor waiting under it on the
+        stack reads it next, before the dead values pinned earlier, whose pins go first
+        where the room is short."""
         cdef Py_ssize_t k
         for k in range(p.n_outputs()):
             if p.output(k) is not None:
-                self.pin(p.output(k))
+                self.pin(p.output(k), True)
 
-    cdef void pin(self, TensorInfo value):
+    cdef void pin(self, TensorInfo value, bint displace=False):
         if (not self.pinning or value.status != PRODUCED or not self.will_read(value)
                 or value in self.pinned):
             return
         if not _alive(value):
+            while (displace and self.pinned_dead
+                   and self.dead_held + value.size > self.dead_room):
+                self.unpin(<TensorInfo>next(iter(self.pinned_dead)))
             if self.dead_held + value.size > self.dead_room:
                 return
             self.dead_held += value.size
-            self.pinned_dead.add(value)
+            self.pinned_dead[value] = None
         value.pins += 1
         self.pinned.add(value)
 
     cdef void unpin(self, TensorInfo value):
         self.pinned.discard(value)
         value.pins -= 1
-        if value in self.pinned_dead:
-            self.pinned_dead.discard(value)
+        if self.pinned_dead.pop(value, False) is None:
             self.dead_held -= value.size
 
     cdef void unpin_all(self):
