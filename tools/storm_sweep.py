@@ -10,6 +10,10 @@ storms were found (sessions 44-47).
     python tools/storm_sweep.py --json new.json                  # all sets, async level 0
     python tools/storm_sweep.py --sets tenth --level 2 --json l2.json
     python tools/storm_sweep.py --compare old.json new.json      # what changed, model by model
+    python tools/storm_sweep.py --jitter 2 --seed 3              # other machines' timings
+
+Decisions follow measured run times; --jitter J multiplies each by a factor drawn from
+[e^-J, e^J] (imperative._core.set_cost_jitter), to meet the decisions other timings take.
 """
 import argparse
 import collections
@@ -95,7 +99,11 @@ def main():
     ap.add_argument("--level", type=int, default=0, help="async level")
     ap.add_argument("--json", help="write the points here")
     ap.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"))
+    ap.add_argument("--jitter", type=float, default=0.0,
+                    help="jitter the measured costs by up to this power of e either way")
+    ap.add_argument("--seed", type=int, default=1, help="of the jitter")
     args = ap.parse_args()
+    imp._core.set_cost_jitter(args.jitter, args.seed)
     if args.compare:
         old, new = (json.load(open(f)) for f in args.compare)
         compare(old, new)
