@@ -285,7 +285,8 @@ cdef double _jittered(double seconds):
     _jitter_state ^= _jitter_state << 13
     _jitter_state ^= _jitter_state >> 7
     _jitter_state ^= _jitter_state << 17
-    return seconds * exp(_cost_jitter * ((_jitter_state >> 11) * (2.0 / 9007199254740992.0) - 1.0))
+    cdef double uniform = (_jitter_state >> 11) * (1.0 / 9007199254740992.0)    # [0, 1)
+    return seconds * exp(_cost_jitter * (2.0 * uniform - 1.0))
 
 
 cdef double _fastest_run(OpDef op, list inputs, double seconds):

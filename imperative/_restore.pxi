@@ -190,10 +190,17 @@ cdef long long _room_for_dead_pins(MemoryManager self, Device device):
     lifting the peak above the same program's without the manager: what tensors hold now,
     resident or evicted (all resident there), is a moment of that program, and the most
     such moment measured so far (`live_high`) a peak it reaches. So the room is that, less
-    what tensors hold resident. (A view's evicted bytes are its base's: not counted.)"""
+    what tensors hold resident. (A view's evicted bytes are its base's: not counted.)
+    While ops wait in the queue behind the running one, the caller may have let go of
+    values only they hold, which the handle table no longer shows: no moment can be
+    measured then, and the room is not bounded. (Bounded by what the table showed, the
+    room at async level 2 was so small that a highway MLP's and a spiking network's
+    restores repeated 9 times as often.)"""
     cdef long long evicted = 0, resident = 0
     cdef set storages = set()
     cdef TensorInfo info
+    if self.queued_to > self.running:
+        return LLONG_MAX
     for entry in self.ch._table:
         if entry is None:
             continue
