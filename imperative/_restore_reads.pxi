@@ -177,7 +177,8 @@ cdef class _ReadsToCome:
     cdef void unpin(self, TensorInfo value):
         self.pinned.discard(value)
         value.pins -= 1
-        if self.pinned_dead.pop(value, False) is None:
+        if value in self.pinned_dead:
+            del self.pinned_dead[value]
             self.dead_held -= value.size
 
     cdef void unpin_all(self):
