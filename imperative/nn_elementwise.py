@@ -99,8 +99,7 @@ class PReLU(Module):
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25) -> None:
         super().__init__()
-        check_positive_int("PReLU", "num_parameters", num_parameters)
-        self.num_parameters = int(num_parameters)
+        self.num_parameters = check_positive_int("PReLU", "num_parameters", num_parameters)
         self.weight = Parameter(F.full((self.num_parameters,), check_real(init, "PReLU", "init"),
                                        "float32"))
 

@@ -109,8 +109,7 @@ class PixelShuffle(Module):
 
     def __init__(self, upscale_factor: int) -> None:
         super().__init__()
-        check_positive_int("PixelShuffle", "upscale_factor", upscale_factor)
-        self.upscale_factor = int(upscale_factor)
+        self.upscale_factor = check_positive_int("PixelShuffle", "upscale_factor", upscale_factor)
 
     def forward(self, x: TensorLike) -> Tensor:
         return F.pixel_shuffle(x, self.upscale_factor)
@@ -121,8 +120,8 @@ class PixelUnshuffle(Module):
 
     def __init__(self, downscale_factor: int) -> None:
         super().__init__()
-        check_positive_int("PixelUnshuffle", "downscale_factor", downscale_factor)
-        self.downscale_factor = int(downscale_factor)
+        self.downscale_factor = check_positive_int("PixelUnshuffle", "downscale_factor",
+                                                   downscale_factor)
 
     def forward(self, x: TensorLike) -> Tensor:
         return F.pixel_unshuffle(x, self.downscale_factor)
