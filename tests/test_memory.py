@@ -229,6 +229,29 @@ def test_a_dying_leaf_goes_unless_its_readers_outweigh_it(memory_options):
     np.testing.assert_array_equal(other.numpy(), data + 1)
 
 
+def test_a_dying_leaf_read_by_its_own_size_and_a_scalar_goes_without_a_budget(
+        memory_options):
+    """With drops by hand only, a dying leaf stays only for readers that dropping would
+    free at least twice its bytes from: a gradient clipped by the norm's scalar (the new
+    gradient of its size, and the scalar, 4 bytes more) held every old gradient through
+    the update, 1.13x an AdamW MLP's peak."""
+    rng = np.random.default_rng(2)
+    grad = imp.Tensor(rng.standard_normal(N).astype(np.float32))
+    want = grad.numpy() * np.float32(0.5)
+    squares = (grad * grad).sum()                 # read by the scale below, and held
+    scale = F.minimum(F.sqrt(squares) * 0 + 0.5, 1.0)
+    clipped = grad * scale
+    before = allocated()                          # (synced: both readers resident)
+    del grad
+    gc.collect()
+    assert allocated() <= before - N * 4          # the old gradient's memory went
+    np.testing.assert_array_equal(clipped.numpy(), want)
+    with pytest.warns(UserWarning, match="no producer"):
+        clipped._drop()                           # (its recipe was cut: it stays)
+    np.testing.assert_array_equal(clipped.numpy(), want)
+    assert float(scale) == 0.5
+
+
 def test_swap_out_writes_a_file_and_any_use_reads_it_back(memory_options, tmp_path):
     imp.dtr.swap_dir = str(tmp_path)
     try:
