@@ -475,8 +475,6 @@ cdef class MemoryManager:
 
     # ---- leaves that recipes read
     cdef bint release_leaf(self, TensorInfo leaf) except -1
-    cdef bint let_go_of_leaf(self, TensorInfo leaf) except -1
-    cdef Py_ssize_t evictable_frontier_bytes(self, list frontier)
     cdef void note_death(self)
     cdef void sweep_kept(self)
 

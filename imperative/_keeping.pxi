@@ -1,8 +1,9 @@
 # Included by _core.pyx: the dead values the memory manager keeps resident under a budget
 # instead of dropping them as they die (MemoryManager.on_dead, drop_dead), and when a kept
 # leaf goes. A kept value is an eviction candidate like any other: the policy decides when
-# it goes; and what a value dropped for good does to the paths of dead records its
-# readers would recompute. Module functions that take the manager as `self`.
+# it goes; whether a dead leaf that recipes read stays (release_leaf's decision); and what
+# a value dropped for good does to the paths of dead records its readers would recompute.
+# Module functions that take the manager as `self`.
 
 # A dead value stays when recomputing it costs this many times more per byte than what the
 # policy has been evicting (MemoryManager.victim_density) ...
@@ -78,6 +79,41 @@ cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
     for info in evicted:
         best = min(best, self.gap(<TensorInfo>info))
     return best
+
+
+cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf) except -1:
+    """MemoryManager.release_leaf's decision: True, after cutting the recipes of the
+    tensors that reach `leaf`, when no evicted tensor needs it and those tensors could not
+    be evicted for more bytes than it holds (twice as many, with no budget)."""
+    cdef list frontier = []
+    # Under a budget the manager evicts those tensors itself once it binds. Dropped by
+    # hand alone, nothing says they ever will be: then the leaf stays only where
+    # dropping them would free at least twice its bytes, so that what it may buy is
+    # at least what it costs. (An old gradient, kept for the clipped one of its size
+    # and the norm's scalar, 4 bytes more, held all gradients twice over the update:
+    # an AdamW MLP with gradient clipping, 1.13x its peak with enable_drop.)
+    cdef Py_ssize_t worth = leaf.size + (0 if self.opts.budget else leaf.size - 1)
+    if (_needed_by_evicted(leaf, frontier)
+            or _evictable_frontier_bytes(self, frontier) > worth):
+        return False
+    for info in frontier:
+        self.cut(<TensorInfo>info)
+    return True
+
+
+cdef Py_ssize_t _evictable_frontier_bytes(MemoryManager self, list frontier):
+    """Bytes of the held records that could be evicted now: the candidates, and with
+    enable_drop any resident one with a recipe (`_drop()` takes any size). (Not those
+    still to be made: the output of the op that reads a dying leaf last had better
+    take the leaf's memory in place, as it does with recording off.)"""
+    cdef TensorInfo info
+    cdef bint by_hand = self.opts.drop
+    cdef Py_ssize_t total = 0
+    for info in frontier:
+        if _key(info) in self.candidates or (
+                by_hand and info.status == PRODUCED and info.producer is not None):
+            total += info.size
+    return total
 
 
 cdef int _let_idle_leaves_go(MemoryManager self, Device device) except -1:

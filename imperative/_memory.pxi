@@ -176,7 +176,7 @@ cdef class MemoryManager:
         cdef Producer p = info.producer
         if p is not None:
             return (<OpDef>p.op).recomputable
-        return not _read_by_a_recipe(info) or self.let_go_of_leaf(info)
+        return not _read_by_a_recipe(info) or _let_go_of_leaf(self, info)
 
     # ---- running an op (run_managed, and a recomputation; pin, inline, is in _core.pxd)
 
@@ -285,44 +285,11 @@ cdef class MemoryManager:
         Inception net's branch outputs, read by the dead concatenation behind the logits
         that the backward pass keeps, stayed until the step ended: 1.13x the peak of the
         same step with record_computing_path off.)"""
-        if not self.let_go_of_leaf(leaf):
+        if not _let_go_of_leaf(self, leaf):
             self.kept[_key(leaf)] = _weakref.ref(leaf)
             return False
         self.kept.pop(_key(leaf), None)
         return True
-
-    cdef bint let_go_of_leaf(self, TensorInfo leaf) except -1:
-        """release_leaf's decision: True, after cutting the recipes of the tensors that
-        reach `leaf`, when no evicted tensor needs it and those tensors could not be
-        evicted for more bytes than it holds (twice as many, with no budget)."""
-        cdef list frontier = []
-        # Under a budget the manager evicts those tensors itself once it binds. Dropped by
-        # hand alone, nothing says they ever will be: then the leaf stays only where
-        # dropping them would free at least twice its bytes, so that what it may buy is
-        # at least what it costs. (An old gradient, kept for the clipped one of its size
-        # and the norm's scalar, 4 bytes more, held all gradients twice over the update:
-        # an AdamW MLP with gradient clipping, 1.13x its peak with enable_drop.)
-        cdef Py_ssize_t worth = leaf.size + (0 if self.opts.budget else leaf.size - 1)
-        if (_needed_by_evicted(leaf, frontier)
-                or self.evictable_frontier_bytes(frontier) > worth):
-            return False
-        for info in frontier:
-            self.cut(<TensorInfo>info)
-        return True
-
-    cdef Py_ssize_t evictable_frontier_bytes(self, list frontier):
-        """Bytes of the held records that could be evicted now: the candidates, and with
-        enable_drop any resident one with a recipe (`_drop()` takes any size). (Not those
-        still to be made: the output of the op that reads a dying leaf last had better
-        take the leaf's memory in place, as it does with recording off.)"""
-        cdef TensorInfo info
-        cdef bint by_hand = self.opts.drop
-        cdef Py_ssize_t total = 0
-        for info in frontier:
-            if _key(info) in self.candidates or (
-                    by_hand and info.status == PRODUCED and info.producer is not None):
-                total += info.size
-        return total
 
     cdef void note_death(self):
         """A record died: now and then, see whether a kept leaf is still needed."""
