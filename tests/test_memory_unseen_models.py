@@ -25,6 +25,7 @@ import tenth_models
 import thirteenth_models
 import twelfth_models
 import unseen_models
+from test_memory_regimes import _step_peak
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
 if not os.path.isdir(TOOLS):
@@ -183,14 +184,6 @@ def test_the_peak_rules_hold_whatever_the_measured_costs(seed, async_level):
             trains_within_the_peak_rules("highway", fraction, async_level)
     finally:
         imp._core.set_cost_jitter(0.0)
-
-
-def _step_peak(step):
-    imp.sync()
-    imp.reset_peak_memory_stats()
-    float(step())
-    imp.sync()
-    return imp.memory_stats()["peak_allocated"]
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
