@@ -190,9 +190,13 @@ def test_the_peak_rules_hold_whatever_the_measured_costs(seed, async_level):
 def test_recording_recipes_leaves_an_unseen_model_peak_where_it_was(name, async_level):
     """Issue 12's second rule: recording producers (record_computing_path, as dtr.enable
     sets it) holds no value past the moment it would go without, so a step peaks within
-    5% of the same step unrecorded (the higher of the peaks around it: a step's peak moves
-    a little with the caller's progress at level 2). A dead leaf that only dead records'
-    recipes still read was held until those records went (an Inception net: 1.13x)."""
+    5% of the same step unrecorded (the higher of the peaks around it). A dead leaf that
+    only dead records' recipes still read was held until those records went (an
+    Inception net: 1.13x). At async level 0 only: at level 2 a step's peak follows how far
+    the caller runs ahead of the worker (the memory-writing RNN's plain steps peaked at
+    2.1, 7.8 and 2.3 MB in a row in a CI run), not what recording holds."""
+    if async_level != 0:
+        pytest.skip("the peak at level 2 follows the caller's lead over the worker")
     step = MODELS[name].trainer(name)
     float(step())
     plain = [_step_peak(step) for _ in range(2)]
