@@ -86,15 +86,17 @@ cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf) except -1:
     tensors that reach `leaf`, when no evicted tensor needs it and those tensors could not
     be evicted for more bytes than it holds (twice as many, with no budget)."""
     cdef list frontier = []
+    cdef Py_ssize_t evictable
+    if _needed_by_evicted(leaf, frontier):
+        return False
+    evictable = _evictable_frontier_bytes(self, frontier)
     # Under a budget the manager evicts those tensors itself once it binds. Dropped by
     # hand alone, nothing says they ever will be: then the leaf stays only where
     # dropping them would free at least twice its bytes, so that what it may buy is
     # at least what it costs. (An old gradient, kept for the clipped one of its size
     # and the norm's scalar, 4 bytes more, held all gradients twice over the update:
     # an AdamW MLP with gradient clipping, 1.13x its peak with enable_drop.)
-    cdef Py_ssize_t worth = leaf.size + (0 if self.opts.budget else leaf.size - 1)
-    if (_needed_by_evicted(leaf, frontier)
-            or _evictable_frontier_bytes(self, frontier) > worth):
+    if evictable > leaf.size and (self.opts.budget or evictable >= 2 * leaf.size):
         return False
     for info in frontier:
         self.cut(<TensorInfo>info)
