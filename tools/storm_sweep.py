@@ -28,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..")]
 
 import imperative as imp          # noqa: E402  (after the path set-up above)
+from bench_dtr import largest_op_outputs  # noqa: E402
 from test_memory_regimes import _beside_reference  # noqa: E402
 
 SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth", "tenth",
@@ -49,6 +50,8 @@ def sweep(sets, fractions, minimums, level):
     for set_name in sets:
         models = importlib.import_module(f"{set_name}_models")
         for name in models.CONFIGS:
+            with imp.option("async_level", level):
+                outputs = largest_op_outputs(models.trainer(name), 3)
             for fraction in fractions:
                 for minimum in minimums:
                     t0 = time.perf_counter()
@@ -56,6 +59,7 @@ def sweep(sets, fractions, minimums, level):
                         point = measure(functools.partial(models.trainer, name), fraction,
                                         minimum)
                     point["seconds"] = round(time.perf_counter() - t0, 2)
+                    point["outputs"] = outputs
                     points[f"{set_name}/{name}/{fraction}/{minimum}"] = point
         summarize({k: p for k, p in points.items() if k.startswith(set_name + "/")}, set_name)
     return points
@@ -68,7 +72,27 @@ def summarize(points, label):
                      different=not p["identical"], above_P=p["peak"] > 1.1 * p["P"])
     print(f"{label:10s} points {len(points):4d}  ops {total['ops']:8d}  recomputes "
           f"{total['recomputes']:7d}  repeats {total['repeats']:6d}  losses differ "
-          f"{total['different']}  peak > 1.1 P {total['above_P']}", flush=True)
+          f"{total['different']}  peak > 1.1 P {total['above_P']}  tighter peaked higher "
+          f"{len(tighter_peaked_higher(points))}", flush=True)
+
+
+def tighter_peaked_higher(points):
+    """[(excess over the looser point's peak + one op's outputs, as a fraction of P, the
+    model and evictee minimum, tighter fraction, looser fraction)]: issue 12's first rule
+    says a tighter budget never peaks higher than a looser one beyond one op's outputs.
+    (Sweeps written before the outputs were measured count none.)"""
+    by_model = collections.defaultdict(dict)
+    for key, p in points.items():
+        model, fraction, minimum = key.rsplit("/", 2)
+        by_model[f"{model}/{minimum}"][float(fraction)] = p
+    found = []
+    for model, at in by_model.items():
+        for tight in at:
+            for loose in at:
+                excess = at[tight]["peak"] - at[loose]["peak"] - at[tight].get("outputs", 1e18)
+                if tight < loose and excess > 0:
+                    found.append((round(excess / at[tight]["P"], 3), model, tight, loose))
+    return sorted(found, reverse=True)
 
 
 def compare(old, new, worse=1.25, better=0.8):
@@ -111,6 +135,9 @@ def main():
     points = sweep(args.sets.split(","), [float(f) for f in args.fractions.split(",")],
                    [int(m) for m in args.minimums.split(",")], args.level)
     summarize(points, "all")
+    for excess, model, tight, loose in tighter_peaked_higher(points)[:10]:
+        print(f"  {model}: at {tight} P the peak passed the one at {loose} P by one op's "
+              f"outputs + {excess} P")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(points, f)
