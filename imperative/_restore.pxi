@@ -299,9 +299,16 @@ cdef bint _viewed_on_the_way(TensorInfo base, list stack):
 cdef void _pin_resident_inputs(MemoryManager self, Producer p, list pinned):
     cdef TensorInfo i
     for i in p.inputs:
-        if i.status == PRODUCED and not _contains(pinned, i):
+        if i.status == PRODUCED and not _contains(pinned, i) and not _made_from_nothing(i):
             i.pins += 1
             pinned.append(i)
+
+
+cdef inline bint _made_from_nothing(TensorInfo info):
+    """A dead value whose recipe reads no tensor (zeros, a constant): evicted again, it
+    comes back by itself, without a chain behind it."""
+    return (not _alive(info) and info.producer is not None
+            and not (<Producer>info.producer).inputs)
 
 
 cdef bint _revive(MemoryManager self, TensorInfo info) except -1:
