@@ -109,7 +109,7 @@ cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf) except -1:
     return True
 
 
-cdef int _KEPT_WALK = 256       # records _kept_leaves_read looks at, at most
+cdef int _KEPT_WALK = 64        # records _kept_leaves_read looks at, at most
 
 
 cdef Py_ssize_t _kept_leaves_read(MemoryManager self, list frontier, TensorInfo besides):
