@@ -1,0 +1,55 @@
+"""tools/storm_sweep.py's check of issue 12's first rule across budgets, and
+tools/peak_rules_jitter.py run end to end on a model of the tests' sets."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+if not os.path.isdir(TOOLS):
+    pytest.skip("tools/ is not here (an installed wheel)", allow_module_level=True)
+sys.path.insert(0, TOOLS)
+import storm_sweep  # noqa: E402
+
+P = 1000
+
+
+def _point(peak, outputs=100):
+    return {"peak": peak, "P": P, "outputs": outputs}
+
+
+def test_a_tighter_budget_peaking_higher_beyond_one_ops_outputs_is_found():
+    points = {"set/a/0.3/4096": _point(900), "set/a/0.5/4096": _point(700),
+              "set/a/0.7/4096": _point(850),
+              "set/b/0.3/4096": _point(790), "set/b/0.5/4096": _point(700)}
+    found = storm_sweep.tighter_peaked_higher(points)
+    # a at 0.3 P passed its 0.5 P peak by 200 (100 beyond one op's outputs); b by 90 only
+    assert found == [(0.1, "set/a/4096", 0.3, 0.5)]
+
+
+def test_points_of_other_evictee_minimums_are_not_compared():
+    points = {"set/a/0.3/4096": _point(900), "set/a/0.5/65536": _point(100)}
+    assert storm_sweep.tighter_peaked_higher(points) == []
+
+
+def test_a_sweep_written_before_the_outputs_were_measured_counts_none():
+    points = {"set/a/0.3/4096": {"peak": 900, "P": P}, "set/a/0.5/4096": {"peak": 100, "P": P}}
+    assert storm_sweep.tighter_peaked_higher(points) == []
+
+
+def test_the_jittered_peak_rules_tool_trains_a_model_and_counts():
+    out = subprocess.run(
+        [sys.executable, os.path.join(TOOLS, "peak_rules_jitter.py"), "memwrite",
+         "--seeds", "0:2", "--fractions", "0.7"],
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    summary = out.stdout.strip().splitlines()[-1]
+    assert summary.startswith("points 2, losses differ 0, above max(budget, floor) 0, above P ")
+
+
+def test_the_jittered_peak_rules_tool_names_the_models_it_knows():
+    out = subprocess.run([sys.executable, os.path.join(TOOLS, "peak_rules_jitter.py"), "nosuch"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2
+    assert "model 'nosuch': expected one of" in out.stderr and "memwrite" in out.stderr
