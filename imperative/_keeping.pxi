@@ -84,7 +84,8 @@ cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
 cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf) except -1:
     """MemoryManager.release_leaf's decision: True, after cutting the recipes of the
     tensors that reach `leaf`, when no evicted tensor needs it and those tensors could not
-    be evicted for more bytes than it holds (twice as many, with no budget)."""
+    be evicted for more bytes than it holds with the other kept leaves they read (twice as
+    many, with no budget)."""
     cdef list frontier = []
     cdef Py_ssize_t evictable, cost
     if _needed_by_evicted(leaf, frontier):

@@ -274,10 +274,11 @@ cdef class MemoryManager:
         """`leaf` (a value without producer: data, an RNG result, a parameter's old value)
         has no tensor left, but recorded recipes read it. Its value is the only copy. It
         stays while an evicted tensor needs it to come back, or while the tensors whose
-        recipes reach it could be evicted and are together larger (keeping it is then the
-        cheaper way to keep them evictable: a batch norm's old running mean, which its
-        output's recipe reads; not for readers of its own size, an accumulator's next
-        value: evicting them would only trade its bytes for theirs). Otherwise those
+        recipes reach it could be evicted and are together larger than it and the other
+        kept leaves they read (keeping it is then the cheaper way to keep them evictable:
+        a batch norm's old running mean, which its output's recipe reads; not for readers
+        of its own size, an accumulator's next value: evicting them would only trade its
+        bytes for theirs; not for a concatenation of it and another dead batch). Otherwise those
         tensors, all resident or about to be, stop being recomputable and the value goes
         (a parameter's old value after the update, which only the step's loss still
         reaches). True then: the recipes still reading it are those of dead records that
