@@ -75,21 +75,32 @@ def unconstrained(name, async_level):
     return _unconstrained_runs[key]
 
 
-def trains_within_the_peak_rules(name, fraction, async_level):
-    """`name` under `fraction` of its unconstrained peak: the losses of the unconstrained
-    run, bit for bit, and a peak within max(budget, floor) + one op's outputs and within
-    the unmanaged peak + one op's outputs."""
+def peak_rules_broken(name, fraction, async_level):
+    """`name` trained under `fraction` of its unconstrained peak: its memory stats and,
+    for each rule, whether it broke: the losses of the unconstrained run bit for bit,
+    a peak within max(budget, floor) + one op's outputs, and within the unmanaged peak
+    + one op's outputs (tools/peak_rules_jitter.py counts them seed by seed)."""
     want, peak, outputs = unconstrained(name, async_level)
     got, stats = train(name, fraction, peak)
-    assert got == want
     budget = int(fraction * peak)
-    assert stats["peak_allocated"] <= max(budget, stats["peak_floor"]) + outputs, stats
     # At level 2 the unmanaged peak differs from run to run, with the moment the caller
     # lets go of a step's tensors against the worker's progress (the highway MLP: 13.01
     # or 13.47 MB, about half the runs each; 13.40 at level 0): the bound is the higher
     # of this level's run and level 0's, a peak the program reaches unmanaged.
     unmanaged = max(peak, unconstrained(name, 0)[1]) if async_level else peak
-    assert stats["peak_allocated"] <= unmanaged + outputs, (fraction, stats)
+    return stats, {
+        "losses differ": got != want,
+        "above max(budget, floor)":
+            stats["peak_allocated"] > max(budget, stats["peak_floor"]) + outputs,
+        "above P": stats["peak_allocated"] > unmanaged + outputs}
+
+
+def trains_within_the_peak_rules(name, fraction, async_level):
+    """`name` under `fraction` of its unconstrained peak keeps every peak rule."""
+    stats, broken = peak_rules_broken(name, fraction, async_level)
+    assert not broken["losses differ"]
+    assert not broken["above max(budget, floor)"], stats
+    assert not broken["above P"], (fraction, stats)
 
 
 @pytest.mark.parametrize("fraction", [0.7, 0.4])
