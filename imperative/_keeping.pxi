@@ -85,25 +85,28 @@ cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf) except -1:
     """MemoryManager.release_leaf's decision: True, after cutting the recipes of the
     tensors that reach `leaf`, when no evicted tensor needs it and those tensors could not
     be evicted for more bytes than it holds with the other kept leaves they read (twice as
-    many, with no budget)."""
+    many where only drops by hand could take them)."""
     cdef list frontier = []
-    cdef Py_ssize_t evictable, cost
+    cdef Py_ssize_t by_budget = 0, by_hand = 0, cost
     if _needed_by_evicted(leaf, frontier):
         return False
-    evictable = _evictable_frontier_bytes(self, frontier)
+    _evictable_frontier_bytes(self, frontier, &by_budget, &by_hand)
     # What keeping it buys needs the other dead leaves those recipes read kept too: a
     # concatenation of two data batches is evictable only while both stay, for no byte
     # saved (a prototypical network's support and query sets, kept each for the
     # concatenation the encoder reads: 1.07x the step's peak under a budget never
     # reached).
     cost = leaf.size + _kept_leaves_read(self, frontier, leaf)
-    # Under a budget the manager evicts those tensors itself once it binds. Dropped by
-    # hand alone, nothing says they ever will be: then the leaf stays only where
-    # dropping them would free at least twice its bytes, so that what it may buy is
-    # at least what it costs. (An old gradient, kept for the clipped one of its size
-    # and the norm's scalar, 4 bytes more, held all gradients twice over the update:
-    # an AdamW MLP with gradient clipping, 1.13x its peak with enable_drop.)
-    if evictable > cost and (self.opts.budget or evictable >= 2 * cost):
+    # Under a budget the manager evicts its candidates itself once it binds. Dropped by
+    # hand alone, nothing says they ever will be: such tensors count only where dropping
+    # them would free at least twice the leaf's bytes, so that what it may buy is at least
+    # what it costs. (An old gradient, kept for the clipped one of its size and the norm's
+    # scalar, 4 bytes more, held all gradients twice over the update: an AdamW MLP with
+    # gradient clipping, 1.13x its peak with enable_drop. Values under the evictee minimum
+    # are no candidates: counted as the budget's, an in-place update's old version stayed
+    # for a 5 KiB product that only a drop by hand could take, and that drop's restore
+    # peaked above the same program with DTR off.)
+    if (by_budget > cost and self.opts.budget) or by_budget + by_hand >= 2 * cost:
         return False
     for info in frontier:
         self.cut(<TensorInfo>info)
@@ -138,19 +141,20 @@ cdef Py_ssize_t _kept_leaves_read(MemoryManager self, list frontier, TensorInfo 
     return total
 
 
-cdef Py_ssize_t _evictable_frontier_bytes(MemoryManager self, list frontier):
-    """Bytes of the held records that could be evicted now: the candidates, and with
-    enable_drop any resident one with a recipe (`_drop()` takes any size). (Not those
-    still to be made: the output of the op that reads a dying leaf last had better
-    take the leaf's memory in place, as it does with recording off.)"""
+cdef void _evictable_frontier_bytes(MemoryManager self, list frontier,
+                                    Py_ssize_t* by_budget, Py_ssize_t* by_hand):
+    """Bytes of the held records that could be evicted now: the candidates, which a budget
+    evicts (`by_budget`), and with enable_drop the other resident ones with a recipe,
+    which only `_drop()` takes (any size: `by_hand`). (Not those still to be made: the
+    output of the op that reads a dying leaf last had better take the leaf's memory in
+    place, as it does with recording off.)"""
     cdef TensorInfo info
-    cdef bint by_hand = self.opts.drop
-    cdef Py_ssize_t total = 0
+    cdef bint dropping = self.opts.drop
     for info in frontier:
-        if _key(info) in self.candidates or (
-                by_hand and info.status == PRODUCED and info.producer is not None):
-            total += info.size
-    return total
+        if _key(info) in self.candidates:
+            by_budget[0] += info.size
+        elif dropping and info.status == PRODUCED and info.producer is not None:
+            by_hand[0] += info.size
 
 
 cdef int _let_idle_leaves_go(MemoryManager self, Device device) except -1:

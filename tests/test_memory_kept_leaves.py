@@ -96,3 +96,31 @@ def test_what_recording_keeps_of_dead_leaves_evicting_gives_back(program):
         for t, w in zip(held, want):
             np.testing.assert_array_equal(t.numpy(), w)
     gc.collect()
+
+
+def _old_version_left_after_an_update(rng_seed):
+    """Bytes still allocated once a value read by a small product is updated in place:
+    the update's old version is a dead leaf that the product's recipe reads."""
+    x = imp.Tensor(np.random.default_rng(rng_seed).standard_normal((36, 28)).astype(np.float32))
+    product = x @ x.T                       # 5 KiB: under a 64 KiB evictee minimum
+    before = allocated()
+    x *= -1.5
+    left = allocated() - before
+    want = np.random.default_rng(rng_seed).standard_normal((36, 28)).astype(np.float32)
+    np.testing.assert_array_equal(product.numpy(), want @ want.T)
+    return left
+
+
+@pytest.mark.parametrize("minimum", [65536, 1 << 20])
+def test_an_old_version_only_a_drop_by_hand_could_use_goes_as_with_dtr_off(minimum):
+    """With enable_drop, a product under the evictee minimum is no candidate: only `_drop()`
+    could take it, and the old version stays only where that drop would free twice its
+    bytes, budget or not. Counted as the budget's to evict, the old version stayed, and the
+    product's drop by hand brought it back through a restore that peaked above the same
+    program with DTR off (tools/fuzz_memory.py --seed 204668)."""
+    with imp.option("enable_drop", 1):
+        off = _old_version_left_after_an_update(7)
+        with _dtr_budget(1, minimum):
+            on = _old_version_left_after_an_update(7)
+    gc.collect()
+    assert on == off == 0

@@ -82,8 +82,9 @@ def report(seed, level, setting, what):
 
 
 def fails(program, setting, level, repeats=3):
-    """What goes wrong in every one of `repeats` runs ("mismatch", "peak", or None): a
-    failure at async level 2 can depend on timing, and shrinking must not chase luck."""
+    """What goes wrong in every one of `repeats` runs ("mismatch", "peak", "peak over DTR
+    off", or None): a failure at async level 2 can depend on timing, and shrinking must not
+    chase luck."""
     kinds = None
     for _ in range(repeats):
         with imp.option("async_level", level):
@@ -94,6 +95,8 @@ def fails(program, setting, level, repeats=3):
             found.add("mismatch")
         if setting.dtr and mp.peak_rule_excess(program, managed):
             found.add("peak")
+        elif setting.dtr and mp.peak_over_dtr_off(program, setting, managed)[0]:
+            found.add("peak over DTR off")
         kinds = found if kinds is None else kinds & found
         if not kinds:
             return None
