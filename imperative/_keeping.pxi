@@ -81,6 +81,34 @@ cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
     return best
 
 
+cdef int _bring_back_what_needs(MemoryManager self, TensorInfo leaf) except -1:
+    """`leaf` is dying under a budget. Where the evicted tensors that need it to come back
+    hold fewer bytes than it, bring them back now, while it is there: it can then go, and
+    they cost their own bytes instead of its. (A mean of a data batch, evicted just before
+    the batch was updated in place, kept the batch's old version, 0.5 MB for 4 bytes, and
+    the step peaked a batch above the same program with DTR off: tools/fuzz_memory.py
+    seed 301865.) A swapped-out one comes back from its file: nothing is done then."""
+    cdef list evicted = []
+    cdef Py_ssize_t total = 0
+    cdef TensorInfo t
+    if not _needed_by_evicted(leaf, [], evicted):
+        return 0
+    for t in evicted:
+        if t.status != DROPPED:
+            return 0
+        total += t.size
+    if total >= leaf.size:
+        return 0
+    leaf.pins += 1               # (not swapped out meanwhile: it is the one copy)
+    try:
+        for t in evicted:
+            if t.status == DROPPED:
+                _restore(self, t)
+    finally:
+        leaf.pins -= 1
+    return 0
+
+
 cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf) except -1:
     """MemoryManager.release_leaf's decision: True, after cutting the recipes of the
     tensors that reach `leaf`, when no evicted tensor needs it and those tensors could not

@@ -106,6 +106,8 @@ cdef class MemoryManager:
             return False
         if _read_by_a_recipe(info):
             self.forget(info)
+            if self.opts.budget and _runs_commands_alone(self.ch):
+                _bring_back_what_needs(self, info)        # (_keeping.pxi)
             if not self.release_leaf(info):
                 return False
         return True
@@ -176,7 +178,11 @@ cdef class MemoryManager:
         cdef Producer p = info.producer
         if p is not None:
             return (<OpDef>p.op).recomputable
-        return not _read_by_a_recipe(info) or _let_go_of_leaf(self, info)
+        if not _read_by_a_recipe(info):
+            return True
+        if self.opts.budget and _runs_commands_alone(self.ch):
+            _bring_back_what_needs(self, info)        # (_keeping.pxi)
+        return _let_go_of_leaf(self, info)
 
     # ---- running an op (run_managed, and a recomputation; pin, inline, is in _core.pxd)
 
