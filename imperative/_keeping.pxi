@@ -87,15 +87,22 @@ cdef int _bring_back_what_needs(MemoryManager self, TensorInfo leaf) except -1:
     they cost their own bytes instead of its. (A mean of a data batch, evicted just before
     the batch was updated in place, kept the batch's old version, 0.5 MB for 4 bytes, and
     the step peaked a batch above the same program with DTR off: tools/fuzz_memory.py
-    seed 301865.) A swapped-out one comes back from its file: nothing is done then."""
+    seed 301865.) Only where each is recomputed by one op from what is resident: one that
+    needs dead values brought back on the way would hold them too for a moment, above
+    the floor (an erf and a GELU of a dead SiLU of a dead slice, at async level 2: seed
+    604371, by the slice's bytes). A swapped-out one comes back from its file: nothing is
+    done then."""
     cdef list evicted = []
     cdef Py_ssize_t total = 0
-    cdef TensorInfo t
+    cdef TensorInfo t, i
     if not _needed_by_evicted(leaf, [], evicted):
         return 0
     for t in evicted:
-        if t.status != DROPPED:
+        if t.status != DROPPED or t.producer is None:
             return 0
+        for i in (<Producer>t.producer).inputs:
+            if i.status != PRODUCED:
+                return 0
         total += t.size
     if total >= leaf.size:
         return 0
