@@ -87,33 +87,58 @@ cdef int _bring_back_what_needs(MemoryManager self, TensorInfo leaf) except -1:
     they cost their own bytes instead of its. (A mean of a data batch, evicted just before
     the batch was updated in place, kept the batch's old version, 0.5 MB for 4 bytes, and
     the step peaked a batch above the same program with DTR off: tools/fuzz_memory.py
-    seed 301865.) Only where each is recomputed by one op from what is resident: one that
-    needs dead values brought back on the way would hold them too for a moment, above
-    the floor (an erf and a GELU of a dead SiLU of a dead slice, at async level 2: seed
-    604371, by the slice's bytes). A swapped-out one comes back from its file: nothing is
-    done then."""
+    seed 301865.) Each comes back where one op recomputes it from resident values (what
+    that op's outputs add, the peak rules allow any op), or where it and the dead values
+    recomputed on the way fit under the peak so far (and the budget, where that is
+    higher): brought back regardless, an erf and a GELU of a dead SiLU of a dead slice
+    held the slice and the SiLU above the floor for a moment (seed 604371). A swapped-out
+    one comes back from its file: nothing is done then."""
     cdef list evicted = []
-    cdef Py_ssize_t total = 0
-    cdef TensorInfo t, i
+    cdef Py_ssize_t total = 0, chain
+    cdef TensorInfo t
+    cdef DeviceStats stats = (<Device>leaf.device).stats
     if not _needed_by_evicted(leaf, [], evicted):
         return 0
     for t in evicted:
         if t.status != DROPPED or t.producer is None:
             return 0
-        for i in (<Producer>t.producer).inputs:
-            if i.status != PRODUCED:
-                return 0
         total += t.size
     if total >= leaf.size:
         return 0
     leaf.pins += 1               # (not swapped out meanwhile: it is the one copy)
     try:
         for t in evicted:
-            if t.status == DROPPED:
+            chain = _bytes_to_bring_back(t)
+            if t.status == DROPPED and (chain == t.size or (
+                    chain >= 0 and stats.allocated + chain
+                    <= max(stats.peak_allocated, self.opts.budget))):
                 _restore(self, t)
     finally:
         leaf.pins -= 1
     return 0
+
+
+cdef Py_ssize_t _bytes_to_bring_back(TensorInfo target):
+    """The bytes a restore of `target` allocates at most: its own and those of the dropped
+    values its recomputation goes through (-1 past _KEPT_WALK of them, or where one has no
+    recipe or is swapped out)."""
+    cdef list todo = [target]
+    cdef set seen = {id(target)}
+    cdef Py_ssize_t total = 0
+    cdef TensorInfo t, i
+    while todo:
+        t = <TensorInfo>todo.pop()
+        if len(seen) > _KEPT_WALK or t.producer is None:
+            return -1
+        total += t.size
+        for i in (<Producer>t.producer).inputs:
+            if id(i) in seen or i.status == PRODUCED or _revivable(i):
+                continue
+            if i.status != DROPPED:
+                return -1
+            seen.add(id(i))
+            todo.append(i)
+    return total
 
 
 cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf) except -1:

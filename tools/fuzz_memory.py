@@ -9,6 +9,11 @@ segfault costs one program); prints them and a JSON line.
     python tools/fuzz_memory.py --programs 3000 --seed 0
     python tools/fuzz_memory.py --programs 1 --seed 1234 --verbose   # one failing program again
     python tools/fuzz_memory.py --seed 1234 --shrink    # its smallest failing program, as steps
+    python tools/fuzz_memory.py --programs 3000 --tighter   # also: half the budget peaks no higher
+
+With --tighter, each DTR program that keeps the other rules runs again under half its
+budget, and a peak above the first run's + the largest op output counts as a violation of
+issue 12's "a tighter budget never gives a higher peak than a looser one".
 
 Program i uses seed S + i, so any failure it prints can be rerun alone.
 """
@@ -29,8 +34,9 @@ import imperative as imp          # noqa: E402  (after the path set-up above)
 import memory_programs as mp      # noqa: E402
 
 
-def fuzz_one(seed, totals, verbose):
-    """Run program `seed` and add what happened to `totals` (a Counter)."""
+def fuzz_one(seed, totals, verbose, tighter=False):
+    """Run program `seed` and add what happened to `totals` (a Counter); `tighter`: the
+    DTR run again under half its budget (see the module's docstring)."""
     chooser = mp.SeededChooser(seed)
     program, setting = mp.draw_program(chooser), mp.draw_setting(chooser)
     level = chooser.choice((0, 2))
@@ -68,6 +74,15 @@ def fuzz_one(seed, totals, verbose):
         report(seed, level, setting, f"peak {managed.peak} passes max(budget {managed.budget}, "
                                      f"floor {managed.stats['peak_floor']}) + largest output "
                                      f"{program.largest_output} by {excess}")
+    elif tighter and setting.dtr:
+        with imp.option("async_level", level):
+            tight = mp.run_program(program, setting, max(1, managed.budget // 2))
+        over = tight.peak - (managed.peak + program.largest_output)
+        if over > 0:
+            totals["tighter_peaked_higher"] += 1
+            report(seed, level, setting, f"under half the budget ({managed.budget // 2}) the "
+                                         f"peak {tight.peak} passes {managed.peak} + largest "
+                                         f"output {program.largest_output} by {over}")
     leaked = mp.leaked_handles(before)
     if leaked:
         totals["leaks"] += 1
@@ -155,28 +170,29 @@ def shrink(seed):
 
 KEYS = ("programs", "dtr_programs", "ops", "drops", "swaps", "refused_swaps", "evictions",
         "recomputes", "swap_outs", "swap_ins", "budget_overshoots", "mismatches",
-        "peak_rule_violations", "exceptions", "leaks", "crashes")
+        "peak_rule_violations", "tighter_peaked_higher", "exceptions", "leaks", "crashes")
 COUNTS = "COUNTS "
 
 
-def run_child(first, count, verbose):
+def run_child(first, count, verbose, tighter):
     """Fuzz seeds first..first+count-1 in this process, one COUNTS line per program."""
     with mp.expected_warnings_ignored():
         for seed in range(first, first + count):
             totals = collections.Counter()
-            fuzz_one(seed, totals, verbose)
+            fuzz_one(seed, totals, verbose, tighter)
             print(COUNTS + json.dumps({"seed": seed, **totals}), flush=True)
         mp.usable()
 
 
-def run_isolated(first, count, verbose, totals):
+def run_isolated(first, count, verbose, tighter, totals):
     """Run the seeds in child processes, so that a crash (a segfault in the runtime) costs
     one program: it is counted and reported, and a new child goes on after it."""
     seed, end = first, first + count
     while seed < end:
         child = subprocess.Popen([sys.executable, __file__, "--child", "--seed", str(seed),
                                   "--programs", str(end - seed)]
-                                 + (["--verbose"] if verbose else []),
+                                 + (["--verbose"] if verbose else [])
+                                 + (["--tighter"] if tighter else []),
                                  stdout=subprocess.PIPE, text=True)
         for line in child.stdout:
             if line.startswith(COUNTS):
@@ -199,23 +215,26 @@ def main(argv=None):
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--shrink", action="store_true",
                         help="shrink program --seed to a minimal failing one and print it")
+    parser.add_argument("--tighter", action="store_true",
+                        help="also run each DTR program under half its budget: never higher")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.shrink:
         return shrink(args.seed)
     if args.child:
-        run_child(args.seed, args.programs, args.verbose)
+        run_child(args.seed, args.programs, args.verbose, args.tighter)
         return 0
     totals = collections.Counter()
     start = time.perf_counter()
-    run_isolated(args.seed, args.programs, args.verbose, totals)
+    run_isolated(args.seed, args.programs, args.verbose, args.tighter, totals)
     summary = {k: totals[k] for k in KEYS}
     summary["seconds"] = round(time.perf_counter() - start, 1)
     for k, v in summary.items():
         print(f"{k:22s} {v}")
     print(json.dumps(summary))
-    failures = sum(summary[k] for k in ("mismatches", "peak_rule_violations", "exceptions",
-                                        "leaks", "crashes"))
+    failures = sum(summary[k] for k in ("mismatches", "peak_rule_violations",
+                                        "tighter_peaked_higher", "exceptions", "leaks",
+                                        "crashes"))
     return 1 if failures else 0
 
 
