@@ -425,6 +425,8 @@ cdef class MemoryManager:
     cdef public SwapSpace swap       # [C/W] swap files: private folders, measured bandwidth
     cdef object _rng                 # [C/W] for sqrt(N) sampling, seeded: reproducible
     cdef list restoring              # [W, or C] the stack of the restore under way, or None
+    cdef bint evicting_off           # [W, or C] make_room passes the budget instead (while a
+                                     #     dying leaf's readers come back: _keeping.pxi)
     cdef dict restore_reads          # [W, or C] its recipes' reads still to come, by key
     cdef public double eviction_seconds  # [C/W]
     cdef public long long overshoots     # [C/W]

@@ -87,16 +87,18 @@ cdef int _bring_back_what_needs(MemoryManager self, TensorInfo leaf) except -1:
     they cost their own bytes instead of its. (A mean of a data batch, evicted just before
     the batch was updated in place, kept the batch's old version, 0.5 MB for 4 bytes, and
     the step peaked a batch above the same program with DTR off: tools/fuzz_memory.py
-    seed 301865.) Each comes back where one op recomputes it from resident values (what
-    that op's outputs add, the peak rules allow any op), or where it and the dead values
-    recomputed on the way fit under the peak so far (and the budget, where that is
-    higher): brought back regardless, an erf and a GELU of a dead SiLU of a dead slice
-    held the slice and the SiLU above the floor for a moment (seed 604371). A swapped-out
-    one comes back from its file: nothing is done then."""
+    seed 301865.) Nothing is evicted for them (make_room passes the budget instead): each
+    comes back where it and the dead values recomputed on the way fit under the budget
+    (or the high water over it), or, the first such only, where one op recomputes it from
+    resident values (what one op's outputs add, the peak rules allow). Brought back
+    regardless, an erf and a GELU of a dead SiLU of a dead slice evicted each other in
+    turn and held the slice and the SiLU above the floor (seed 604371 at async level 2).
+    A swapped-out one comes back from its file: nothing is done then."""
     cdef list evicted = []
     cdef Py_ssize_t total = 0, chain
     cdef TensorInfo t
-    cdef DeviceStats stats = (<Device>leaf.device).stats
+    cdef Device device = <Device>leaf.device
+    cdef bint one_op_above = False      # one brought back past the budget
     if not _needed_by_evicted(leaf, [], evicted):
         return 0
     for t in evicted:
@@ -106,14 +108,19 @@ cdef int _bring_back_what_needs(MemoryManager self, TensorInfo leaf) except -1:
     if total >= leaf.size:
         return 0
     leaf.pins += 1               # (not swapped out meanwhile: it is the one copy)
+    self.evicting_off = True
     try:
         for t in evicted:
             chain = _bytes_to_bring_back(t)
-            if t.status == DROPPED and (chain == t.size or (
-                    chain >= 0 and stats.allocated + chain
-                    <= max(stats.peak_allocated, self.opts.budget))):
+            if t.status != DROPPED or chain < 0:
+                continue
+            if self.fits(chain, device):
+                _restore(self, t)
+            elif chain == t.size and not one_op_above:
+                one_op_above = True
                 _restore(self, t)
     finally:
+        self.evicting_off = False
         leaf.pins -= 1
     return 0
 

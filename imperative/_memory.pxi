@@ -396,6 +396,9 @@ cdef class MemoryManager:
         self.size_pool(threshold)
         if self.fits(needed, device):
             return 0
+        if self.evicting_off:
+            self.overshoot(device, needed + self.reserved, threshold)
+            return 0
         needed += self.reserved      # (another thread's kernel will store that much too)
         if device.stats.allocated <= self.highest_floor:
             if self.reserved_beside and _waited_for_ops_beside(self):    # (_tiny.pxi)
