@@ -36,9 +36,6 @@ cdef extern from "pthread.h" nogil:
     int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
     int pthread_cond_broadcast(pthread_cond_t*)
     int pthread_cond_signal(pthread_cond_t*)
-    ctypedef unsigned long pthread_t
-    pthread_t pthread_self()
-    int pthread_equal(pthread_t, pthread_t)
 
 
 # --------------------------------------------------------------------------- enums
@@ -262,8 +259,6 @@ cdef class Channel:
     cdef int _worker_awake         # nogil: set by the worker once it holds the GIL again
     cdef int _n_waiters            # [C]
     cdef int _caller_running       # [C] a caller runs the queue's commands (_run_queue_here)
-    cdef bint _in_batch            # [C/W] a thread runs queued commands (_run_batch) ...
-    cdef pthread_t _batch_thread   # [C/W] ... this one
     cdef long long _run_by_caller  # [C] commands a waiting caller ran itself (a debug counter)
     cdef int _stopping             # [C]
     cdef int _discarding           # [C] at exit: the worker drops the commands left
@@ -425,8 +420,6 @@ cdef class MemoryManager:
     cdef public SwapSpace swap       # [C/W] swap files: private folders, measured bandwidth
     cdef object _rng                 # [C/W] for sqrt(N) sampling, seeded: reproducible
     cdef list restoring              # [W, or C] the stack of the restore under way, or None
-    cdef bint evicting_off           # [W, or C] make_room passes the budget instead (while a
-                                     #     dying leaf's readers come back: _keeping.pxi)
     cdef dict restore_reads          # [W, or C] its recipes' reads still to come, by key
     cdef public double eviction_seconds  # [C/W]
     cdef public long long overshoots     # [C/W]

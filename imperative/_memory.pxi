@@ -106,8 +106,6 @@ cdef class MemoryManager:
             return False
         if _read_by_a_recipe(info):
             self.forget(info)
-            if self.opts.budget and _runs_commands_alone(self.ch):
-                _bring_back_what_needs(self, info)        # (_keeping.pxi)
             if not self.release_leaf(info):
                 return False
         return True
@@ -178,11 +176,7 @@ cdef class MemoryManager:
         cdef Producer p = info.producer
         if p is not None:
             return (<OpDef>p.op).recomputable
-        if not _read_by_a_recipe(info):
-            return True
-        if self.opts.budget and _runs_commands_alone(self.ch):
-            _bring_back_what_needs(self, info)        # (_keeping.pxi)
-        return _let_go_of_leaf(self, info)
+        return not _read_by_a_recipe(info) or _let_go_of_leaf(self, info)
 
     # ---- running an op (run_managed, and a recomputation; pin, inline, is in _core.pxd)
 
@@ -395,9 +389,6 @@ cdef class MemoryManager:
         cdef Py_ssize_t own = needed
         self.size_pool(threshold)
         if self.fits(needed, device):
-            return 0
-        if self.evicting_off:
-            self.overshoot(device, needed + self.reserved, threshold)
             return 0
         needed += self.reserved      # (another thread's kernel will store that much too)
         if device.stats.allocated <= self.highest_floor:

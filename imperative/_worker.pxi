@@ -152,38 +152,24 @@ cdef int _run_batch(Channel self, list batch, bint check_signals=False) except -
     for Ctrl-C after each: `check_signals`)."""
     cdef Command cmd
     cdef Py_ssize_t i
-    cdef bint was_in_batch = self._in_batch
-    cdef pthread_t was_batch_thread = self._batch_thread
-    self._in_batch, self._batch_thread = True, pthread_self()
-    try:
-        for i in range(len(batch)):
-            if check_signals and i:
-                PyErr_CheckSignals()               # raises KeyboardInterrupt
-            if self._discarding:
-                break
-            cmd = batch[i]
-            # a finished command must not keep records alive while the rest of its batch
-            # runs (they would pin a whole earlier step in memory)
-            batch[i] = None
-            if i + 1 < len(batch) and cmd.kind == CMD_APPLY and cmd.op.epilogue_capable:
-                _plan_epilogue(self, cmd, batch[i + 1])
-            _execute(self, cmd)
-            cmd.epilogue = None
-            cmd = None
-            self._processed += 1
-            if self._n_waiters:
-                _notify_waiters(self)
-    finally:
-        self._in_batch, self._batch_thread = was_in_batch, was_batch_thread
+    for i in range(len(batch)):
+        if check_signals and i:
+            PyErr_CheckSignals()               # raises KeyboardInterrupt
+        if self._discarding:
+            break
+        cmd = batch[i]
+        # a finished command must not keep records alive while the rest of its batch
+        # runs (they would pin a whole earlier step in memory)
+        batch[i] = None
+        if i + 1 < len(batch) and cmd.kind == CMD_APPLY and cmd.op.epilogue_capable:
+            _plan_epilogue(self, cmd, batch[i + 1])
+        _execute(self, cmd)
+        cmd.epilogue = None
+        cmd = None
+        self._processed += 1
+        if self._n_waiters:
+            _notify_waiters(self)
     return 0
-
-
-cdef bint _runs_commands_alone(Channel self):
-    """This thread is the one running queued commands, or no thread runs any and none is
-    queued: what it does cannot interleave with a command's (a restore may run here)."""
-    if self._in_batch:
-        return pthread_equal(pthread_self(), self._batch_thread) != 0
-    return self._processed == self._seq and not self._pending
 
 
 def _worker_main(Channel self):

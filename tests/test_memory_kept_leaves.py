@@ -124,34 +124,3 @@ def test_an_old_version_only_a_drop_by_hand_could_use_goes_as_with_dtr_off(minim
             on = _old_version_left_after_an_update(7)
     gc.collect()
     assert on == off == 0
-
-
-def _left_after_updates_in_place(data):
-    """Bytes allocated once a batch whose mean is held (and evicted under a budget that
-    binds) is updated in place twice, beyond what the updated batch and the mean hold."""
-    x = imp.Tensor(data)
-    mean = x.mean()
-    imp.sync()
-    x[data.shape[0] // 2:] = 2.0
-    x += -0.5
-    left = allocated() - data.nbytes - 4
-    want = data.copy()
-    want[data.shape[0] // 2:] = 2.0
-    np.testing.assert_array_equal(x.numpy(), want + np.float32(-0.5))
-    np.testing.assert_array_equal(mean.numpy(), imp.Tensor(data).mean().numpy())
-    return left
-
-
-@pytest.mark.parametrize("order", ["C", "F"])
-def test_an_evicted_mean_comes_back_before_the_batch_it_reads_is_updated(order):
-    """A mean evicted under a budget needs the batch's old version once the batch is
-    updated in place: the mean (4 bytes) comes back while that version is there, which then
-    goes, as it does with DTR off. (The old version stayed for the mean, and the next update
-    peaked a batch above the same program with DTR off: tools/fuzz_memory.py seed 301865.)"""
-    data = np.random.default_rng(3).standard_normal((429, 305)).astype(np.float32)
-    data = np.asfortranarray(data) if order == "F" else data
-    off = _left_after_updates_in_place(data)
-    with _dtr_budget(data.nbytes + data.nbytes // 2, 0):
-        on = _left_after_updates_in_place(data)
-    gc.collect()
-    assert on == off == 0
