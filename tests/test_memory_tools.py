@@ -1,5 +1,7 @@
-"""tools/storm_sweep.py's check of issue 12's first rule across budgets, and
-tools/peak_rules_jitter.py run end to end on a model of the tests' sets."""
+"""tools/storm_sweep.py's check of issue 12's first rule across budgets,
+tools/peak_rules_jitter.py run end to end on a model of the tests' sets, and
+tools/fuzz_memory.py's check of that rule on random programs."""
+import json
 import os
 import subprocess
 import sys
@@ -53,3 +55,18 @@ def test_the_jittered_peak_rules_tool_names_the_models_it_knows():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2
     assert "model 'nosuch': expected one of" in out.stderr and "memwrite" in out.stderr
+
+
+def test_fuzz_memory_runs_programs_again_under_half_their_budget():
+    """tools/fuzz_memory.py --tighter: each DTR program that keeps the other rules runs again
+    under half its budget (issue 12: a tighter budget never peaks higher)."""
+    tool = os.path.join(TOOLS, "fuzz_memory.py")
+    done = subprocess.run([sys.executable, tool, "--child", "--programs", "12", "--seed",
+                           "5000000", "--tighter"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "FAIL" not in done.stdout, done.stdout + done.stderr
+    counts = [json.loads(line[len("COUNTS "):]) for line in done.stdout.splitlines()
+              if line.startswith("COUNTS ")]
+    assert [c["seed"] for c in counts] == list(range(5000000, 5000012))
+    assert sum(c.get("tighter_runs", 0) for c in counts) == sum(c["dtr_programs"] for c in counts)
+    assert sum(c["dtr_programs"] for c in counts) > 0
+    assert not any(c.get("tighter_peaked_higher") for c in counts)

@@ -77,6 +77,7 @@ def fuzz_one(seed, totals, verbose, tighter=False):
     elif tighter and setting.dtr:
         with imp.option("async_level", level):
             tight = mp.run_program(program, setting, max(1, managed.budget // 2))
+        totals["tighter_runs"] += 1
         over = tight.peak - (managed.peak + program.largest_output)
         if over > 0:
             totals["tighter_peaked_higher"] += 1
@@ -170,7 +171,8 @@ def shrink(seed):
 
 KEYS = ("programs", "dtr_programs", "ops", "drops", "swaps", "refused_swaps", "evictions",
         "recomputes", "swap_outs", "swap_ins", "budget_overshoots", "mismatches",
-        "peak_rule_violations", "tighter_peaked_higher", "exceptions", "leaks", "crashes")
+        "peak_rule_violations", "tighter_runs", "tighter_peaked_higher", "exceptions", "leaks",
+        "crashes")
 COUNTS = "COUNTS "
 
 
