@@ -522,6 +522,14 @@ def peak_over_dtr_off(program, setting, run):
     return max(0, run.peak - (off.peak + program.largest_output)), off.peak
 
 
+def peak_over_a_tighter_budget(program, setting, run):
+    """Run `program` again under `setting` with half the DTR run's budget: (the bytes by
+    which that run's peak passes this one's + the largest output, that run's peak).
+    Issue 12: a tighter budget never gives a higher peak than a looser one."""
+    tight = run_program(program, setting, max(1, run.budget // 2))
+    return max(0, tight.peak - (run.peak + program.largest_output)), tight.peak
+
+
 def usable():
     """The runtime still computes after the program (a small and a worker-sized op)."""
     for n in (3, 100_000):

@@ -76,13 +76,12 @@ def fuzz_one(seed, totals, verbose, tighter=False):
                                      f"{program.largest_output} by {excess}")
     elif tighter and setting.dtr:
         with imp.option("async_level", level):
-            tight = mp.run_program(program, setting, max(1, managed.budget // 2))
+            over, tight_peak = mp.peak_over_a_tighter_budget(program, setting, managed)
         totals["tighter_runs"] += 1
-        over = tight.peak - (managed.peak + program.largest_output)
-        if over > 0:
+        if over:
             totals["tighter_peaked_higher"] += 1
             report(seed, level, setting, f"under half the budget ({managed.budget // 2}) the "
-                                         f"peak {tight.peak} passes {managed.peak} + largest "
+                                         f"peak {tight_peak} passes {managed.peak} + largest "
                                          f"output {program.largest_output} by {over}")
     leaked = mp.leaked_handles(before)
     if leaked:
