@@ -32,6 +32,7 @@ from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF, Py_REFCNT
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.dict cimport PyDict_Next
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from libc.math cimport INFINITY, exp
 from cpython.exc cimport PyErr_CheckSignals
 from libc.string cimport memcpy
