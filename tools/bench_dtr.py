@@ -11,9 +11,14 @@ dropping).
                               [--timeout SECONDS] [--json bench_dtr.json]
                               [--unseen | --fresh | --novel | --heldout | --sixth | --seventh
                                | --eighth | --ninth | --tenth | --eleventh | --twelfth
-                               | --thirteenth]
+                               | --thirteenth | --fourteenth]
 
-With --thirteenth they are the ten of tests/thirteenth_models.py (session 49's, ordinary
+With --fourteenth they are the ten of tests/fourteenth_models.py (models picked for graph
+shapes the other sets lack: a WGAN-GP's backward through a backward, second-order MAML,
+an energy-based model sampled by Langevin steps, Slot Attention, a masked autoencoder, a
+Switch Transformer routing by index_add, an E(n)-equivariant graph network, an unrolled
+Sinkhorn loss, PonderNet halting on values read back, contrastive predictive coding). With
+--thirteenth they are the ten of tests/thirteenth_models.py (session 49's, ordinary
 models on the PyTorch-style layers added that session: a DCGAN, a seq2seq LSTM with Bahdanau
 attention, a GRU forecaster, a GroupNorm denoising autoencoder, a TransformerEncoderLayer
 text classifier, a dilated Conv1d audio net, a U-Net with InstanceNorm2d, SRResNet, a
@@ -89,7 +94,7 @@ from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
 # --unseen / --fresh / ...: a model set of tests/ (tests/<name>_models.py) instead of the zoo
 MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth",
-              "tenth", "eleventh", "twelfth", "thirteenth")
+              "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth")
 MODEL_SET = next((m for m in MODEL_SETS if f"--{m}" in sys.argv), None)
 UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)
