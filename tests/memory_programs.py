@@ -293,17 +293,26 @@ def draw_memory_step(ch, shapes, leaves):
 def draw_program(ch, min_ops=10, max_ops=60):
     leaves = tuple(draw_leaf(ch) for _ in range(ch.integer(1, 4)))
     shapes = {i: leaf.shape for i, leaf in enumerate(leaves)}
-    steps, largest = [], max(nbytes(leaf.shape) for leaf in leaves)
-    n_ops = ch.integer(min_ops, max_ops)
-    slot = len(leaves)
-    while slot < len(leaves) + n_ops:
+    steps, largest = draw_steps(ch, shapes, len(leaves), ch.integer(min_ops, max_ops),
+                                inplace=True)
+    return Program(leaves, tuple(steps), largest)
+
+
+def draw_steps(ch, shapes, leaves, n_ops, inplace):
+    """`n_ops` ops on the live values of `shapes` (slot -> shape, updated as values are
+    made and deleted; the first `leaves` slots are leaves, never deleted), with drops,
+    swaps, deletions and reads among them, and in-place updates where `inplace`. Returns
+    the steps and the largest value's bytes, leaves included."""
+    steps, largest = [], max(nbytes(shape) for shape in shapes.values())
+    slot = leaves
+    while slot < leaves + n_ops:
         if ch.coin(35):
-            step = draw_memory_step(ch, shapes, len(leaves))
+            step = draw_memory_step(ch, shapes, leaves)
             if step is not None:
                 steps.append(step)
             continue
         if ch.coin(10):
-            step = draw_inplace_step(ch, shapes)
+            step = draw_inplace_step(ch, shapes) if inplace else None
             if step is not None:
                 steps.append(step)
             continue
@@ -312,7 +321,7 @@ def draw_program(ch, min_ops=10, max_ops=60):
         shapes[slot] = out
         largest = max(largest, nbytes(out))
         slot += 1
-    return Program(leaves, tuple(steps), largest)
+    return steps, largest
 
 
 def draw_setting(ch):
@@ -514,19 +523,20 @@ def peak_rule_excess(program, run):
     return max(0, run.peak - limit)
 
 
-def peak_over_dtr_off(program, setting, run):
+def peak_over_dtr_off(program, setting, run, runner=run_program):
     """Run `program` again under `setting` with DTR off (the same drops and swaps): (the
     bytes by which the DTR run's peak passes that run's + the largest output, that run's
-    peak). Issue 12: DTR on never peaks above the same program with DTR off."""
-    off = run_program(program, dataclasses.replace(setting, dtr=False))
+    peak). Issue 12: DTR on never peaks above the same program with DTR off. `runner`:
+    run_program, or another kind of program's (grad_programs.run_grad_program)."""
+    off = runner(program, dataclasses.replace(setting, dtr=False))
     return max(0, run.peak - (off.peak + program.largest_output)), off.peak
 
 
-def peak_over_a_tighter_budget(program, setting, run):
+def peak_over_a_tighter_budget(program, setting, run, runner=run_program):
     """Run `program` again under `setting` with half the DTR run's budget: (the bytes by
     which that run's peak passes this one's + the largest output, that run's peak).
     Issue 12: a tighter budget never gives a higher peak than a looser one."""
-    tight = run_program(program, setting, max(1, run.budget // 2))
+    tight = runner(program, setting, max(1, run.budget // 2))
     return max(0, tight.peak - (run.peak + program.largest_output)), tight.peak
 
 

@@ -1,9 +1,11 @@
-"""Hypothesis strategies over memory_programs' generator: its integers drawn by hypothesis,
-so that a failing program shrinks (tests/test_memory_fuzz.py, tests/test_dtr_choice.py)."""
+"""Hypothesis strategies over memory_programs' and grad_programs' generators: their
+integers drawn by hypothesis, so that a failing program shrinks (tests/test_memory_fuzz.py,
+tests/test_dtr_choice.py)."""
 import functools
 
 from hypothesis import strategies as st
 
+import grad_programs as gp
 import memory_programs as mp
 
 
@@ -27,3 +29,8 @@ class DrawChooser(mp.Chooser):
 @st.composite
 def programs(draw, min_ops=10, max_ops=60):
     return mp.draw_program(DrawChooser(draw), min_ops, max_ops)
+
+
+@st.composite
+def grad_programs(draw, min_ops=4, max_ops=30):
+    return gp.draw_grad_program(DrawChooser(draw), min_ops, max_ops)

@@ -10,10 +10,15 @@ segfault costs one program); prints them and a JSON line.
     python tools/fuzz_memory.py --programs 1 --seed 1234 --verbose   # one failing program again
     python tools/fuzz_memory.py --seed 1234 --shrink    # its smallest failing program, as steps
     python tools/fuzz_memory.py --programs 3000 --tighter   # also: half the budget peaks no higher
+    python tools/fuzz_memory.py --programs 3000 --grad      # training programs (autodiff)
 
 With --tighter, each DTR program that keeps the other rules runs again under half its
 budget, and a peak above the first run's + the largest op output counts as a violation of
 issue 12's "a tighter budget never gives a higher peak than a looser one".
+
+With --grad, the programs train (tests/grad_programs.py): the same random ops make a forward
+pass over parameters, GradManager's backward pass and an SGD step follow, a few times; the
+losses, gradients and parameters are read, and the same rules are checked.
 
 Program i uses seed S + i, so any failure it prints can be rerun alone.
 """
@@ -30,15 +35,21 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..")]
 
+import grad_programs as gp       # noqa: E402
 import imperative as imp          # noqa: E402  (after the path set-up above)
 import memory_programs as mp      # noqa: E402
 
+KINDS = {False: (mp.draw_program, mp.run_program),          # --grad: (generator, runner)
+         True: (gp.draw_grad_program, gp.run_grad_program)}
 
-def fuzz_one(seed, totals, verbose, tighter=False):
+
+def fuzz_one(seed, totals, verbose, tighter=False, grad=False):
     """Run program `seed` and add what happened to `totals` (a Counter); `tighter`: the
-    DTR run again under half its budget (see the module's docstring)."""
+    DTR run again under half its budget, `grad`: a training program (see the module's
+    docstring)."""
+    draw, run = KINDS[grad]
     chooser = mp.SeededChooser(seed)
-    program, setting = mp.draw_program(chooser), mp.draw_setting(chooser)
+    program, setting = draw(chooser), mp.draw_setting(chooser)
     level = chooser.choice((0, 2))
     totals["programs"] += 1
     totals["ops"] += program.op_count
@@ -46,8 +57,8 @@ def fuzz_one(seed, totals, verbose, tighter=False):
     before = mp.live_handles()
     try:
         with imp.option("async_level", level):
-            reference = mp.run_program(program)
-            managed = mp.run_program(program, setting, mp.budget_for(setting, reference))
+            reference = run(program)
+            managed = run(program, setting, mp.budget_for(setting, reference))
     except Exception:
         totals["exceptions"] += 1
         report(seed, level, setting, traceback.format_exc(limit=4))
@@ -63,7 +74,7 @@ def fuzz_one(seed, totals, verbose, tighter=False):
     excess = mp.peak_rule_excess(program, managed) if setting.dtr else 0
     if setting.dtr and not excess:       # (the same drops and swaps, DTR off)
         with imp.option("async_level", level):
-            over, off_peak = mp.peak_over_dtr_off(program, setting, managed)
+            over, off_peak = mp.peak_over_dtr_off(program, setting, managed, run)
         if over:
             totals["peak_rule_violations"] += 1
             report(seed, level, setting, f"peak {managed.peak} passes the peak with DTR off "
@@ -76,7 +87,7 @@ def fuzz_one(seed, totals, verbose, tighter=False):
                                      f"{program.largest_output} by {excess}")
     elif tighter and setting.dtr:
         with imp.option("async_level", level):
-            over, tight_peak = mp.peak_over_a_tighter_budget(program, setting, managed)
+            over, tight_peak = mp.peak_over_a_tighter_budget(program, setting, managed, run)
         totals["tighter_runs"] += 1
         if over:
             totals["tighter_peaked_higher"] += 1
@@ -175,17 +186,17 @@ KEYS = ("programs", "dtr_programs", "ops", "drops", "swaps", "refused_swaps", "e
 COUNTS = "COUNTS "
 
 
-def run_child(first, count, verbose, tighter):
+def run_child(first, count, verbose, tighter, grad):
     """Fuzz seeds first..first+count-1 in this process, one COUNTS line per program."""
     with mp.expected_warnings_ignored():
         for seed in range(first, first + count):
             totals = collections.Counter()
-            fuzz_one(seed, totals, verbose, tighter)
+            fuzz_one(seed, totals, verbose, tighter, grad)
             print(COUNTS + json.dumps({"seed": seed, **totals}), flush=True)
         mp.usable()
 
 
-def run_isolated(first, count, verbose, tighter, totals):
+def run_isolated(first, count, verbose, tighter, grad, totals):
     """Run the seeds in child processes, so that a crash (a segfault in the runtime) costs
     one program: it is counted and reported, and a new child goes on after it."""
     seed, end = first, first + count
@@ -193,7 +204,8 @@ def run_isolated(first, count, verbose, tighter, totals):
         child = subprocess.Popen([sys.executable, __file__, "--child", "--seed", str(seed),
                                   "--programs", str(end - seed)]
                                  + (["--verbose"] if verbose else [])
-                                 + (["--tighter"] if tighter else []),
+                                 + (["--tighter"] if tighter else [])
+                                 + (["--grad"] if grad else []),
                                  stdout=subprocess.PIPE, text=True)
         for line in child.stdout:
             if line.startswith(COUNTS):
@@ -218,16 +230,20 @@ def main(argv=None):
                         help="shrink program --seed to a minimal failing one and print it")
     parser.add_argument("--tighter", action="store_true",
                         help="also run each DTR program under half its budget: never higher")
+    parser.add_argument("--grad", action="store_true",
+                        help="training programs: forward, backward and an SGD step")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.shrink:
+        if args.grad:
+            parser.error("--shrink shrinks plain programs only (not --grad)")
         return shrink(args.seed)
     if args.child:
-        run_child(args.seed, args.programs, args.verbose, args.tighter)
+        run_child(args.seed, args.programs, args.verbose, args.tighter, args.grad)
         return 0
     totals = collections.Counter()
     start = time.perf_counter()
-    run_isolated(args.seed, args.programs, args.verbose, args.tighter, totals)
+    run_isolated(args.seed, args.programs, args.verbose, args.tighter, args.grad, totals)
     summary = {k: totals[k] for k in KEYS}
     summary["seconds"] = round(time.perf_counter() - start, 1)
     for k, v in summary.items():
