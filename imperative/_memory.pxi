@@ -452,7 +452,8 @@ cdef class MemoryManager:
         if beside:
             self.reserved_beside -= reserved
         if self.water_device is not None and self.reserved <= self.water_reserved:
-            self.high_water = max(self.water_before, self.water_device.stats.allocated)
+            self.high_water = max(self.water_before, min(
+                self.high_water, self.water_device.stats.peak_allocated))
             self.water_device = None
 
     cdef void floor_now(self, Device device, Py_ssize_t evictable, Py_ssize_t needed):
@@ -477,12 +478,15 @@ cdef class MemoryManager:
 
     cdef void overshoot(self, Device device, Py_ssize_t needed, long long threshold):
         """An op runs past the budget: the high water rises to what it will run with, and
-        settles to what it did run with once the values stored and the reservations open
-        now are let go (release). What an op's room counts may be views that take no
-        memory (a recomputed split's parts, reserved for, and then a copy of the one
-        wanted, reserved for again), and a high water they raised let later ops run above
-        the floor + one op's outputs without evicting (a random training program: 384
-        bytes against a floor of 260 and outputs of 96)."""
+        once its values are stored and the reservations open now are let go (release), it
+        falls to the peak statistic (the most held since it was last reset, this op
+        included), where that is lower. What an op's room counts may
+        be views that take no memory (a recomputed split's parts, reserved for, and then a
+        copy of the one wanted, reserved for again), and a high water they raised let
+        later ops run above the floor + one op's outputs without evicting (a random
+        training program: 384 bytes against a floor of 260 and outputs of 96). The peak,
+        not the memory held once the values are stored: the op may have freed inputs by
+        then."""
         self.overshoots += 1
         if self.budget_in_force():
             if self.water_device is None and device.stats.allocated + needed > self.high_water:

@@ -284,8 +284,8 @@ cdef double _NUMPY_PRODUCT_MACS = NUMPY_PRODUCT_MACS
 
 cdef TensorInfo _host_matmul(Channel ch, OpDef op, TensorInfo a, TensorInfo b):
     """`a @ b` of two small resident float32 matrices on the caller's thread, as _host_ufunc
-    runs an elementwise op: numpy's product, which MatrixMul's direct kernel calls at these
-    sizes (the same bits). None where that does not apply (the general path then runs the
+    runs an elementwise op: numpy's product (matmul_apart), which MatrixMul's direct kernel
+    calls at these sizes (the same bits). None where that does not apply (the general path then runs the
     op, and reports a shape error) or numpy raised."""
     cdef long long t0 = _now_ns() if _profiling else 0
     sa, sb = a.shape, b.shape
@@ -298,7 +298,7 @@ cdef TensorInfo _host_matmul(Channel ch, OpDef op, TensorInfo a, TensorInfo b):
             or 2.0 * m * k * n > _HOST_MAX_FLOPS
             or not (_host_ready(ch, a) and _host_small(ch, elements))):
         return None
-    return _host_run(ch, op, a, b, _np_matmul, b.value, (m, n), _FLOAT32, elements, t0)
+    return _host_run(ch, op, a, b, matmul_apart, b.value, (m, n), _FLOAT32, elements, t0)
 
 
 cdef int _take_value(TensorBase t, object array, tuple shape, object dtype,

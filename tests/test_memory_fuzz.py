@@ -562,3 +562,34 @@ def test_a_high_water_raised_for_views_settles_to_what_the_op_stored():
                          evictee_minimum_size=0)
     with imp.option("async_level", 0):
         check_against_reference(program, setting, gp.run_grad_program, print)
+
+
+def test_a_product_of_a_view_with_its_transpose_is_recomputed_bit_for_bit():
+    """Found by tools/fuzz_memory.py (seed 1304609, shrunk): x @ x.T of a slice, evicted
+    and recomputed after the slice was updated in place, came back with other diagonal
+    bits: numpy takes a matrix times its own transpose (one buffer) as a symmetric update
+    that rounds otherwise, and the recomputation's operands lay apart."""
+    leaves = (mp.Leaf(shape=(40, 409), layout="F", seed=1006997000),
+              mp.Leaf(shape=(512,), layout="transposed", seed=971233261))
+    steps = (mp.Step("op", (0,), "getitem", (((36, None, 3),),), 2),
+             mp.Step("inplace", (0,), "setitem", (((None, None, -1),), -1.5)),
+             mp.Step("op", (2,), "matmul", ("self", True), 6),
+             mp.Step("inplace", (2,), "iadd", ("scalar", -1.0)))
+    program = mp.Program(leaves, steps, 65440)
+    setting = mp.Setting(enable_swap=0, dtr=True, budget_fraction=0.2172, policy="size",
+                         evictee_minimum_size=0)
+    with imp.option("async_level", 0):
+        check_against_reference(program, setting, note=print)
+
+
+@pytest.mark.parametrize("transposed_op", [False, True])
+def test_a_product_has_the_same_bits_whether_its_operands_share_a_buffer(transposed_op):
+    """x @ x.T, one buffer read both ways, gives the bits of x @ (a copy of x).T: what a
+    recomputation that brings one operand back on its own gives."""
+    x = np.random.default_rng(5).standard_normal((40, 409)).astype(np.float32)[36::3]
+    t, apart = imp.Tensor(x), imp.Tensor(x.copy())
+    if transposed_op:
+        same, other = imp.F.matmul(t, t, transpose_b=True), imp.F.matmul(t, apart, transpose_b=True)
+    else:
+        same, other = t @ t.T, t @ apart.T
+    assert same.numpy().tobytes() == other.numpy().tobytes()

@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 from ..dtype import downcast, dtype_promotion
-from .._core import ProductOfTransposed, swap_last_axes
+from .._core import ProductOfTransposed, matmul_apart, swap_last_axes
 from ..backend import native
 from ..backend.epilogue import Epilogue, finish
 from .base import Op, as_buffer, check_arity, reject_quantized
@@ -85,7 +85,7 @@ class MatrixMul(Op):
             return None
         if self.transpose_a or self.transpose_b:
             return ProductOfTransposed(self.transpose_a, self.transpose_b), ()
-        return np.matmul, ()
+        return matmul_apart, ()
 
     def estimate_flops(self, in_shapes, out_shapes):
         """For the memory manager's recompute-cost estimate: 2 x outputs x inner size."""
@@ -114,14 +114,14 @@ class MatrixMul(Op):
     def _product(self, a, b, epilogue):
         if (epilogue is None and a.dtype is b.dtype
                 and (a.ndim != 2 or b.ndim != 2 or _macs(a.shape, b.shape) < native._MIN_MACS)):
-            return as_buffer(np.matmul(a, b))   # numpy's product, which native leaves it
+            return as_buffer(matmul_apart(a, b))   # numpy's product, which native leaves it
         if a.dtype != b.dtype:
             dt = downcast(dtype_promotion([a.dtype, b.dtype]))
             a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)
         # a^T @ b is how a backward pass makes a weight gradient (dy^T @ x), which nothing
         # reads before the optimizer runs, after the rest of the backward pass
         out = native.matmul(a, b, epilogue, streaming=self.transpose_a)
-        return finish(as_buffer(np.matmul(a, b)), epilogue) if out is None else out
+        return finish(as_buffer(matmul_apart(a, b)), epilogue) if out is None else out
 
 
 class BatchedMatrixMul(MatrixMul):
