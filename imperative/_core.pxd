@@ -434,10 +434,6 @@ cdef class MemoryManager:
                                      #     peak the program reaches without the manager
     cdef public long long high_water     # [C/W] the most an op has run with over the budget,
                                          #     since the budget was set (make_room)
-    cdef long long water_before      # [C/W] high_water before an overshoot raised it, and
-    cdef Device water_device         #     its device, until the op's values are stored
-                                     #     (overshoot, release); None: no raise waits
-    cdef long long water_reserved    # [C/W] the bytes reserved when it rose
     cdef public long long reserved   # [C/W] bytes room was made for whose values are not
                                      #     stored yet (a kernel running: reserve, release)
     cdef public long long reserved_beside  # [C/W] those of the caller's ops beside the worker

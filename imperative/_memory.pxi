@@ -59,7 +59,6 @@ cdef class MemoryManager:
         if self.opts.budget != budget:
             self.highest_floor = self.high_water = self.victim_density = 0
             self.live_high = 0
-            self.water_device = None
             self.budget_from = self.ch._seq
         if self.opts.swap:
             # (from the main thread, where signal handlers can be installed: the first
@@ -446,15 +445,9 @@ cdef class MemoryManager:
         return needed
 
     cdef void release(self, Py_ssize_t reserved, bint beside=False):
-        """The values room was reserved for are stored (or the op failed); a high water
-        raised since the reservations open now were made settles (overshoot)."""
         self.reserved -= reserved
         if beside:
             self.reserved_beside -= reserved
-        if self.water_device is not None and self.reserved <= self.water_reserved:
-            self.high_water = max(self.water_before, min(
-                self.high_water, self.water_device.stats.peak_allocated))
-            self.water_device = None
 
     cdef void floor_now(self, Device device, Py_ssize_t evictable, Py_ssize_t needed):
         """What cannot be evicted on `device` now (all but the `evictable` bytes), for the
@@ -477,21 +470,8 @@ cdef class MemoryManager:
         self.peak_floor = self.highest_floor
 
     cdef void overshoot(self, Device device, Py_ssize_t needed, long long threshold):
-        """An op runs past the budget: the high water rises to what it will run with, and
-        once its values are stored and the reservations open now are let go (release), it
-        falls to the peak statistic (the most held since it was last reset, this op
-        included), where that is lower. What an op's room counts may
-        be views that take no memory (a recomputed split's parts, reserved for, and then a
-        copy of the one wanted, reserved for again), and a high water they raised let
-        later ops run above the floor + one op's outputs without evicting (a random
-        training program: 384 bytes against a floor of 260 and outputs of 96). The peak,
-        not the memory held once the values are stored: the op may have freed inputs by
-        then."""
         self.overshoots += 1
         if self.budget_in_force():
-            if self.water_device is None and device.stats.allocated + needed > self.high_water:
-                self.water_before, self.water_device = self.high_water, device
-                self.water_reserved = self.reserved
             self.high_water = max(self.high_water, device.stats.allocated + needed)
         if _overshoot_hook is not None:
             _overshoot_hook(device.stats.allocated, needed, threshold)
