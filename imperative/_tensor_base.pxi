@@ -285,8 +285,8 @@ cdef double _NUMPY_PRODUCT_MACS = NUMPY_PRODUCT_MACS
 cdef TensorInfo _host_matmul(Channel ch, OpDef op, TensorInfo a, TensorInfo b):
     """`a @ b` of two small resident float32 matrices on the caller's thread, as _host_ufunc
     runs an elementwise op: numpy's product (matmul_apart), which MatrixMul's direct kernel
-    calls at these sizes (the same bits). None where that does not apply (the general path then runs the
-    op, and reports a shape error) or numpy raised."""
+    calls at these sizes (the same bits). None where that does not apply (the general path
+    then runs the op, and reports a shape error) or numpy raised."""
     cdef long long t0 = _now_ns() if _profiling else 0
     sa, sb = a.shape, b.shape
     if (sa is None or sb is None or len(sa) != 2 or len(sb) != 2 or a.dtype is not _FLOAT32

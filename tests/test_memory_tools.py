@@ -70,3 +70,20 @@ def test_fuzz_memory_runs_programs_again_under_half_their_budget():
     assert sum(c.get("tighter_runs", 0) for c in counts) == sum(c["dtr_programs"] for c in counts)
     assert sum(c["dtr_programs"] for c in counts) > 0
     assert not any(c.get("tighter_peaked_higher") for c in counts)
+
+
+def test_fuzz_memory_runs_training_programs():
+    """tools/fuzz_memory.py --grad: training programs (forward, GradManager's backward, SGD
+    steps) under the same rules; --shrink refuses them by name."""
+    tool = os.path.join(TOOLS, "fuzz_memory.py")
+    done = subprocess.run([sys.executable, tool, "--child", "--programs", "12", "--seed",
+                           "6000000", "--grad"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "FAIL" not in done.stdout, done.stdout + done.stderr
+    counts = [json.loads(line[len("COUNTS "):]) for line in done.stdout.splitlines()
+              if line.startswith("COUNTS ")]
+    assert [c["seed"] for c in counts] == list(range(6000000, 6000012))
+    assert sum(c["dtr_programs"] for c in counts) > 0
+    assert sum(c.get("evictions", 0) for c in counts) > 0
+    refused = subprocess.run([sys.executable, tool, "--seed", "1", "--shrink", "--grad"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "--shrink shrinks plain programs only" in refused.stderr
