@@ -319,9 +319,13 @@ cdef inline int _store_result(Channel self, OpDef op, TensorInfo out, object r, 
         # sums and products round.
         layout = _layout_of(r)
         if 2 * layout.nbytes <= shared.nbytes:
-            # (room for the copy: the recomputation made room for the view's own bytes,
-            # and a strided view's copy spans its gaps too)
-            self.mm.make_room(layout.nbytes, out.device)
+            # (room for what the copy takes beyond the view's own bytes, for which the
+            # recomputation reserved room already: a strided view's copy spans its gaps
+            # too. Room for the whole copy counted those bytes twice, and the high water
+            # it raised let later ops pass the floor + one op's outputs: a recomputed
+            # split's part in a random training program, 384 bytes against 356)
+            if layout.nbytes > out.size:
+                self.mm.make_room(layout.nbytes - out.size, out.device)
             return self._adopt(out, _value_from_span(_span_of(r, layout).copy(), layout), None)
     return self._set_value(out, r, shared)
 

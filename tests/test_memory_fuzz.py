@@ -541,6 +541,29 @@ def test_a_restore_that_brings_views_back_beside_one_ends():
     assert not {"mismatches", "peak_rule_violations", "exceptions", "leaks"} & set(counts)
 
 
+
+def test_a_recomputed_view_copied_makes_room_only_for_what_the_copy_adds():
+    """Found by tools/fuzz_memory.py --grad (seed 18438, shrunk): a backward pass recomputes
+    one part of a split (a view: its bytes reserved) and copies it, and the copy made room
+    for all its bytes again: counted twice, they raised the high water above anything
+    held, and later ops ran up to it without evicting: a peak of 384 bytes against
+    max(budget 181, floor 260) + the largest output, 96."""
+    leaf = mp.Leaf(shape=(2, 3, 1), layout="F", seed=1156193980)
+    steps = (mp.Step("op", (0,), "hardsigmoid", (), 1),
+             mp.Step("op", (0, 1), "concat", (0,), 2),
+             mp.Step("op", (2, 2), "maximum", ("tensor",), 3),
+             mp.Step("op", (2, 3), "concat", (0,), 5),
+             mp.Step("op", (5,), "max", (0, True), 10),
+             mp.Step("op", (10,), "getitem", (((None, None, -1), (1, None, 1), (0, None, 3)),), 13),
+             mp.Step("op", (13,), "mean", (2, False), 22),
+             mp.Step("op", (22,), "softmax", (1,), 26))
+    program = gp.GradProgram(params=(leaf,), inputs=(), steps=steps, loss=(26,), train_steps=1,
+                             momentum=0.0, largest_output=96)
+    setting = mp.Setting(enable_swap=0, dtr=True, budget_fraction=0.22955, policy="size",
+                         evictee_minimum_size=0)
+    with imp.option("async_level", 0):
+        check_against_reference(program, setting, gp.run_grad_program, print)
+
 def test_a_product_of_a_view_with_its_transpose_is_recomputed_bit_for_bit():
     """Found by tools/fuzz_memory.py (seed 1304609, shrunk): x @ x.T of a slice, evicted
     and recomputed after the slice was updated in place, came back with other diagonal
