@@ -73,42 +73,26 @@ def execute(program, setting, result):
     inputs = [imp.Tensor(leaf.array()) for leaf in program.inputs]
     gm = GradManager().attach(params)
     opt = optim.SGD(params, lr=LR, momentum=program.momentum)
-    imp.sync()
-    imp.reset_peak_memory_stats()
-    before = imp.memory_stats()
-    for t in range(program.train_steps):
-        with gm:
-            loss = _forward(program, setting, result, params + inputs, t)
-            gm.backward(loss)
-        result.reads.append((f"loss {t}", np.array(loss.numpy())))
-        del loss
+    with mp.measured(result):
+        for t in range(program.train_steps):
+            with gm:
+                loss = _forward(program, setting, result, params + inputs, t)
+                gm.backward(loss)
+            result.reads.append((f"loss {t}", np.array(loss.numpy())))
+            del loss
+            for i, p in enumerate(params):
+                grad = np.zeros(0, np.float32) if p.grad is None else np.array(p.grad.numpy())
+                result.reads.append((f"grad {t}.{i}", grad))
+            opt.step()
+            opt.clear_grad()
         for i, p in enumerate(params):
-            grad = np.zeros(0, np.float32) if p.grad is None else np.array(p.grad.numpy())
-            result.reads.append((f"grad {t}.{i}", grad))
-        opt.step()
-        opt.clear_grad()
-    for i, p in enumerate(params):
-        result.reads.append((f"param {i}", np.array(p.numpy())))
-    imp.sync()
-    after = imp.memory_stats()
-    result.peak = after["peak_allocated"]
-    result.stats = {k: after[k] - before[k] for k in mp.COUNTED}
-    result.stats["peak_floor"] = after["peak_floor"]
+            result.reads.append((f"param {i}", np.array(p.numpy())))
 
 
 def _forward(program, setting, result, leaves, t):
     """One forward pass: the loss, the rest of its values dead when it returns."""
     values = dict(enumerate(leaves))
-    for step in program.steps:
-        if step.kind == "op":
-            values[step.out] = mp.apply_op(step, values)
-        elif step.kind == "del":
-            del values[step.args[0]]
-        elif step.kind == "read":
-            result.reads.append((f"read {t}.{step.args[0]}",
-                                 np.array(values[step.args[0]].numpy())))
-        else:
-            mp.run_memory_step(step, values[step.args[0]], setting, result)
+    mp.run_steps(program.steps, values, setting, result, read_prefix=f"{t}.")
     loss = values[program.loss[0]].mean()
     for slot in program.loss[1:]:
         loss = loss + values[slot].mean()
@@ -117,11 +101,4 @@ def _forward(program, setting, result, leaves, t):
 
 def run_grad_program(program, setting=None, budget=0):
     """Train `program` with everything off (setting None) or under `setting` and `budget`."""
-    result = mp.RunResult(reads=[], budget=budget)
-    with mp.expected_warnings_ignored():
-        if setting is None:
-            execute(program, None, result)
-        else:
-            with mp.managed(setting, budget):
-                execute(program, setting, result)
-    return result
+    return mp.run_program(program, setting, budget, execute)

@@ -416,10 +416,16 @@ def execute(program, setting, result):
     """Run the steps; every value read lands in `result.reads`. Returns nothing: the
     tensors die when this returns (what is left at the end is read first)."""
     values = {i: imp.Tensor(leaf.array()) for i, leaf in enumerate(program.leaves)}
-    imp.sync()
-    imp.reset_peak_memory_stats()
-    before = imp.memory_stats()
-    for step in program.steps:
+    with measured(result):
+        run_steps(program.steps, values, setting, result)
+        for slot in sorted(values):
+            result.reads.append((f"kept {slot}", np.array(values[slot].numpy())))
+
+
+def run_steps(steps, values, setting, result, read_prefix=""):
+    """Run `steps` on `values` (slot -> Tensor, updated); a value read lands in
+    `result.reads` as "read <read_prefix><slot>"."""
+    for step in steps:
         if step.kind == "op":
             values[step.out] = apply_op(step, values)
         elif step.kind == "inplace":
@@ -427,11 +433,20 @@ def execute(program, setting, result):
         elif step.kind == "del":
             del values[step.args[0]]
         elif step.kind == "read":
-            result.reads.append((f"read {step.args[0]}", np.array(values[step.args[0]].numpy())))
+            result.reads.append((f"read {read_prefix}{step.args[0]}",
+                                 np.array(values[step.args[0]].numpy())))
         else:
             run_memory_step(step, values[step.args[0]], setting, result)
-    for slot in sorted(values):
-        result.reads.append((f"kept {slot}", np.array(values[slot].numpy())))
+
+
+@contextlib.contextmanager
+def measured(result):
+    """The peak statistics reset, the body run, and in `result` its peak, the change of the
+    COUNTED counters and the floor (the body's values made before it count as held)."""
+    imp.sync()
+    imp.reset_peak_memory_stats()
+    before = imp.memory_stats()
+    yield
     imp.sync()
     after = imp.memory_stats()
     result.peak = after["peak_allocated"]
@@ -469,15 +484,16 @@ def expected_warnings_ignored():
         yield
 
 
-def run_program(program, setting=None, budget=0):
-    """Run `program` with everything off (setting None) or under `setting` and `budget`."""
+def run_program(program, setting=None, budget=0, executor=execute):
+    """Run `program` with everything off (setting None) or under `setting` and `budget`;
+    `executor(program, setting, result)` runs it (execute, or another kind of program's)."""
     result = RunResult(reads=[], budget=budget)
     with expected_warnings_ignored():
         if setting is None:
-            execute(program, None, result)
+            executor(program, None, result)
         else:
             with managed(setting, budget):
-                execute(program, setting, result)
+                executor(program, setting, result)
     return result
 
 

@@ -541,7 +541,6 @@ def test_a_restore_that_brings_views_back_beside_one_ends():
     assert not {"mismatches", "peak_rule_violations", "exceptions", "leaks"} & set(counts)
 
 
-
 def test_a_recomputed_view_copied_makes_room_only_for_what_the_copy_adds():
     """Found by tools/fuzz_memory.py --grad (seed 18438, shrunk): a backward pass recomputes
     one part of a split (a view: its bytes reserved) and copies it, and the copy made room
@@ -563,6 +562,7 @@ def test_a_recomputed_view_copied_makes_room_only_for_what_the_copy_adds():
                          evictee_minimum_size=0)
     with imp.option("async_level", 0):
         check_against_reference(program, setting, gp.run_grad_program, print)
+
 
 def test_a_product_of_a_view_with_its_transpose_is_recomputed_bit_for_bit():
     """Found by tools/fuzz_memory.py (seed 1304609, shrunk): x @ x.T of a slice, evicted

@@ -57,16 +57,26 @@ def test_the_jittered_peak_rules_tool_names_the_models_it_knows():
     assert "model 'nosuch': expected one of" in out.stderr and "memwrite" in out.stderr
 
 
-def test_fuzz_memory_runs_programs_again_under_half_their_budget():
-    """tools/fuzz_memory.py --tighter: each DTR program that keeps the other rules runs again
-    under half its budget (issue 12: a tighter budget never peaks higher)."""
-    tool = os.path.join(TOOLS, "fuzz_memory.py")
-    done = subprocess.run([sys.executable, tool, "--child", "--programs", "12", "--seed",
-                           "5000000", "--tighter"], capture_output=True, text=True, timeout=300)
+FUZZ_MEMORY = os.path.join(TOOLS, "fuzz_memory.py")
+
+
+def fuzzed_without_failure(seed, flag, programs=12):
+    """tools/fuzz_memory.py on `programs` programs from `seed`, in a child process, with
+    `flag`: each program's counts, none of them a failure."""
+    done = subprocess.run([sys.executable, FUZZ_MEMORY, "--child", "--programs", str(programs),
+                           "--seed", str(seed), flag], capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0 and "FAIL" not in done.stdout, done.stdout + done.stderr
     counts = [json.loads(line[len("COUNTS "):]) for line in done.stdout.splitlines()
               if line.startswith("COUNTS ")]
-    assert [c["seed"] for c in counts] == list(range(5000000, 5000012))
+    assert [c["seed"] for c in counts] == list(range(seed, seed + programs))
+    return counts
+
+
+def test_fuzz_memory_runs_programs_again_under_half_their_budget():
+    """tools/fuzz_memory.py --tighter: each DTR program that keeps the other rules runs again
+    under half its budget (issue 12: a tighter budget never peaks higher)."""
+    counts = fuzzed_without_failure(5000000, "--tighter")
     assert sum(c.get("tighter_runs", 0) for c in counts) == sum(c["dtr_programs"] for c in counts)
     assert sum(c["dtr_programs"] for c in counts) > 0
     assert not any(c.get("tighter_peaked_higher") for c in counts)
@@ -75,15 +85,9 @@ def test_fuzz_memory_runs_programs_again_under_half_their_budget():
 def test_fuzz_memory_runs_training_programs():
     """tools/fuzz_memory.py --grad: training programs (forward, GradManager's backward, SGD
     steps) under the same rules; --shrink refuses them by name."""
-    tool = os.path.join(TOOLS, "fuzz_memory.py")
-    done = subprocess.run([sys.executable, tool, "--child", "--programs", "12", "--seed",
-                           "6000000", "--grad"], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "FAIL" not in done.stdout, done.stdout + done.stderr
-    counts = [json.loads(line[len("COUNTS "):]) for line in done.stdout.splitlines()
-              if line.startswith("COUNTS ")]
-    assert [c["seed"] for c in counts] == list(range(6000000, 6000012))
+    counts = fuzzed_without_failure(6000000, "--grad")
     assert sum(c["dtr_programs"] for c in counts) > 0
     assert sum(c.get("evictions", 0) for c in counts) > 0
-    refused = subprocess.run([sys.executable, tool, "--seed", "1", "--shrink", "--grad"],
+    refused = subprocess.run([sys.executable, FUZZ_MEMORY, "--seed", "1", "--shrink", "--grad"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--shrink shrinks plain programs only" in refused.stderr
