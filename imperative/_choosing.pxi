@@ -1,37 +1,38 @@
 # Included by _core.pyx: MemoryManager.choose's search for the evictable candidate with the
 # lowest score. Module functions that take the manager as `self`.
-from libcpp.algorithm cimport make_heap as _make_heap, pop_heap as _pop_heap
+from libcpp.algorithm cimport (make_heap as _make_heap, pop_heap as _pop_heap,
+                               push_heap as _push_heap)
 from libcpp.pair cimport pair
 
-ctypedef pair[double, Py_ssize_t] _Bound      # (a score's lower bound, position in pool)
-                                              # (negated both in a heap: the lowest on top)
+ctypedef pair[double, Py_ssize_t] _Bound      # (a score's lower bound, position in pool),
+                                              # negated both in a heap: the lowest on top,
+                                              # and among equal ones the first in the pool
 
 
 @cython.final
 cdef class Ranking:
-    """One round of evictions' candidates (make_room's snapshot, `pool`), ordered by the
-    policy's cheap lower bound of their scores, made once for the round: a round that
-    evicts four values (an LSTM's, most of its rounds) looked at every candidate four
-    times. The bounds hold for the whole round: a candidate's cost, size and gap do not
-    change while a round evicts, except the gap of a base kept for its evicted readers
-    (_gap_of_evicted_readers), which only shrinks as more are evicted, so that its bound
-    only grows; that gap is taken afresh for its score. Nor does the policy's dearer
-    bound (score_bound) fall while a round only evicts (h_DTR^eq's: the evicted classes
-    around a candidate only grow), nor its full score: the higher found is the candidate's
-    bound from then on (an LSTM at 0.5 P scored 10 candidates in full a choice, now 6).
+    """One round of evictions' candidates (make_room's snapshot, `pool`), each in a heap by
+    a lower bound of its score, made once for the round: a round that evicts four values
+    (an LSTM's, most of its rounds) looked at every candidate four times. A candidate's
+    cost, size and gap do not change while a round evicts, except the gap of a base kept
+    for its evicted readers (_gap_of_evicted_readers), which only shrinks as more are
+    evicted, so that its bound only grows; that gap is taken afresh for its score. Nor,
+    as a rule, do the policy's dearer bound (score_bound) and its full score fall while a
+    round only evicts (h_DTR^eq's: the evicted classes around a candidate grow), so that
+    the dearest found stays the candidate's key for the round. (Classes merged around an
+    LSTM's gate can lower its full score by a fraction of a percent: then the choice is
+    the lowest of the keys, not of the scores.)
 
-    Each choice walks the candidates in that order from the front, each taken from a heap
-    only the first time a choice reaches it: a choice looks at half of an LSTM's
-    candidates, and popping each from a heap and pushing it back, choice after choice, was
-    a fifth of the choosing, sorting them all each round a tenth. A candidate whose
-    dearer bound rules it out is passed over with one look at `dear_bounds`."""
+    A choice takes the top of the heap and makes its key dearer (the cheap bound, then
+    score_bound, then the full score) until a full score still comes first: the lowest,
+    in a few walks (_best_of). Each choice walked the candidates in the order of their
+    cheap bounds instead, scoring in full each whose bound had not passed the best score
+    found so far: an LSTM at 0.3 P took 12 full scores a choice, now 7."""
     cdef list pool
     cdef vector[long long] gaps
-    cdef vector[double] dear_bounds      # score_bound or score once found this round, else -inf
-    cdef vector[char] out                # chosen in this round: not looked at again
-    cdef vector[_Bound] read_heap, unread_heap   # those no choice has reached yet
-    cdef vector[_Bound] read, unread     # taken from those in order: ascending bounds
-    cdef size_t read_from, unread_from   # entries before these are out or no longer resident
+    cdef vector[char] bounded            # its key is score_bound's, or a full score's
+    cdef vector[char] out                # chosen in this round, pinned, or no longer resident
+    cdef vector[_Bound] read_heap, unread_heap   # (key, position) of the candidates in play
     cdef Py_ssize_t evictable_bytes      # of those evictable when ranked (make_room's floor)
     cdef Py_ssize_t read_evictable_bytes  # of those some op has read since they were made
     cdef bint tiers_merged               # read and unread ones compete by score (see choose)
@@ -63,7 +64,7 @@ cdef Ranking _rank(MemoryManager self, Device device, list pool):
     cdef Py_ssize_t nbytes
     r.pool = pool
     r.gaps.resize(len(pool))
-    r.dear_bounds.resize(len(pool), -INFINITY)      # (-inf: no bound known)
+    r.bounded.resize(len(pool), 0)
     r.out.resize(len(pool), 0)
     cdef list counted = []           # (storages evicted with their views: once each)
     r.groups = {}
@@ -121,21 +122,19 @@ def last_choice_merged_tiers():
 cdef TensorInfo _lowest_score(MemoryManager self, Device device, Ranking r):
     """The evictable candidate of the ranking with the lowest score (the first in its pool
     among equal ones); one no op has read yet only where no read one is evictable, unless
-    the round's tiers are merged (see choose). The full scores (h_DTR^eq's walks of the
-    evicted neighbourhood) are taken in increasing order of the bounds, until a bound
-    passes the best score found: the choice of scoring them all, in a fraction of the
-    walks (a GRU's 340 candidates, scored in the pool's order, took 60 us a choice, 6.5 ms
-    of a 250 ms step at 0.5 P)."""
+    the round's tiers are merged (see choose). Full scores (h_DTR^eq's walks of the
+    evicted neighbourhood) are taken lowest key first, until one comes first against every
+    other key: the choice of scoring them all, in a fraction of the walks (a GRU's 340
+    candidates, scored in the pool's order, took 60 us a choice, 6.5 ms of a 250 ms step
+    at 0.5 P)."""
     global _last_choice_merged
     cdef double best_score = 0, unread_score = 0
     cdef Py_ssize_t best_k = -1, unread_k = -1
     _last_choice_merged = r.tiers_merged
-    cdef TensorInfo best = _best_of(self, device, r, r.read_heap, r.read, r.read_from,
-                                    &best_score, &best_k)
+    cdef TensorInfo best = _best_of(self, device, r, r.read_heap, &best_score, &best_k)
     cdef TensorInfo unread = None
     if best is None or r.tiers_merged:
-        unread = _best_of(self, device, r, r.unread_heap, r.unread, r.unread_from,
-                          &unread_score, &unread_k)
+        unread = _best_of(self, device, r, r.unread_heap, &unread_score, &unread_k)
     if unread is not None and (best is None or unread_score < best_score):
         best, best_k = unread, unread_k     # (a tie goes to the read one)
     if best is not None:
@@ -144,56 +143,67 @@ cdef TensorInfo _lowest_score(MemoryManager self, Device device, Ranking r):
 
 
 cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
-                         vector[_Bound]& heap, vector[_Bound]& ranked, size_t& first,
-                         double* best_score_out, Py_ssize_t* best_k_out):
-    """The lowest-scoring evictable candidate of `ranked` and then of `heap` (see
-    _lowest_score), with its score and position in the pool; those looked at and not
-    chosen stay for the round's next choice, with the dearer bound found. `first`: where
-    the entries of `ranked` still in the round begin."""
-    cdef TensorInfo best = None, info
-    cdef double score, best_score = 0, bound
-    cdef Py_ssize_t k, best_k = 0
+                         vector[_Bound]& heap, double* best_score_out,
+                         Py_ssize_t* best_k_out):
+    """The lowest-scoring evictable candidate of `heap` (see _lowest_score), with its score
+    and position in the pool, or None. The top entry's key is made dearer, cheap bound to
+    score_bound to full score, and it goes back with it, until a full score comes first
+    against every other key (the one chosen goes back too: the caller leaves it out of the
+    round by `r.out` if it is taken). A candidate not evictable now is out of the round
+    when it is pinned or read next, which no eviction changes, and back after the choice
+    when it shares its storage (evicting the views cut from it may free it)."""
+    cdef TensorInfo info
+    cdef double key, score
+    cdef Py_ssize_t k
     cdef long long gap
-    cdef size_t j = first
-    cdef bint leading = True            # every entry before j is out of the round
-    while j < ranked.size() or not heap.empty():
-        if j == ranked.size():          # (the next lowest bound, from the heap)
-            _pop_heap(heap.begin(), heap.end())
-            ranked.push_back(_Bound(-heap.back().first, -heap.back().second))
-            heap.pop_back()
-        bound, k = ranked[j].first, ranked[j].second
-        j += 1
-        if best is not None and bound > best_score:
-            break
+    cdef vector[_Bound] passed
+    cdef _Bound entry
+    cdef TensorInfo best = None
+    while not heap.empty():
+        _pop_heap(heap.begin(), heap.end())
+        entry = heap.back()
+        heap.pop_back()
+        key, k = -entry.first, -entry.second
         if r.out[k]:
-            if leading:
-                first = j
             continue
-        if best is not None and r.dear_bounds[k] > best_score:
-            leading = False
-            continue    # (its score is at least that bound: it cannot win, nor tie)
         info = <TensorInfo>r.pool[k]
-        if info.status != PRODUCED:     # (evicted in this round)
+        if info.status != PRODUCED:         # (evicted in this round)
             r.out[k] = 1
-            if leading:
-                first = j
             continue
-        leading = False
         if not _may_evict(self, info, device, r.groups):
+            if _shares_storage(info):
+                passed.push_back(entry)
+            else:
+                r.out[k] = 1
             continue
         gap = self.gap(info) if info.ghost_kept else r.gaps[k]
-        if best is not None:
-            if r.dear_bounds[k] == -INFINITY:
-                r.dear_bounds[k] = self.policy.score_bound(info, gap)
-            if r.dear_bounds[k] > best_score:
+        if not r.bounded[k]:
+            r.bounded[k] = 1
+            score = max(key, self.policy.score_bound(info, gap))
+            if not heap.empty() and not _comes_first(score, k, heap.front()):
+                _push_key(heap, score, k)
                 continue
         score = _eviction_score(self, info, gap, device, r.groups)     # (_sharing.pxi)
-        r.dear_bounds[k] = max(r.dear_bounds[k], score)
-        if best is None or score < best_score or (score == best_score and k < best_k):
-            best, best_score, best_k = info, score, k
-    best_score_out[0] = best_score
-    best_k_out[0] = best_k
+        _push_key(heap, max(key, score), k)
+        if heap.front().second == -k or _comes_first(score, k, heap.front()):
+            best = info
+            best_score_out[0] = score
+            best_k_out[0] = k
+            break
+    for entry in passed:
+        heap.push_back(entry)
+        _push_heap(heap.begin(), heap.end())
     return best
+
+
+cdef inline bint _comes_first(double score, Py_ssize_t k, _Bound& entry):
+    """(score, k) before a heap entry's (key, position): lower, or equal and earlier."""
+    return score < -entry.first or (score == -entry.first and k <= -entry.second)
+
+
+cdef inline void _push_key(vector[_Bound]& heap, double key, Py_ssize_t k):
+    heap.push_back(_Bound(-key, -k))
+    _push_heap(heap.begin(), heap.end())
 
 
 def candidate_scores():
