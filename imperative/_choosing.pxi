@@ -19,9 +19,11 @@ cdef class Ranking:
     evicted, so that its bound only grows; that gap is taken afresh for its score. Nor,
     as a rule, do the policy's dearer bound (score_bound) and its full score fall while a
     round only evicts (h_DTR^eq's: the evicted classes around a candidate grow), so that
-    the dearest found stays the candidate's key for the round. (Classes merged around an
-    LSTM's gate can lower its full score by a fraction of a percent: then the choice is
-    the lowest of the keys, not of the scores.)
+    the dearest found stays the candidate's key for the round. (Not quite always: where
+    the walk of the evicted ancestors stops at _ANCESTOR_WALK, a victim it meets first
+    leaves a later ancestor to be counted by its class, which may be counted already, and
+    a recurrence's full score fell so by 0.6-1% while a round evicted; an unbounded walk
+    made every choice the brute-force one. Then a near tie may go to the higher score.)
 
     A choice takes the top of the heap and makes its key dearer (the cheap bound, then
     score_bound, then the full score) until a full score still comes first: the lowest,

@@ -2,9 +2,12 @@
 full score among the evictable candidates some op has read (among the others when none
 has, or among all where the round's read ones could not make its room: then a read one
 before an unread one of equal score), the first in the manager's order among equal ones.
-The manager takes it from bounds ranked once per round of evictions, popped until one
-loses; this checks, over random programs and each policy, that the shortcut never changes
-the choice. At async level 0, so
+The manager keeps each candidate in a heap by a lower bound of its score for the round,
+made dearer (cheap bound, dearer bound, full score) until a full score comes first; this
+checks, over random programs and each policy, that the shortcut never changes the choice.
+(The shortcut trusts a full score found earlier in the round as a bound: a score that falls
+while the round evicts, as a long recurrence's can by a fraction of a percent where its
+ancestors' walk is cut short, may let a near tie go the other way.) At async level 0, so
 that no op is queued between a round's ranking and its choices."""
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
