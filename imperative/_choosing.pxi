@@ -33,7 +33,7 @@ cdef class Ranking:
     cdef list pool
     cdef vector[long long] gaps
     cdef vector[char] bounded            # its key is score_bound's, or a full score's
-    cdef vector[char] out                # chosen in this round, pinned, or no longer resident
+    cdef vector[char] out                # chosen this round, pinned, read next, or gone
     cdef vector[_Bound] read_heap, unread_heap   # (key, position) of the candidates in play
     cdef Py_ssize_t evictable_bytes      # of those evictable when ranked (make_room's floor)
     cdef Py_ssize_t read_evictable_bytes  # of those some op has read since they were made
@@ -187,7 +187,7 @@ cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
                 continue
         score = _eviction_score(self, info, gap, device, r.groups)     # (_sharing.pxi)
         _push_key(heap, max(key, score), k)
-        if heap.front().second == -k or _comes_first(score, k, heap.front()):
+        if _comes_first(score, k, heap.front()):     # (true where it is the front itself)
             best = info
             best_score_out[0] = score
             best_k_out[0] = k
