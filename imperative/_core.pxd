@@ -410,6 +410,10 @@ cdef class MemoryManager:
     # [C/W] Leaves (no producer) whose tensors are gone but whose value an evicted tensor
     # needs to come back: {address: weak reference}; freed as soon as none does (sweep_kept)
     cdef public dict kept
+    # [C/W] Leaves that died under a budget and were kept: {address: weak reference}, for
+    # the next op to see whether the evicted tensors that need them are small enough to
+    # bring back instead (_free_leaves_of_small_readers)
+    cdef dict kept_since_op
     cdef long long deaths_since_sweep  # [C/W]
     cdef long long sweep_after       # [C/W] deaths between sweeps: grows with a sweep's work
     cdef public long long clock      # [C/W] logical: one tick per op run

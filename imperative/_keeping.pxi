@@ -83,34 +83,101 @@ cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
 
 cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf) except -1:
     """MemoryManager.release_leaf's decision: True, after cutting the recipes of the
-    tensors that reach `leaf`, when no evicted tensor needs it and those tensors could not
-    be evicted for more bytes than it holds with the other kept leaves they read (twice as
-    many where only drops by hand could take them)."""
+    tensors that reach `leaf`, when no evicted tensor needs it and keeping it would not pay
+    (_keeping_leaf_pays)."""
     cdef list frontier = []
-    cdef Py_ssize_t by_budget = 0, by_hand = 0, cost
-    if _needed_by_evicted(leaf, frontier):
+    if _needed_by_evicted(leaf, frontier) or _keeping_leaf_pays(self, leaf, frontier, 0):
         return False
-    _evictable_frontier_bytes(self, frontier, &by_budget, &by_hand)
+    for info in frontier:
+        self.cut(<TensorInfo>info)
+    return True
+
+
+cdef bint _keeping_leaf_pays(MemoryManager self, TensorInfo leaf, list frontier,
+                             Py_ssize_t more_candidates) except -1:
+    """Whether the tensors whose recipes reach `leaf` (the `frontier`, and
+    `more_candidates` bytes of evicted ones about to come back as candidates) could be
+    evicted for at least twice the bytes it holds with the other kept leaves they read."""
+    cdef Py_ssize_t evictable = more_candidates + _evictable_frontier_bytes(self, frontier)
+    cdef Py_ssize_t cost
     # What keeping it buys needs the other dead leaves those recipes read kept too: a
     # concatenation of two data batches is evictable only while both stay, for no byte
     # saved (a prototypical network's support and query sets, kept each for the
     # concatenation the encoder reads: 1.07x the step's peak under a budget never
     # reached).
     cost = leaf.size + _kept_leaves_read(self, frontier, leaf)
-    # Under a budget the manager evicts its candidates itself once it binds. Dropped by
-    # hand alone, nothing says they ever will be: such tensors count only where dropping
-    # them would free at least twice the leaf's bytes, so that what it may buy is at least
-    # what it costs. (An old gradient, kept for the clipped one of its size and the norm's
-    # scalar, 4 bytes more, held all gradients twice over the update: an AdamW MLP with
-    # gradient clipping, 1.13x its peak with enable_drop. Values under the evictee minimum
-    # are no candidates: counted as the budget's, an in-place update's old version stayed
-    # for a 5 KiB product that only a drop by hand could take, and that drop's restore
-    # peaked above the same program with DTR off.)
-    if (by_budget > cost and self.opts.budget) or by_budget + by_hand >= 2 * cost:
+    # They count only where evicting them would free at least twice the leaf's bytes, so
+    # that what keeping it may buy is at least what it costs, whether the budget or a drop
+    # by hand would evict them. (An old gradient, kept for the clipped one of its size and
+    # the norm's scalar, 4 bytes more, held all gradients twice over the update: an AdamW
+    # MLP with gradient clipping, 1.13x its peak with enable_drop. Under a budget, a
+    # tensor's old value after an in-place update stayed for the new value and a 4-byte
+    # mean, and held its bytes twice from then on: 1.4x the peak with DTR off. Values
+    # under the evictee minimum are no candidates: counted as the budget's, an in-place
+    # update's old version stayed for a 5 KiB product that only a drop by hand could
+    # take, and that drop's restore peaked above the same program with DTR off.)
+    return evictable >= 2 * cost
+
+
+# Evicted tensors brought back at once so that a dead leaf they alone held can go: at most
+# this many (_readers_brought_back)
+cdef Py_ssize_t _READERS_BROUGHT_BACK = 8
+
+
+cdef int _free_leaves_of_small_readers(MemoryManager self) except -1:
+    """[W, or C running an op, the worker idle] Before the next op runs: the leaves kept as
+    they died under a budget (`kept_since_op`) go where their evicted readers are small
+    enough to bring back (_readers_brought_back)."""
+    cdef dict pending = self.kept_since_op
+    cdef TensorInfo leaf
+    self.kept_since_op = {}
+    for key, ref in pending.items():
+        leaf = ref()
+        if (leaf is not None and not _alive(leaf) and leaf.status == PRODUCED
+                and key in self.kept and _readers_brought_back(self, leaf)):
+            self.kept.pop(key, None)
+            self.ch._finish_delete(leaf)
+    return 0
+
+
+cdef bint _readers_brought_back(MemoryManager self, TensorInfo leaf) except -1:
+    """[W, or C running an op, the worker idle] `leaf` (no producer) is dead or dying, and
+    under a budget evicted tensors need it: where they, with the dead records between,
+    hold at most half its bytes, bring them back and let it go as release_leaf would
+    (True). Kept, a dead leaf costs all its bytes for as long as any such reader stays
+    evicted, more than turning the budget off: a 4-byte mean of a 0.5 MiB tensor, evicted
+    as the budget bound, held the tensor's old value after an in-place update for the
+    rest of the program (1.4x the peak of the same program with DTR off; 2x where the
+    update could not write over it). Where the readers are larger, keeping the leaf is
+    the cheaper way to have them back (the DTR paper keeps every input of an evicted
+    tensor); and where the tensors reaching it would make keeping it worth its bytes once
+    they are back (_keeping_leaf_pays), bringing them back buys nothing."""
+    cdef list evicted = [], frontier = [], brought = []
+    cdef Py_ssize_t gone = 0, more = 0
+    cdef TensorInfo info
+    if self.opts.budget == 0:
         return False
-    for info in frontier:
-        self.cut(<TensorInfo>info)
-    return True
+    _needed_by_evicted(leaf, frontier, evicted, &gone)
+    if not evicted or len(evicted) > _READERS_BROUGHT_BACK or 2 * gone > leaf.size:
+        return False
+    for info in evicted:
+        if info.size >= self.opts.min_evictee:
+            more += info.size
+    if _keeping_leaf_pays(self, leaf, frontier, more):
+        return False
+    if _decision_hook is not None:
+        _decision_hook("bring_back", leaf, self.clock)
+    leaf.pins += 1
+    try:
+        for info in evicted:
+            _restore(self, info)
+            info.pins += 1        # (until the leaf went: evicted again, it needs it)
+            brought.append(info)
+        return leaf.status == PRODUCED and _let_go_of_leaf(self, leaf)
+    finally:
+        leaf.pins -= 1
+        for info in brought:
+            info.pins -= 1
 
 
 cdef int _KEPT_WALK = 64        # records _kept_leaves_read looks at, at most
@@ -141,20 +208,20 @@ cdef Py_ssize_t _kept_leaves_read(MemoryManager self, list frontier, TensorInfo 
     return total
 
 
-cdef void _evictable_frontier_bytes(MemoryManager self, list frontier,
-                                    Py_ssize_t* by_budget, Py_ssize_t* by_hand):
+cdef Py_ssize_t _evictable_frontier_bytes(MemoryManager self, list frontier):
     """Bytes of the held records that could be evicted now: the candidates, which a budget
-    evicts (`by_budget`), and with enable_drop the other resident ones with a recipe,
-    which only `_drop()` takes (any size: `by_hand`). (Not those still to be made: the
-    output of the op that reads a dying leaf last had better take the leaf's memory in
-    place, as it does with recording off.)"""
+    evicts, and with enable_drop the other resident ones with a recipe, which only
+    `_drop()` takes (any size). (Not those still to be made: the output of the op that
+    reads a dying leaf last had better take the leaf's memory in place, as it does with
+    recording off.)"""
     cdef TensorInfo info
+    cdef Py_ssize_t total = 0
     cdef bint dropping = self.opts.drop
     for info in frontier:
-        if _key(info) in self.candidates:
-            by_budget[0] += info.size
-        elif dropping and info.status == PRODUCED and info.producer is not None:
-            by_hand[0] += info.size
+        if _key(info) in self.candidates or (
+                dropping and info.status == PRODUCED and info.producer is not None):
+            total += info.size
+    return total
 
 
 cdef int _let_idle_leaves_go(MemoryManager self, Device device) except -1:

@@ -43,6 +43,7 @@ cdef class MemoryManager:
         self.policy = DTREqPolicy()
         self.candidates = {}
         self.kept = {}
+        self.kept_since_op = {}
         self.sweep_after = _MIN_SWEEP_INTERVAL
         self.swap = SwapSpace()
         import random as _random
@@ -107,6 +108,8 @@ cdef class MemoryManager:
         if _read_by_a_recipe(info):
             self.forget(info)
             if not self.release_leaf(info):
+                if self.opts.budget:
+                    self.kept_since_op[_key(info)] = _weakref.ref(info)
                 return False
         return True
 
@@ -122,6 +125,8 @@ cdef class MemoryManager:
             self.pass_queued_ops()
         self.pin(cmd.inputs)
         try:
+            if self.kept_since_op:
+                _free_leaves_of_small_readers(self)     # (_keeping.pxi)
             for info in cmd.inputs:
                 if info.status == DROPPED or info.status == SWAPPED:
                     _restore(self, info)
@@ -146,6 +151,8 @@ cdef class MemoryManager:
         cdef TensorInfo info
         self.pin(inputs)
         try:
+            if self.kept_since_op and self.ch._processed == self.ch._seq:   # (worker idle)
+                _free_leaves_of_small_readers(self)
             return self.reserve(needed, device, True) if needed else 0
         except BaseException:
             for info in inputs:
@@ -172,11 +179,13 @@ cdef class MemoryManager:
         recorded producer reads it. A leaf some recipe still reads holds the only copy of
         its value: yes when what its death would decide right after (release_leaf) lets
         it go, decided now, so that an optimizer writes a parameter's and its momentum's
-        new value over the old one, as it does with recording off."""
+        new value over the old one, as it does with recording off; under a budget, after
+        bringing back the small evicted tensors that alone needed it."""
         cdef Producer p = info.producer
         if p is not None:
             return (<OpDef>p.op).recomputable
-        return not _read_by_a_recipe(info) or _let_go_of_leaf(self, info)
+        return (not _read_by_a_recipe(info) or _let_go_of_leaf(self, info)
+                or _readers_brought_back(self, info))
 
     # ---- running an op (run_managed, and a recomputation; pin, inline, is in _core.pxd)
 
@@ -273,13 +282,15 @@ cdef class MemoryManager:
     cdef bint release_leaf(self, TensorInfo leaf) except -1:
         """`leaf` (a value without producer: data, an RNG result, a parameter's old value)
         has no tensor left, but recorded recipes read it. Its value is the only copy. It
-        stays while an evicted tensor needs it to come back, or while the tensors whose
-        recipes reach it could be evicted and are together larger than it and the other
-        kept leaves they read (keeping it is then the cheaper way to keep them evictable:
-        a batch norm's old running mean, which its output's recipe reads; not for readers
-        of its own size, an accumulator's next value: evicting them would only trade its
-        bytes for theirs; not for a concatenation of it and another dead batch). Otherwise those
-        tensors, all resident or about to be, stop being recomputable and the value goes
+        stays while an evicted tensor needs it to come back (unless those are small beside
+        it: the next op brings them back, _free_leaves_of_small_readers), or while the
+        tensors whose recipes reach it could be evicted and are together at least twice as
+        large as it and the other kept leaves they read (keeping it is then the cheaper way
+        to keep them evictable: a batch norm's old running mean, which its output's recipe
+        reads; not for readers of about its own size, an accumulator's next value:
+        evicting them would only trade its bytes for theirs; not for a concatenation of it
+        and another dead batch). Otherwise those tensors, all resident or about to be, stop
+        being recomputable and the value goes
         (a parameter's old value after the update, which only the step's loss still
         reaches). True then: the recipes still reading it are those of dead records that
         no tensor reaches any more, and nothing recomputes those. (Held for them, an

@@ -216,15 +216,18 @@ cdef list _consumer_output_list(TensorInfo info):
     return held
 
 
-cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None) except -1:
+cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
+                             Py_ssize_t* gone_bytes=NULL) except -1:
     """Walk forward from `leaf` over the recipes that read it, through dead records (which
     would be recomputed on the way), to the records something still holds. True when one
     of those is evicted (dropped or swapped out): it needs `leaf` to come back. Otherwise
     `frontier` gets the held records, all resident or about to be. With `evicted`, the walk
-    goes on past the first such record and collects them all there. (The walk keeps
-    borrowed pointers in a C vector, as _consumer_outputs allows, and marks the records it
-    reached with its number: with a set of keys and a list, the walks from the bases a
-    GRU keeps, through its unrolled sequence, were a third of its time choosing victims.)"""
+    goes on past the first such record and collects them all there, and `gone_bytes` (if
+    given) gets the bytes of every record it passed that is not resident: at most what
+    bringing them all back would hold. (The walk keeps borrowed pointers in a C vector,
+    as _consumer_outputs allows, and marks the records it reached with its number: with
+    a set of keys and a list, the walks from the bases a GRU keeps, through its unrolled
+    sequence, were a third of its time choosing victims.)"""
     global _walks
     cdef vector[PyObject*] stack, outs
     cdef TensorInfo r, out
@@ -243,6 +246,8 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None) 
                 continue
             out.walk_mark = walk
             if out.status == DROPPED or out.status == SWAPPED:
+                if gone_bytes != NULL:
+                    gone_bytes[0] += out.size
                 if _alive(out):
                     if evicted is None:
                         return True
