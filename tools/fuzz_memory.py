@@ -107,17 +107,19 @@ def report(seed, level, setting, what):
     print(f"FAIL seed {seed} (async {level}, {setting}): {what}", flush=True)
 
 
-def fails(program, setting, level, repeats=3):
+def fails(program, setting, level, repeats=3, grad=False):
     """What goes wrong in every one of `repeats` runs ("mismatch", "peak", "peak over DTR
     off", or None): a failure at async level 2 can depend on timing, and shrinking must not
-    chase luck."""
+    chase luck. `grad`: a training program."""
+    run = KINDS[grad][1]
     kinds = None
     for _ in range(repeats):
         with imp.option("async_level", level):
-            reference = mp.run_program(program)
-            managed = mp.run_program(program, setting, mp.budget_for(setting, reference))
+            reference = run(program)
+            managed = run(program, setting, mp.budget_for(setting, reference))
             # (the run with DTR off at the same level: fuzz_one's)
-            over_dtr_off = setting.dtr and mp.peak_over_dtr_off(program, setting, managed)[0]
+            over_dtr_off = setting.dtr and mp.peak_over_dtr_off(program, setting, managed,
+                                                                run)[0]
         found = set()
         if mp.mismatches(reference.reads, managed.reads):
             found.add("mismatch")
@@ -132,7 +134,8 @@ def fails(program, setting, level, repeats=3):
 
 
 def without_step(program, index):
-    """`program` less step `index`, and less every later step that reads what it made."""
+    """`program` less step `index`, and less every later step that reads what it made (a
+    training program also less the loss terms it made; None where none would be left)."""
     gone = {program.steps[index].out} if program.steps[index].kind == "op" else set()
     steps = []
     for k, step in enumerate(program.steps):
@@ -143,37 +146,52 @@ def without_step(program, index):
                 gone.add(step.out)
             continue
         steps.append(step)
-    return dataclasses.replace(program, steps=tuple(steps))
+    if not hasattr(program, "loss"):
+        return dataclasses.replace(program, steps=tuple(steps))
+    loss = tuple(slot for slot in program.loss if slot not in gone)
+    return dataclasses.replace(program, steps=tuple(steps), loss=loss) if loss else None
 
 
-def shrink(seed):
+def simpler_programs(program):
+    """Candidates one step simpler than `program`: fewer training steps, then each step
+    removed (the last first)."""
+    if getattr(program, "train_steps", 1) > 1:
+        yield dataclasses.replace(program, train_steps=program.train_steps - 1)
+    for index in reversed(range(len(program.steps))):
+        candidate = without_step(program, index)
+        if candidate is not None:
+            yield candidate
+
+
+def shrink(seed, grad=False):
     """Print the smallest program (steps removed one at a time, simpler settings tried)
     that still fails as program `seed` does."""
+    draw = KINDS[grad][0]
     chooser = mp.SeededChooser(seed)
-    program, setting = mp.draw_program(chooser), mp.draw_setting(chooser)
+    program, setting = draw(chooser), mp.draw_setting(chooser)
     level = chooser.choice((0, 2))
     with mp.expected_warnings_ignored():
-        kinds = fails(program, setting, level)
+        kinds = fails(program, setting, level, grad=grad)
         if not kinds:
             print(f"seed {seed}: does not fail")
             return 1
         for simpler in (dataclasses.replace(setting, dtr=False),
                         dataclasses.replace(setting, enable_swap=0)):
-            if (fails(program, simpler, level) or set()) >= kinds:
+            if (fails(program, simpler, level, grad=grad) or set()) >= kinds:
                 setting = simpler
-        if level and (fails(program, setting, 0) or set()) >= kinds:
+        if level and (fails(program, setting, 0, grad=grad) or set()) >= kinds:
             level = 0
         shrunk = True
         while shrunk:
             shrunk = False
-            for index in reversed(range(len(program.steps))):
-                if index >= len(program.steps):
-                    continue
-                candidate = without_step(program, index)
-                if (fails(candidate, setting, level) or set()) >= kinds:
+            for candidate in simpler_programs(program):
+                if (fails(candidate, setting, level, grad=grad) or set()) >= kinds:
                     program, shrunk = candidate, True
+                    break
     print(f"seed {seed} shrunk ({', '.join(sorted(kinds))}): async {level}, {setting}")
-    print(f"leaves = {program.leaves!r}")
+    for field in dataclasses.fields(program):
+        if field.name != "steps":
+            print(f"{field.name} = {getattr(program, field.name)!r}")
     print("steps = [")
     for step in program.steps:
         print(f"    {step!r},")
@@ -237,9 +255,7 @@ def main(argv=None):
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.shrink:
-        if args.grad:
-            parser.error("--shrink shrinks plain programs only (not --grad)")
-        return shrink(args.seed)
+        return shrink(args.seed, args.grad)
     if args.child:
         run_child(args.seed, args.programs, args.verbose, args.tighter, args.grad)
         return 0
