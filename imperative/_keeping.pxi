@@ -143,22 +143,25 @@ cdef int _free_leaves_of_small_readers(MemoryManager self) except -1:
 cdef bint _readers_brought_back(MemoryManager self, TensorInfo leaf) except -1:
     """[W, or C running an op, the worker idle] `leaf` (no producer) is dead or dying, and
     under a budget evicted tensors need it: where they, with the dead records between,
-    hold at most half its bytes, bring them back and let it go as release_leaf would
-    (True). Kept, a dead leaf costs all its bytes for as long as any such reader stays
-    evicted, more than turning the budget off: a 4-byte mean of a 0.5 MiB tensor, evicted
-    as the budget bound, held the tensor's old value after an in-place update for the
-    rest of the program (1.4x the peak of the same program with DTR off; 2x where the
-    update could not write over it). Where the readers are larger, keeping the leaf is
-    the cheaper way to have them back (the DTR paper keeps every input of an evicted
-    tensor); and where the tensors reaching it would make keeping it worth its bytes once
-    they are back (_keeping_leaf_pays), bringing them back buys nothing."""
+    hold no more bytes than it, bring them back and let it go as release_leaf would
+    (True): from then on they hold no more than it would have, and an update in place
+    writes over it, as with the budget off. Kept, a dead leaf costs all its bytes for as
+    long as any such reader stays evicted, more than turning the budget off: a 4-byte mean
+    of a 0.5 MiB tensor, evicted as the budget bound, held the tensor's old value after an
+    in-place update for the rest of the program (1.4x the peak of the same program with
+    DTR off; 2x where the update could not write over it), and a 1 MiB product of a
+    1 MiB tensor made the update copy it, and the product's read back held 3 MiB where
+    DTR off held 2 (tools/fuzz_memory.py --seed 913691). Where the readers are larger,
+    keeping the leaf is the cheaper way to have them back (the DTR paper keeps every input
+    of an evicted tensor); and where the tensors reaching it would make keeping it worth
+    its bytes once they are back (_keeping_leaf_pays), bringing them back buys nothing."""
     cdef list evicted = [], frontier = [], brought = []
     cdef Py_ssize_t gone = 0, more = 0
     cdef TensorInfo info
     if self.opts.budget == 0:
         return False
     _needed_by_evicted(leaf, frontier, evicted, &gone)
-    if not evicted or len(evicted) > _READERS_BROUGHT_BACK or 2 * gone > leaf.size:
+    if not evicted or len(evicted) > _READERS_BROUGHT_BACK or gone > leaf.size:
         return False
     for info in evicted:
         if info.size >= self.opts.min_evictee:

@@ -282,7 +282,7 @@ cdef class MemoryManager:
     cdef bint release_leaf(self, TensorInfo leaf) except -1:
         """`leaf` (a value without producer: data, an RNG result, a parameter's old value)
         has no tensor left, but recorded recipes read it. Its value is the only copy. It
-        stays while an evicted tensor needs it to come back (unless those are small beside
+        stays while an evicted tensor needs it to come back (unless those hold no more than
         it: the next op brings them back, _free_leaves_of_small_readers), or while the
         tensors whose recipes reach it could be evicted and are together at least twice as
         large as it and the other kept leaves they read (keeping it is then the cheaper way

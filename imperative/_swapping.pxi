@@ -55,6 +55,12 @@ cdef bint _swap_out(MemoryManager self, TensorInfo info, str reason) except -1:
     return True
 
 
+cdef Py_ssize_t _swapped_bytes(TensorInfo info):
+    """The bytes reading `info` back allocates: the span of its strides."""
+    cdef SwapLayout layout = info.swap_layout
+    return info.size if layout is None else max(layout.nbytes, info.size)
+
+
 cdef int _swap_in(MemoryManager self, TensorInfo info) except -1:
     """Read the value back with the layout it left with; on any error it stays
     swapped out (OSError naming the file and the reason)."""

@@ -593,3 +593,52 @@ def test_a_product_has_the_same_bits_whether_its_operands_share_a_buffer(transpo
     else:
         same, other = t @ t.T, t @ apart.T
     assert same.numpy().tobytes() == other.numpy().tobytes()
+
+
+def test_a_strided_view_read_back_from_its_swap_file_makes_room_for_its_span():
+    """Found by tools/fuzz_memory.py (seed 907621, shrunk): a view of every other column
+    of a 0.5 MiB value, 3 KiB of elements, swapped out once it alone held the value's
+    storage, comes back with its gaps (its strides, so that later reductions keep their
+    bits): 0.35 MiB, for which the restore made room for 3 KiB only, and the peak passed
+    max(budget, floor) + the largest output."""
+    leaves = (mp.Leaf(shape=(106, 1236), layout="F", seed=704453486),
+              mp.Leaf(shape=(), layout="transposed", seed=1282484043),
+              mp.Leaf(shape=(38, 3, 71), layout="strided", seed=1851653009))
+    steps = (mp.Step("op", (0,), "getitem", (((32, None, 1), (1217, None, 2)),), 3),
+             mp.Step("op", (2, 2), "concat", (2,), 4),
+             mp.Step("op", (4,), "getitem", (((6, None, 2),),), 5),
+             mp.Step("op", (4, 4), "concat", (2,), 6),
+             mp.Step("op", (6,), "transpose", ((0, 1, 2),), 9),
+             mp.Step("op", (3,), "reshape", ((20, 37),), 11),
+             mp.Step("inplace", (4,), "iadd", ("scalar", -1.5)),
+             mp.Step("inplace", (0,), "setitem", (((74, None, 1), (1232, None, 1)), 2.0)),
+             mp.Step("drop", (9,)),
+             mp.Step("swap_out", (3,)))
+    program = mp.Program(leaves, steps, 524064)
+    setting = mp.Setting(enable_swap=1, dtr=True, budget_fraction=0.37015, policy="size",
+                         evictee_minimum_size=0)
+    with imp.option("async_level", 0), mp.expected_warnings_ignored():
+        check_against_reference(program, setting, note=print)
+
+
+@pytest.mark.parametrize("async_level", [0, 2])
+def test_an_update_in_place_of_a_value_an_evicted_product_of_its_size_reads(async_level):
+    """Found by tools/fuzz_memory.py (seed 913691, shrunk): a 1 MiB product of a 1 MiB
+    value, evicted as the budget bound, kept the value's old version through an update in
+    place, which then copied it, and reading the product back held 3 MiB where DTR off
+    held 2. The product comes back before the update and the old version goes."""
+    leaves = (mp.Leaf(shape=(), layout="transposed", seed=207487922),
+              mp.Leaf(shape=(), layout="C", seed=1088206490),
+              mp.Leaf(shape=(262144,), layout="transposed", seed=1985479721))
+    steps = (mp.Step("op", (2,), "multiply", ("scalar", 1.0, False), 5),
+             mp.Step("op", (0,), "max", (None, True), 6),
+             mp.Step("drop", (0,)),
+             mp.Step("op", (6,), "gelu", (), 12),
+             mp.Step("drop", (12,)),
+             mp.Step("inplace", (2,), "setitem", (((114644, None, 3),), 1.5)),
+             mp.Step("op", (12,), "exp", (), 26))
+    program = mp.Program(leaves, steps, 1048576)
+    setting = mp.Setting(enable_swap=0, dtr=True, budget_fraction=0.41955, policy="dtr_eq",
+                         evictee_minimum_size=65536)
+    with imp.option("async_level", async_level), mp.expected_warnings_ignored():
+        check_against_reference(program, setting, note=print)
