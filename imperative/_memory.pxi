@@ -284,19 +284,18 @@ cdef class MemoryManager:
         has no tensor left, but recorded recipes read it. Its value is the only copy. It
         stays while an evicted tensor needs it to come back (unless those hold no more than
         it: the next op brings them back, _free_leaves_of_small_readers), or while the
-        tensors whose recipes reach it could be evicted and are together at least twice as
-        large as it and the other kept leaves they read (keeping it is then the cheaper way
-        to keep them evictable: a batch norm's old running mean, which its output's recipe
-        reads; not for readers of about its own size, an accumulator's next value:
-        evicting them would only trade its bytes for theirs; not for a concatenation of it
-        and another dead batch). Otherwise those tensors, all resident or about to be, stop
-        being recomputable and the value goes
-        (a parameter's old value after the update, which only the step's loss still
-        reaches). True then: the recipes still reading it are those of dead records that
-        no tensor reaches any more, and nothing recomputes those. (Held for them, an
-        Inception net's branch outputs, read by the dead concatenation behind the logits
-        that the backward pass keeps, stayed until the step ended: 1.13x the peak of the
-        same step with record_computing_path off.)"""
+        tensors whose recipes reach it could be evicted and are together larger than it and
+        the other kept leaves they read (keeping it is then the cheaper way to keep them
+        evictable: a batch norm's old running mean, which its output's recipe reads; not
+        for readers of its own size, an accumulator's next value: evicting them would only
+        trade its bytes for theirs; not for a concatenation of it and another dead batch).
+        Otherwise those tensors, all resident or about to be, stop being recomputable and
+        the value goes (a parameter's old value after the update, which only the step's
+        loss still reaches). True then: the recipes still reading it are those of dead
+        records that no tensor reaches any more, and nothing recomputes those. (Held for
+        them, an Inception net's branch outputs, read by the dead concatenation behind the
+        logits that the backward pass keeps, stayed until the step ended: 1.13x the peak
+        of the same step with record_computing_path off.)"""
         if not _let_go_of_leaf(self, leaf):
             self.kept[_key(leaf)] = _weakref.ref(leaf)
             return False

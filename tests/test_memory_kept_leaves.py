@@ -126,22 +126,6 @@ def test_an_old_version_only_a_drop_by_hand_could_use_goes_as_with_dtr_off(minim
     assert on == off == 0
 
 
-def test_a_leaf_read_by_its_next_version_and_a_scalar_goes_when_its_tensor_does(
-        budget_never_reached):
-    """Its readers hold its bytes and 4 more: keeping it would trade its bytes for theirs
-    once the budget binds, for nothing; kept, it held its bytes twice (the old and the new
-    version) from then on. A leaf stays only for readers that evicting would free at
-    least twice its bytes for."""
-    [batch] = (imp.Tensor(b) for b in _batches(1))
-    total, shifted = batch.sum(), batch - 0.5
-    before = allocated()
-    del batch
-    assert allocated() == before - N * 4
-    [want] = _batches(1)
-    np.testing.assert_array_equal(shifted.numpy(), want - np.float32(0.5))
-    assert total.numpy() == np.sum(want)
-
-
 def _update_after_a_mean_peak(async_level, budget):
     """The peak of a mean of a 0.5 MiB Fortran-ordered tensor, its in-place update and one
     more op, under `budget` (None: DTR off; the mean, 4 bytes, is evicted as the budget
