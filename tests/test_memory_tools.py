@@ -1,6 +1,7 @@
 """tools/storm_sweep.py's check of issue 12's first rule across budgets,
 tools/peak_rules_jitter.py run end to end on a model of the tests' sets, and
 tools/fuzz_memory.py's check of that rule on random programs."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -84,10 +85,29 @@ def test_fuzz_memory_runs_programs_again_under_half_their_budget():
 
 def test_fuzz_memory_runs_training_programs():
     """tools/fuzz_memory.py --grad: training programs (forward, GradManager's backward, SGD
-    steps) under the same rules; --shrink refuses them by name."""
+    steps) under the same rules; --shrink takes them too, and says so of one that keeps
+    them."""
     counts = fuzzed_without_failure(6000000, "--grad")
     assert sum(c["dtr_programs"] for c in counts) > 0
     assert sum(c.get("evictions", 0) for c in counts) > 0
-    refused = subprocess.run([sys.executable, FUZZ_MEMORY, "--seed", "1", "--shrink", "--grad"],
-                             capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 2 and "--shrink shrinks plain programs only" in refused.stderr
+    shrunk = subprocess.run([sys.executable, FUZZ_MEMORY, "--seed", "6000000", "--shrink",
+                             "--grad"], capture_output=True, text=True, timeout=120)
+    assert shrunk.returncode == 1 and "seed 6000000: does not fail" in shrunk.stdout
+
+
+def test_shrinking_a_training_program_removes_a_step_with_what_reads_it_and_its_loss():
+    """A step removed takes every later step reading what it made, and the loss terms it
+    made; a program left with no loss term is no candidate; fewer training steps are."""
+    import fuzz_memory
+    import grad_programs as gp
+    import memory_programs as mp
+    leaf = mp.Leaf(shape=(4,), layout="C", seed=1)
+    steps = (mp.Step("op", (0,), "exp", (), 1), mp.Step("op", (1,), "tanh", (), 2),
+             mp.Step("op", (0,), "sin", (), 3))
+    program = gp.GradProgram(params=(leaf,), inputs=(), steps=steps, loss=(2, 3),
+                             train_steps=2, momentum=0.0, largest_output=16)
+    candidates = list(fuzz_memory.simpler_programs(program))
+    assert candidates[0] == dataclasses.replace(program, train_steps=1)
+    by_steps = {c.steps: c.loss for c in candidates[1:]}
+    assert by_steps == {steps[:2]: (2,), (steps[0], steps[2]): (3,), (steps[2],): (3,)}
+    assert fuzz_memory.without_step(dataclasses.replace(program, loss=(2,)), 0) is None
