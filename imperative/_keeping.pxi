@@ -81,12 +81,16 @@ cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
     return best
 
 
-cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf) except -1:
+cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf,
+                         bint bring_back=False) except -1:
     """MemoryManager.release_leaf's decision: True, after cutting the recipes of the
     tensors that reach `leaf`, when no evicted tensor needs it and keeping it would not pay
-    (_keeping_leaf_pays)."""
+    (_keeping_leaf_pays). With `bring_back`, where evicted tensors need it, what
+    _readers_brought_back decides."""
     cdef list frontier = []
-    if _needed_by_evicted(leaf, frontier) or _keeping_leaf_pays(self, leaf, frontier, 0):
+    if _needed_by_evicted(leaf, frontier):
+        return bring_back and _readers_brought_back(self, leaf)
+    if _keeping_leaf_pays(self, leaf, frontier, 0):
         return False
     for info in frontier:
         self.cut(<TensorInfo>info)

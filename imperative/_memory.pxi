@@ -184,8 +184,7 @@ cdef class MemoryManager:
         cdef Producer p = info.producer
         if p is not None:
             return (<OpDef>p.op).recomputable
-        return (not _read_by_a_recipe(info) or _let_go_of_leaf(self, info)
-                or _readers_brought_back(self, info))
+        return not _read_by_a_recipe(info) or _let_go_of_leaf(self, info, True)
 
     # ---- running an op (run_managed, and a recomputation; pin, inline, is in _core.pxd)
 
