@@ -14,9 +14,10 @@ cdef class Ranking:
     """One round of evictions' candidates (make_room's snapshot, `pool`), each in a heap by
     a lower bound of its score, made once for the round: a round that evicts four values
     (an LSTM's, most of its rounds) looked at every candidate four times. A candidate's
-    cost, size and gap do not change while a round evicts, except the gap of a base kept
-    for its evicted readers (_gap_of_evicted_readers), which only shrinks as more are
-    evicted, so that its bound only grows; that gap is taken afresh for its score. Nor,
+    cost, size and gap do not change while a round evicts, except the gap of a value only
+    recipes read (_gap_of_evicted_readers: a base kept for its evicted readers, a dead
+    value kept), which only shrinks as more are evicted, so that its bound only grows;
+    that gap is taken afresh for its score. Nor,
     as a rule, do the policy's dearer bound (score_bound) and its full score fall while a
     round only evicts (h_DTR^eq's: the evicted classes around a candidate grow), so that
     the dearest found stays the candidate's key for the round. (Not quite always: where
@@ -178,7 +179,7 @@ cdef TensorInfo _best_of(MemoryManager self, Device device, Ranking r,
             else:
                 r.out[k] = 1
             continue
-        gap = self.gap(info) if info.ghost_kept else r.gaps[k]
+        gap = self.gap(info) if _read_through_evicted(info) else r.gaps[k]
         if not r.bounded[k]:
             r.bounded[k] = 1
             score = max(key, self.policy.score_bound(info, gap))

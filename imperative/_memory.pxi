@@ -548,13 +548,15 @@ cdef class MemoryManager:
         that reads it; with none, at least to the end of the queue, and at least its
         staleness (ops since its last read: the DTR paper's stand-in for the distance to the
         next use, all there is at async level 0; alone, a pooled U-Net feature read by four
-        backward ops in a row was evicted between each two of them)."""
+        backward ops in a row was evicted between each two of them). A value only recipes
+        read is read when the first evicted tensor that needs it is (_keeping.pxi:
+        _gap_of_evicted_readers), where that is sooner."""
         _pass_reads(info, self.running)
         if self.restore_reads and self.restore_reads.get(_key(info), 0) > 0:
             return 1
         if info.queued_reads_from < info.queued_reads.size():
             return max(info.queued_reads[info.queued_reads_from] - self.running, 1)
-        if info.ghost_kept:
+        if _read_through_evicted(info):
             return _gap_of_evicted_readers(self, info)
         return max(self.clock - info.last_use, self.queued_to - self.running, 1)
 
