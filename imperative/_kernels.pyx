@@ -345,10 +345,15 @@ def layer_norm_grad(x, dy, weight, float eps):
     """Layer norm's gradients for C-contiguous 2-D float32 x and dy (rows normalised) and the
     weight (float32, one value per column, or None): dx, and with a weight (dw, db) as
     float32, summed over the rows in double. The statistics are layer_norm_rows' own."""
-    _check_same_size("layer_norm_grad", x, ("dy",), (dy,))
-    if x.ndim != 2 or dy.shape != x.shape:
-        raise ValueError(f"layer_norm_grad: x and dy must be 2-D of one shape, got {x.shape} "
-                         f"and {dy.shape}")
+    if not (isinstance(x, np.ndarray) and isinstance(dy, np.ndarray) and x.ndim == 2
+            and dy.shape == x.shape):
+        raise ValueError(f"layer_norm_grad: x and dy must be 2-D arrays of one shape, got "
+                         f"{getattr(x, 'shape', type(x))} and {getattr(dy, 'shape', type(dy))}")
+    # (dx is the array written: x and dy are only read and may be read-only, as a row cut
+    # from a broadcast is; checked as the written array, x made the gradient of such a
+    # layer norm's input fail)
+    dx = np.empty(x.shape, np.float32)
+    _check_same_size("layer_norm_grad", dx, ("x", "dy"), (x, dy))
     cdef long rows = x.shape[0], size = x.shape[1]
     cdef size_t pw = 0, pdw = 0, pdb = 0
     dw = db = None
@@ -358,7 +363,6 @@ def layer_norm_grad(x, dy, weight, float eps):
             raise ValueError(f"layer_norm_grad: weight must have {size} values")
         dw, db = np.zeros(size, np.float64), np.zeros(size, np.float64)
         pw, pdw, pdb = _addr(weight), _addr(dw), _addr(db)
-    dx = cnp.PyArray_EMPTY(2, cnp.PyArray_DIMS(<cnp.ndarray>x), cnp.NPY_FLOAT32, 0)
     cdef size_t px = _addr(x), pdy = _addr(dy), pdx = _addr(dx)
     with nogil:
         imp_layer_norm_grad(rows, size, <const float *>px, <const float *>pdy,

@@ -187,6 +187,36 @@ def test_layer_norm_gradients_in_one_op_match_the_composite_rule(kernels, affine
         close(fused, t.grad.numpy(), 2e-5)
 
 
+@pytest.mark.parametrize("norm", ["layer", "batch"])
+def test_norm_gradients_of_a_read_only_input(kernels, norm):
+    """A row cut from a broadcast is a read-only, C-contiguous array: the layer norm's
+    native gradient kernel took its input for the array it writes and raised "arrays must
+    have one size and out be writeable" (found by tools/fuzz_torch.py --seed 5702). The
+    gradients of the base, the weight and the bias against PyTorch's in float64."""
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((1, 4, 20, 18)).astype(np.float32)
+    channels = 18 if norm == "layer" else 4
+    w, b = (rng.standard_normal(channels).astype(np.float32) for _ in range(2))
+
+    def ours(F, x, w, b):
+        return (F.layer_norm(x, (18,), w, b) if norm == "layer"
+                else F.batch_norm(x, None, None, w, b, training=True))
+
+    def theirs(x, w, b):
+        return (TF.layer_norm(x, (18,), w, b) if norm == "layer"
+                else TF.batch_norm(x, None, None, w, b, training=True))
+    params = [imp.Tensor(a) for a in (base, w, b)]
+    gm = GradManager().attach(params)
+    with gm:
+        y = ours(F, F.broadcast_to(params[0], (3, 4, 20, 18))[1::2], *params[1:])
+        gm.backward(F.sum(y * y))
+    tparams = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (base, w, b)]
+    ty = theirs(tparams[0].expand(3, 4, 20, 18)[1::2], *tparams[1:])
+    (ty * ty).sum().backward()
+    for p, t in zip(params, tparams):
+        close(p.grad.numpy(), t.grad.numpy(), 1e-4)
+
+
 @settings(max_examples=60, deadline=None)
 @given(lead=st.lists(st.integers(1, 5), min_size=1, max_size=3), size=st.integers(1, 70),
        transposed=st.booleans(), weight_dtype=st.sampled_from(["float32", "float16"]),

@@ -105,7 +105,7 @@ def _same_shape_float32(a, b):
 def _fits(out, x):
     """`out` (the dying input's buffer the core offers, or None) can hold a result like x."""
     return (out is not None and out.shape == x.shape and out.dtype == _FLOAT32
-            and out.flags.c_contiguous)
+            and out.flags.c_contiguous and out.flags.writeable)
 
 
 def _output_like(out, x):
