@@ -6,13 +6,10 @@ autograd in float64.
 
 Layouts (a test id names the function and the layout; a failure names the case):
 
-* made in numpy, handed to `imp.Tensor(view)` (which stores a C-ordered copy, so these
-  exercise the constructor): ``np_C`` (C-contiguous, the baseline), ``np_T`` (the last two
-  axes of a contiguous array swapped back), ``np_F`` (Fortran order), ``np_rows``
-  (``base[1::2]``: an offset and gaps between rows), ``np_cols`` (``base[..., ::2]``),
-  ``np_bcast`` / ``np_bcast2`` (``np.broadcast_to`` of a size-1 axis, the input's first
-  and its other broadcast axis: the values repeat along it), ``np_neg`` (every axis a
-  negative stride), ``np_unaligned`` (C-contiguous data 1 byte into a buffer);
+* made in numpy, handed to `imp.Tensor(view)`, which stores a C-ordered copy (so only
+  the values count: a numpy layout reaches no kernel): ``np_C`` (C-contiguous, the
+  baseline), ``np_bcast`` / ``np_bcast2`` (``np.broadcast_to`` of a size-1 axis, the
+  input's first and its other broadcast axis: the values repeat along it);
 * made inside imperative from a contiguous base Tensor, within the GradManager (so the
   gradient goes back through the view to the base): ``imp_T`` (``.T`` / ``F.transpose``
   of the last two axes), ``imp_swap01`` (``F.transpose`` of the first two, rank >= 3),
@@ -179,14 +176,6 @@ def _numpy(fn):
     return build
 
 
-def _np_rows(spec, x, rng):
-    return _rows_base(x, rng)[1::2]
-
-
-def _np_cols(spec, x, rng):
-    return _cols_base(x, rng)[..., ::2]
-
-
 def _imp_T(spec, x, rng):
     base = np.ascontiguousarray(_swap_last(x))
     if x.ndim == 2:
@@ -263,17 +252,6 @@ def _imp_offset(spec, x, rng):
     return imp.Tensor(base), lambda t: F.reshape(t[1:], x.shape), to_leaf
 
 
-def _np_unaligned(spec, x, rng):
-    """A C-contiguous numpy array whose data starts 1 byte into an aligned buffer."""
-    if x.dtype.itemsize == 1:
-        return x.copy()
-    raw = np.zeros(x.nbytes + x.dtype.itemsize, np.uint8)
-    a = raw[1:1 + x.nbytes].view(x.dtype).reshape(x.shape)
-    a[...] = x
-    assert not a.flags.aligned
-    return a
-
-
 def _imp_flip(spec, x, rng):
     return (imp.Tensor(np.ascontiguousarray(np.flip(x))), lambda t: F.flip(t, None), np.flip)
 
@@ -293,15 +271,8 @@ def _can_bcast2(s):
 LAYOUTS = [
     Layout("np_C", "numpy", lambda s: True,
            _numpy(lambda s, x, r: np.ascontiguousarray(x))),
-    Layout("np_T", "numpy", _rank(2),
-           _numpy(lambda s, x, r: _swap_last(np.ascontiguousarray(_swap_last(x))))),
-    Layout("np_F", "numpy", _rank(2), _numpy(lambda s, x, r: np.asfortranarray(x))),
-    Layout("np_rows", "numpy", _rank(1), _numpy(_np_rows)),
-    Layout("np_cols", "numpy", _rank(2), _numpy(_np_cols)),
     Layout("np_bcast", "numpy", _can_bcast, _np_bcast("bcast"), "bcast"),
     Layout("np_bcast2", "numpy", _can_bcast2, _np_bcast("bcast2"), "bcast2"),
-    Layout("np_neg", "numpy", _rank(1),
-           _numpy(lambda s, x, r: np.flip(np.ascontiguousarray(np.flip(x))))),
     Layout("imp_T", "imperative", _rank(2), _imp_T),
     Layout("imp_swap01", "imperative", _rank(3), _imp_swap01),
     Layout("imp_rows", "imperative", _rank(1), _imp_rows),
@@ -312,7 +283,6 @@ LAYOUTS = [
     Layout("imp_T_cols", "imperative", _rank(2), _imp_T_cols),
     Layout("imp_negstep", "imperative", _rank(1), _imp_negstep),
     Layout("imp_offset", "imperative", _rank(1), _imp_offset),
-    Layout("np_unaligned", "numpy", _rank(1), _numpy(_np_unaligned)),
 ]
 
 
