@@ -89,7 +89,7 @@ cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
     brought back: a spiking network's potentials, which only recipes read, were evicted in
     the order they came back, not in the order the queued backward pass would read the
     spikes recomputed from them, and the recurrence was recomputed from its first step for
-    each: at 0.3 P, async level 2, 3,100-3,400 recomputations a step, now 2,200-2,300.)"""
+    each: at 0.3 P, async level 2, 3,050-3,420 recomputations a step, now 2,170-2,380.)"""
     cdef list evicted = []
     cdef long long best = max(self.clock - base.last_use, self.queued_to - self.running, 1)
     if base.ghost_kept:
