@@ -89,50 +89,20 @@ cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
     brought back: a spiking network's potentials, which only recipes read, were evicted in
     the order they came back, not in the order the queued backward pass would read the
     spikes recomputed from them, and the recurrence was recomputed from its first step for
-    each: at 0.3 P, async level 2, 3,050-3,420 recomputations a step, now 2,170-2,380.)"""
+    each: at 0.3 P, async level 2, 3,050-3,420 recomputations a step, now 2,170-2,380.)
+    A dead value's walk passes dropped records only: walking on through a resident one, a
+    pointer network's gate product, just recomputed and read, looked needed by the gates
+    being recomputed from it, and its attention's encoder states went instead (2.4x the
+    recomputations)."""
     cdef list evicted = []
     cdef long long best = max(self.clock - base.last_use, self.queued_to - self.running, 1)
     if base.ghost_kept:
         _needed_by_evicted(base, [], evicted)
     else:
-        _evicted_needing(base, evicted)
+        _needed_by_evicted(base, [], evicted, NULL, False, _READERS_WALK)
     for info in evicted:
         best = min(best, self.gap(<TensorInfo>info))
     return best
-
-
-cdef void _evicted_needing(TensorInfo dead, list evicted):
-    """Collect in `evicted` the evicted tensors something holds whose recomputation would
-    read `dead`: forward over the recipes that read it, through dropped dead records only,
-    _READERS_WALK records at most. A resident record on the way cuts the walk: what lies
-    beyond it needs that record, not `dead` (passing through, a pointer network's gate
-    product, just recomputed and read, looked needed by the gates being recomputed from
-    it, and its attention's encoder states went instead: 2.4x the recomputations). Borrowed
-    pointers in C vectors, the records marked with the walk's number, as in
-    _needed_by_evicted; nothing here frees a record."""
-    global _walks
-    cdef vector[PyObject*] stack, outs
-    cdef TensorInfo r, out
-    cdef size_t k
-    cdef Py_ssize_t looked = 0
-    _walks += 1
-    cdef long long walk = _walks
-    stack.push_back(<PyObject*>dead)
-    dead.walk_mark = walk
-    while not stack.empty() and looked < _READERS_WALK:
-        looked += 1
-        r = <TensorInfo>stack.back()
-        stack.pop_back()
-        _consumer_outputs(r, outs)
-        for k in range(outs.size()):
-            out = <TensorInfo>outs[k]
-            if out.walk_mark == walk or (out.status != DROPPED and out.status != SWAPPED):
-                continue
-            out.walk_mark = walk
-            if _alive(out):
-                evicted.append(out)
-            elif out.producer is not None:
-                stack.push_back(<PyObject*>out)
 
 
 cdef bint _let_go_of_leaf(MemoryManager self, TensorInfo leaf,

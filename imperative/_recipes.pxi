@@ -217,14 +217,18 @@ cdef list _consumer_output_list(TensorInfo info):
 
 
 cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
-                             Py_ssize_t* gone_bytes=NULL) except -1:
+                             Py_ssize_t* gone_bytes=NULL, bint past_resident=True,
+                             Py_ssize_t most=-1) except -1:
     """Walk forward from `leaf` over the recipes that read it, through dead records (which
     would be recomputed on the way), to the records something still holds. True when one
     of those is evicted (dropped or swapped out): it needs `leaf` to come back. Otherwise
     `frontier` gets the held records, all resident or about to be. With `evicted`, the walk
     goes on past the first such record and collects them all there, and `gone_bytes` (if
     given) gets the bytes of every record it passed that is not resident: at most what
-    bringing them all back would hold. (The walk keeps borrowed pointers in a C vector,
+    bringing them all back would hold. Without `past_resident` the walk passes dropped
+    dead records only (a resident one cuts it: what lies beyond needs that record, not
+    `leaf`); with `most` >= 0 it looks at that many records at most. (The walk keeps
+    borrowed pointers in a C vector,
     as _consumer_outputs allows, and marks the records it reached with its number: with
     a set of keys and a list, the walks from the bases a GRU keeps, through its unrolled
     sequence, were a third of its time choosing victims.)"""
@@ -236,7 +240,8 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
     cdef long long walk = _walks     # (no walk starts inside another: nothing here calls one)
     stack.push_back(<PyObject*>leaf)
     leaf.walk_mark = walk
-    while not stack.empty():
+    while not stack.empty() and most != 0:
+        most -= 1                    # (from -1 on: never 0)
         r = <TensorInfo>stack.back()
         stack.pop_back()
         _consumer_outputs(r, outs)
@@ -256,7 +261,8 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
                     stack.push_back(<PyObject*>out)
             elif _alive(out):
                 frontier.append(out)
-            elif out.producer is not None and out.status != DELETED and out.status != INVALID:
+            elif (past_resident and out.producer is not None and out.status != DELETED
+                    and out.status != INVALID):
                 stack.push_back(<PyObject*>out)
     return bool(evicted)
 
