@@ -9,6 +9,7 @@ segfault costs one program); prints them and a JSON line.
     python tools/fuzz_memory.py --programs 3000 --seed 0
     python tools/fuzz_memory.py --programs 1 --seed 1234 --verbose   # one failing program again
     python tools/fuzz_memory.py --seed 1234 --shrink    # its smallest failing program, as steps
+    python tools/fuzz_memory.py --seed 1234 --shrink --tighter   # ... that a tighter budget fails
     python tools/fuzz_memory.py --programs 3000 --tighter   # also: half the budget peaks no higher
     python tools/fuzz_memory.py --programs 3000 --grad      # training programs (autodiff)
 
@@ -107,10 +108,10 @@ def report(seed, level, setting, what):
     print(f"FAIL seed {seed} (async {level}, {setting}): {what}", flush=True)
 
 
-def fails(program, setting, level, repeats=3, grad=False):
+def fails(program, setting, level, repeats=3, grad=False, tighter=False):
     """What goes wrong in every one of `repeats` runs ("mismatch", "peak", "peak over DTR
-    off", or None): a failure at async level 2 can depend on timing, and shrinking must not
-    chase luck. `grad`: a training program."""
+    off", with `tighter` "tighter peaks higher", or None): a failure at async level 2 can
+    depend on timing, and shrinking must not chase luck. `grad`: a training program."""
     run = KINDS[grad][1]
     kinds = None
     for _ in range(repeats):
@@ -121,6 +122,9 @@ def fails(program, setting, level, repeats=3, grad=False):
             # (the run with DTR off at the same level, as fuzz_one's, where it is compared)
             over_dtr_off = (setting.dtr and not excess
                             and mp.peak_over_dtr_off(program, setting, managed, run)[0])
+            tighter_higher = (tighter and setting.dtr and not excess
+                              and mp.peak_over_a_tighter_budget(program, setting, managed,
+                                                                run)[0])
         found = set()
         if mp.mismatches(reference.reads, managed.reads):
             found.add("mismatch")
@@ -128,6 +132,8 @@ def fails(program, setting, level, repeats=3, grad=False):
             found.add("peak")
         elif over_dtr_off:
             found.add("peak over DTR off")
+        if tighter_higher:
+            found.add("tighter peaks higher")
         kinds = found if kinds is None else kinds & found
         if not kinds:
             return None
@@ -164,7 +170,7 @@ def simpler_programs(program):
             yield candidate
 
 
-def shrink(seed, grad=False):
+def shrink(seed, grad=False, tighter=False):
     """Print the smallest program (steps removed one at a time, simpler settings tried)
     that still fails as program `seed` does."""
     draw = KINDS[grad][0]
@@ -172,21 +178,22 @@ def shrink(seed, grad=False):
     program, setting = draw(chooser), mp.draw_setting(chooser)
     level = chooser.choice((0, 2))
     with mp.expected_warnings_ignored():
-        kinds = fails(program, setting, level, grad=grad)
+        kinds = fails(program, setting, level, grad=grad, tighter=tighter)
         if not kinds:
             print(f"seed {seed}: does not fail")
             return 1
         for simpler in (dataclasses.replace(setting, dtr=False),
                         dataclasses.replace(setting, enable_swap=0)):
-            if (fails(program, simpler, level, grad=grad) or set()) >= kinds:
+            if (fails(program, simpler, level, grad=grad, tighter=tighter) or set()) >= kinds:
                 setting = simpler
-        if level and (fails(program, setting, 0, grad=grad) or set()) >= kinds:
+        if level and (fails(program, setting, 0, grad=grad, tighter=tighter) or set()) >= kinds:
             level = 0
         shrunk = True
         while shrunk:
             shrunk = False
             for candidate in simpler_programs(program):
-                if (fails(candidate, setting, level, grad=grad) or set()) >= kinds:
+                if (fails(candidate, setting, level, grad=grad, tighter=tighter)
+                        or set()) >= kinds:
                     program, shrunk = candidate, True
                     break
     print(f"seed {seed} shrunk ({', '.join(sorted(kinds))}): async {level}, {setting}")
@@ -256,7 +263,7 @@ def main(argv=None):
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.shrink:
-        return shrink(args.seed, args.grad)
+        return shrink(args.seed, args.grad, args.tighter)
     if args.child:
         run_child(args.seed, args.programs, args.verbose, args.tighter, args.grad)
         return 0
