@@ -11,10 +11,16 @@ dropping).
                               [--timeout SECONDS] [--json bench_dtr.json]
                               [--unseen | --fresh | --novel | --heldout | --sixth | --seventh
                                | --eighth | --ninth | --tenth | --eleventh | --twelfth
-                               | --thirteenth | --fourteenth]
+                               | --thirteenth | --fourteenth | --fifteenth]
 
-With --fourteenth they are the ten of tests/fourteenth_models.py (models picked for graph
-shapes the other sets lack: a WGAN-GP's backward through a backward, second-order MAML,
+With --fifteenth they are the ten of tests/fifteenth_models.py (models picked for graph
+shapes the other sets lack, by a helper that had not read the memory manager: a learned
+LSTM optimizer unrolled through twenty inner steps, a differentiable mass-spring rollout, a
+Reformer's LSH attention by argsort and gathers, an end-to-end memory network, an RNN
+transducer's lattice loss, NeuralSort, an RWKV recurrence, a Tacotron decoder with
+location-sensitive attention, DiffPool, a Fourier neural operator). With --fourteenth
+they are the ten of tests/fourteenth_models.py (models picked for graph shapes the other
+sets lack: a WGAN-GP's backward through a backward, second-order MAML,
 an energy-based model sampled by Langevin steps, Slot Attention, a masked autoencoder, a
 Switch Transformer routing by index_add, an E(n)-equivariant graph network, an unrolled
 Sinkhorn loss, PonderNet halting on values read back, contrastive predictive coding). With
@@ -94,7 +100,7 @@ from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
 # --unseen / --fresh / ...: a model set of tests/ (tests/<name>_models.py) instead of the zoo
 MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth",
-              "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth")
+              "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth")
 MODEL_SET = next((m for m in MODEL_SETS if f"--{m}" in sys.argv), None)
 UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)
