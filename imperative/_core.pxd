@@ -145,6 +145,8 @@ cdef class TensorInfo:
                                        #     as it dies (_recipes.pxi)
     cdef public int dead_chain         # [C/W] dead evicted records its recomputation would
                                        #     have to recompute first (approximate)
+    cdef public bint recipe_cut        # [C/W] the manager let go of its recipe
+                                       #     (MemoryManager.cut): a leaf made so
     cdef public Py_ssize_t numel       # number of elements (from shape)
     cdef public Py_ssize_t size        # bytes the value occupies (from shape and dtype)
     cdef public double cost            # [W] seconds its producer took

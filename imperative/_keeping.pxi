@@ -146,7 +146,16 @@ cdef bint _keeping_leaf_pays(MemoryManager self, TensorInfo leaf, list frontier,
     # peaked above the same program with DTR off. Asking twice as many of the budget's
     # candidates too, tried in session 56, raised a reversible network's floor at 0.3 P
     # from 1.02x its budget to 1.12x.)
-    return (by_budget > cost and self.opts.budget) or by_budget + by_hand >= 2 * cost
+    # A leaf the manager made, cutting a recipe (for the dead records behind it, or for a
+    # leaf it read that went), stands in a computation that lets everything go as it
+    # runs, a backward pass or a recurrence: the tensors reading it are that
+    # computation's transients, which no program drops by hand. It stays for the budget's
+    # evictions alone. (Kept for drops by hand, a gradient cut in a CNN's backward pass
+    # stayed beside the next layer's gradient, four times its size, until that was read:
+    # NeuralSort and an RNN transducer, tests/fifteenth_models.py, peaked 1.05-1.06x the
+    # same step with enable_drop off.)
+    return (by_budget > cost and self.opts.budget) or (
+        by_budget + by_hand >= 2 * cost and not leaf.recipe_cut)
 
 
 # Evicted tensors brought back at once so that a dead leaf they alone held can go: at most

@@ -274,6 +274,7 @@ cdef class MemoryManager:
         made by a queued op) and lets go of its recipe, and so of the history behind it."""
         self.forget(info)
         _let_go_of_producer(info)
+        info.recipe_cut = True
         self.cuts += 1
 
     # ---- leaves that recipes read
