@@ -182,18 +182,23 @@ def shrink(seed, grad=False, tighter=False):
         if not kinds:
             print(f"seed {seed}: does not fail")
             return 1
+
+        def still_fails(candidate, candidate_setting, candidate_level):
+            """It fails in at least the ways the drawn program did."""
+            return (fails(candidate, candidate_setting, candidate_level, grad=grad,
+                          tighter=tighter) or set()) >= kinds
+
         for simpler in (dataclasses.replace(setting, dtr=False),
                         dataclasses.replace(setting, enable_swap=0)):
-            if (fails(program, simpler, level, grad=grad, tighter=tighter) or set()) >= kinds:
+            if still_fails(program, simpler, level):
                 setting = simpler
-        if level and (fails(program, setting, 0, grad=grad, tighter=tighter) or set()) >= kinds:
+        if level and still_fails(program, setting, 0):
             level = 0
         shrunk = True
         while shrunk:
             shrunk = False
             for candidate in simpler_programs(program):
-                if (fails(candidate, setting, level, grad=grad, tighter=tighter)
-                        or set()) >= kinds:
+                if still_fails(candidate, setting, level):
                     program, shrunk = candidate, True
                     break
     print(f"seed {seed} shrunk ({', '.join(sorted(kinds))}): async {level}, {setting}")
