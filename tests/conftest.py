@@ -45,19 +45,28 @@ def assert_no_leak(fn, *args, repeat=1, **kwargs):
                              f"handle(s): {before} live before, {after} after")
 
 
-@pytest.fixture(autouse=True, params=ASYNC_LEVELS, ids=[f"async{lv}" for lv in ASYNC_LEVELS])
-def async_level(request):
-    """Parametrizes every test over async levels 0 and 2; checks options are restored."""
+@pytest.fixture(autouse=True)
+def options_restored():
+    """After the test: the options as they were before it, and no room reserved. A fixture
+    of its own, so that a test parametrizing `async_level` itself (which replaces the
+    fixture below) is checked too: one that left DTR's evictee minimum at 0 made every
+    later recorded op's output an eviction candidate."""
     before = imp.options()
-    with imp.option("async_level", request.param):
-        assert imp.get_option("async_level") == request.param
-        yield request.param
-        imp.sync()
+    yield
     imp.sync()
     after = imp.options()
     assert after == before, f"options not restored by the test: {before} -> {after}"
     # room reserved for a kernel's values is given back once they are stored (or it failed)
     assert imp._core.memory_manager_stats()["reserved_bytes"] == 0
+
+
+@pytest.fixture(autouse=True, params=ASYNC_LEVELS, ids=[f"async{lv}" for lv in ASYNC_LEVELS])
+def async_level(request, options_restored):
+    """Parametrizes every test over async levels 0 and 2."""
+    with imp.option("async_level", request.param):
+        assert imp.get_option("async_level") == request.param
+        yield request.param
+        imp.sync()
 
 
 @pytest.fixture

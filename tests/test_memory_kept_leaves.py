@@ -2,6 +2,7 @@
 leaf goes"): a value with no recipe of its own (data, an RNG draw) stays after its last
 tensor goes only while keeping it is the cheaper way to keep its readers evictable, so that
 recording never holds more than evicting gives back."""
+import contextlib
 import gc
 
 import numpy as np
@@ -136,16 +137,14 @@ def _update_after_a_mean_peak(async_level, budget):
         x = imp.Tensor(data)
         imp.sync()
         imp.reset_peak_memory_stats()
-        if budget is not None:
-            imp.dtr.enable(eviction_threshold=budget, evictee_minimum_size=0)
-        try:
+        # (_dtr_budget puts the two DTR options back: left at 0 bytes, the evictee minimum
+        # made every later recorded op's output a candidate of the next test's)
+        with _dtr_budget(budget, 0) if budget is not None else contextlib.nullcontext():
             mean = x.mean()
             x[225:] = 2.0
             x += -0.5
             values = mean.numpy(), x.numpy()
             peak = imp.memory_stats()["peak_allocated"]
-        finally:
-            imp.dtr.disable()
     gc.collect()
     return peak, values
 
