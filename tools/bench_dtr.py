@@ -11,9 +11,16 @@ dropping).
                               [--timeout SECONDS] [--json bench_dtr.json]
                               [--unseen | --fresh | --novel | --heldout | --sixth | --seventh
                                | --eighth | --ninth | --tenth | --eleventh | --twelfth
-                               | --thirteenth | --fourteenth | --fifteenth]
+                               | --thirteenth | --fourteenth | --fifteenth | --sixteenth]
 
-With --fifteenth they are the ten of tests/fifteenth_models.py (models picked for graph
+With --sixteenth they are the ten of tests/sixteenth_models.py (models picked for graph
+shapes the other sets lack, by a helper that had not read the memory manager: a Hamiltonian
+neural network's leapfrog rollout through nested gradients, a neural ODE trained by a
+hand-written adjoint, a soft-DTW loss by antidiagonals, a ConvLSTM encoder-forecaster, an
+attentive neural process on sets whose sizes change each step, a differentiable bitonic
+sorting network, deep-kernel regression by unrolled conjugate gradients, a recurrent
+attention model's gathered glimpses and REINFORCE, sharpness-aware minimisation, a ladder
+network). With --fifteenth they are the ten of tests/fifteenth_models.py (models picked for graph
 shapes the other sets lack, by a helper that had not read the memory manager: a learned
 LSTM optimizer unrolled through twenty inner steps, a differentiable mass-spring rollout, a
 Reformer's LSH attention by argsort and gathers, an end-to-end memory network, an RNN
@@ -100,7 +107,8 @@ from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
 # --unseen / --fresh / ...: a model set of tests/ (tests/<name>_models.py) instead of the zoo
 MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth",
-              "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth")
+              "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth",
+              "sixteenth")
 MODEL_SET = next((m for m in MODEL_SETS if f"--{m}" in sys.argv), None)
 UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)

@@ -32,7 +32,7 @@ from bench_dtr import largest_op_outputs  # noqa: E402
 from test_memory_regimes import _beside_reference  # noqa: E402
 
 SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth", "tenth",
-        "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth")
+        "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth")
 
 
 def measure(make, fraction, minimum):
