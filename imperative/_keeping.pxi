@@ -81,6 +81,12 @@ cdef inline bint _read_through_evicted(TensorInfo info):
                                and not _alive(info))
 
 
+cdef inline long long _staleness_gap(MemoryManager self, TensorInfo info):
+    """MemoryManager.gap where no queued op or restore reads `info`: its staleness, and at
+    least the queue's length (whatever reads it next is issued after the queue's end)."""
+    return max(self.clock - info.last_use, self.queued_to - self.running, 1)
+
+
 cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
     """MemoryManager.gap of a value _read_through_evicted: when the first evicted tensor
     that needs it is read, where that is sooner than its staleness. (Staleness alone made a
@@ -95,7 +101,7 @@ cdef long long _gap_of_evicted_readers(MemoryManager self, TensorInfo base):
     being recomputed from it, and its attention's encoder states went instead (2.4x the
     recomputations)."""
     cdef list evicted = []
-    cdef long long best = max(self.clock - base.last_use, self.queued_to - self.running, 1)
+    cdef long long best = _staleness_gap(self, base)
     if base.ghost_kept:
         _needed_by_evicted(base, [], evicted)
     else:

@@ -559,7 +559,7 @@ cdef class MemoryManager:
             return max(info.queued_reads[info.queued_reads_from] - self.running, 1)
         if _read_through_evicted(info):
             return _gap_of_evicted_readers(self, info)
-        return max(self.clock - info.last_use, self.queued_to - self.running, 1)
+        return _staleness_gap(self, info)
 
     cdef int evict(self, TensorInfo victim) except -1:
         """Drop the victim, or swap it out when reading it back is estimated cheaper than
