@@ -223,7 +223,8 @@ cdef extern from "_pool.h":
     void imp_pool_set_limit(size_t nbytes) nogil
     void imp_pool_set_reserve(size_t nbytes) nogil
     void imp_pool_stats(size_t *cached, size_t *limit, size_t *handed_out, size_t *reserve,
-                        size_t *room, unsigned long long *hits, unsigned long long *misses) nogil
+                        size_t *room, unsigned long long *hits, unsigned long long *misses,
+                        size_t *highest, size_t *largest, size_t *scattered) nogil
 
 
 def install_pool():
@@ -263,15 +264,20 @@ def pool_set_reserve(size_t nbytes):
 
 
 def pool_stats():
-    """{"cached", "limit", "in_use", "reserve", "room", "hits", "misses"}: bytes of free
-    memory kept mapped, its limit, bytes of large blocks handed out, the budget they and the
-    free memory keep to (0: none), how much free memory may stay mapped now, and how many
-    large allocations reused the pool's memory or mapped a new segment."""
-    cdef size_t cached, limit, in_use, reserve, room
+    """{"cached", "limit", "in_use", "reserve", "room", "hits", "misses", "highest",
+    "largest", "scattered"}: bytes of free memory kept mapped, its limit, bytes of large
+    blocks handed out, the budget they and the free memory keep to (0: none), how much free
+    memory may stay mapped now, how many large allocations reused the pool's memory or
+    mapped a new segment, and what sizes that room: the most bytes handed out at once and
+    the largest block recently, and the bytes faulted in for want of a free piece large
+    enough."""
+    cdef size_t cached, limit, in_use, reserve, room, highest, largest, scattered
     cdef unsigned long long hits, misses
-    imp_pool_stats(&cached, &limit, &in_use, &reserve, &room, &hits, &misses)
+    imp_pool_stats(&cached, &limit, &in_use, &reserve, &room, &hits, &misses, &highest,
+                   &largest, &scattered)
     return {"cached": cached, "limit": limit, "in_use": in_use, "reserve": reserve,
-            "room": room, "hits": hits, "misses": misses}
+            "room": room, "hits": hits, "misses": misses, "highest": highest,
+            "largest": largest, "scattered": scattered}
 
 
 

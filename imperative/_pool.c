@@ -553,9 +553,13 @@ void imp_pool_set_reserve(size_t bytes)
 }
 
 void imp_pool_stats(size_t *cached, size_t *limit, size_t *handed_out, size_t *reserve,
-                    size_t *room, unsigned long long *hit, unsigned long long *miss)
+                    size_t *room, unsigned long long *hit, unsigned long long *miss,
+                    size_t *highest, size_t *largest_recent, size_t *scattered_bytes)
 {
     pthread_mutex_lock(&pool_lock);
+    *highest = recent_highest();
+    *largest_recent = larger(largest, largest_before);
+    *scattered_bytes = scattered;
     *cached = cached_free();
     *room = cache_room();
     *limit = cache_limit;

@@ -20,6 +20,7 @@ void imp_pool_set_limit(size_t bytes);
  * that is more, with room for fragmentation (see _pool.c: FRAGMENTATION). */
 void imp_pool_set_reserve(size_t bytes);
 void imp_pool_stats(size_t *cached, size_t *limit, size_t *handed_out, size_t *reserve,
-                    size_t *room, unsigned long long *hits, unsigned long long *misses);
+                    size_t *room, unsigned long long *hits, unsigned long long *misses,
+                    size_t *highest, size_t *largest, size_t *scattered);
 
 #endif

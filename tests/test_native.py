@@ -467,6 +467,9 @@ def test_worker_arrays_come_from_the_block_cache():
     after = _kernels.pool_stats()
     assert after["hits"] > before["hits"]                 # freed blocks were reused
     assert after["cached"] > 0                            # ... and stay mapped for reuse
+    # what sizes that room: the most handed out at once and the largest block recently
+    assert after["highest"] >= 512 << 10 and after["largest"] >= 512 << 10
+    assert 0 <= after["scattered"] <= after["highest"]
 
 
 def test_block_cache_keeps_to_the_dtr_budget():
