@@ -44,6 +44,9 @@ SETS = (unseen_models, fresh_models, novel_models, heldout_models, sixth_models,
         sixteenth_models)
 MODELS = {name: models for models in SETS for name in models.CONFIGS}
 assert len(MODELS) == sum(len(models.CONFIGS) for models in SETS)      # no clash
+NAMES = sorted(MODELS)
+# a test's id names the set too ("sixteenth-hnn"), so that `-k sixteenth` picks one set
+SET_AND_NAME = [f"{MODELS[name].__name__.removesuffix('_models')}-{name}" for name in NAMES]
 
 
 def train(name, fraction=None, peak=None):
@@ -109,7 +112,7 @@ def trains_within_the_peak_rules(name, fraction, async_level):
 
 
 @pytest.mark.parametrize("fraction", [0.7, 0.4])
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", NAMES, ids=SET_AND_NAME)
 def test_an_unseen_model_trains_under_a_budget_bit_for_bit(name, fraction, async_level):
     trains_within_the_peak_rules(name, fraction, async_level)
 
@@ -211,7 +214,7 @@ RECORDING = {
 
 
 @pytest.mark.parametrize("recording", sorted(RECORDING))
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", NAMES, ids=SET_AND_NAME)
 def test_recording_recipes_leaves_an_unseen_model_peak_where_it_was(name, recording,
                                                                     async_level):
     """Issue 12's second rule: recording producers (record_computing_path, enable_drop,
