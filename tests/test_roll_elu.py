@@ -204,7 +204,6 @@ def test_elu_gradient_far_out_and_at_zero():
                                       0.5 * np.exp(-1e-3)], rtol=1e-6, atol=3e-8)
 
 
-
 @pytest.mark.parametrize("fn, scale", [(lambda x: F.elu(x, 0.5), 0.5), (F.expm1, 1.0)],
                          ids=["elu", "expm1"])
 def test_gradient_of_exp_minus_one_well_below_zero_keeps_its_digits(fn, scale):
@@ -216,6 +215,7 @@ def test_gradient_of_exp_minus_one_well_below_zero_keeps_its_digits(fn, scale):
     _, grad = value_and_grad(fn, x, np.ones_like(x))
     want = scale * np.exp(x.astype(np.float64))
     np.testing.assert_allclose(grad, want, rtol=1e-6, atol=0)
+
 
 def test_nn_elu_module():
     x = np.linspace(-3, 3, 13, dtype=np.float32)
