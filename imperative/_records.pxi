@@ -510,12 +510,14 @@ cdef object _blas_ready(object x):
     else:
         rows, cols = shape[nd - 2], shape[nd - 1]
         row_stride, col_stride = strides[nd - 2], strides[nd - 1]
-        if ((col_stride == item or cols == 1) and (rows == 1 or row_stride >= item * cols)
-                or (row_stride == item or rows == 1) and (cols == 1
-                                                           or col_stride >= item * rows)):
+        # whole rows, unit-stride and apart (C-like); or whole columns so (F-like)
+        if (col_stride == item or cols == 1) and (rows == 1 or row_stride >= item * cols):
+            return x
+        if (row_stride == item or rows == 1) and (cols == 1 or col_stride >= item * rows):
             return x
     cdef list first_of_broadcast = [slice(None)] * nd
     cdef bint batch_broadcast = False
+    cdef int k
     for k in range(nd - 2):
         if strides[k] == 0 and shape[k] > 1:
             first_of_broadcast[k] = slice(0, 1)
