@@ -568,6 +568,11 @@ def main():
         return measure_unconstrained(args.unconstrained, args.steps)
     for policy in args.policies.split(","):
         parse_policy(policy)                   # (a typo fails now, not after the first model)
+    unknown = [name for name in args.models.split(",") if name not in CONFIGS]
+    if unknown:
+        parser.error(f"--models: no model named {', '.join(unknown)} in "
+                     f"{'tests/' + MODEL_SET + '_models.py' if UNSEEN else 'the zoo'}; "
+                     f"its models: {', '.join(CONFIGS)}")
     if args.torch:
         return torch_checkpoint(args.steps)
 
