@@ -32,7 +32,8 @@ from bench_dtr import largest_op_outputs  # noqa: E402
 from test_memory_regimes import _beside_reference  # noqa: E402
 
 SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth", "tenth",
-        "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth")
+        "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth",
+        "seventeenth")
 
 
 def measure(make, fraction, minimum):
