@@ -1,6 +1,7 @@
 """tools/bench_dtr.py's judging: which points are feasible, whose peak kept to the rule,
 and the summary over the zoo (pure functions over the children's records; no training)."""
 import os
+import subprocess
 import sys
 
 import pytest
@@ -107,6 +108,20 @@ def test_a_policy_is_a_name_and_optionally_swap():
     assert bench_dtr.parse_policy("lru+swap") == ("lru", True)
     with pytest.raises(ValueError, match="only '\\+swap'"):
         bench_dtr.parse_policy("dtr_eq+disk")
+
+
+@pytest.mark.parametrize("flags, known, unknown, where", [
+    ([], "gru", "grue", "the zoo"),
+    (["--unseen"], "lstm", "learned_opt", "tests/unseen_models.py"),
+])
+def test_an_unknown_model_is_a_usage_error_naming_it_before_any_run(flags, known, unknown,
+                                                                     where):
+    run = subprocess.run([sys.executable, os.path.join(TOOLS, "bench_dtr.py"), *flags,
+                          "--models", f"{known},{unknown}"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2 and run.stdout == ""
+    assert f"no model named {unknown} in {where}" in run.stderr
+    assert "its models: " in run.stderr and "Traceback" not in run.stderr
 
 
 def test_a_point_keeps_both_processes_peak_rss_and_the_summary_counts_the_lower_ones():
