@@ -21,6 +21,7 @@ _MAX_DIMS = _DESC_LEN - 6
 _TOKEN = (8,)                     # the start's output: 8 elements, so never "tiny" (the core
                                   # runs ops of <= 7 elements on the caller's thread)
 _TAG_FAIL, _TAG_BEAT = 11, 12
+_LINGER_S = 10.0       # the most a failing rank waits for the others to raise (linger_for_peers)
 _DEFAULT_BUCKET = 25 << 20
 
 
@@ -385,6 +386,24 @@ class _Engine:
             reqs = [q for q in reqs if not q.Test()]
             time.sleep(1e-3)
 
+    def linger_for_peers(self):
+        """After notify_failure, before this process exits: give the other ranks up to
+        _LINGER_S to raise their own errors, which name this rank. The launcher (MPICH's
+        mpiexec) kills every rank once one exits with an error, and a rank already waiting
+        in a collective was killed before it could raise about one time in three (its
+        error never written). Peers on this host are watched until their processes are
+        gone; the wait for those on other hosts is the whole linger. A rank known to have
+        failed is not waited for: it may be lingering for this one."""
+        host = socket.gethostname()
+        others = [(peer_host, pid) for r, (peer_host, pid) in enumerate(self.peers)
+                  if r != self.rank and r not in self.failed]
+        deadline = time.monotonic() + min(_LINGER_S, self.timeout)
+        while time.monotonic() < deadline:
+            if all(peer_host == host and not _process_alive(pid)
+                   for peer_host, pid in others):
+                return
+            time.sleep(0.01)
+
 
 def _process_alive(pid):
     try:
@@ -408,6 +427,7 @@ def _excepthook(previous, current_engine):
         if engine is not None and not issubclass(exc_type, SystemExit):
             try:
                 engine.notify_failure(f"{exc_type.__name__}: {exc}")
+                engine.linger_for_peers()
             except Exception:
                 pass
             # MPI_Finalize could wait forever for collectives the failed run left behind

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -117,6 +118,22 @@ def test_a_rank_that_raises_is_named(tmp_path):
     text = "\n".join(text)
     assert "rank 1" in text and "ValueError: rank 1 gives up" in text, text
     assert float(seconds) < 10        # told, not timed out
+
+
+@needs_mpi
+def test_a_rank_that_raises_lets_the_others_raise_before_the_launcher_ends_them(tmp_path):
+    """mpiexec kills every rank once one exits with an error: the failing rank waits for
+    the others to be gone (at most 10 s), so that one still handling the error it was
+    given (here for a second) gets to the end of it."""
+    if imp.get_option("async_level") == 0:
+        pytest.skip("once is enough (the failure path is the MPI thread's)")
+    t0 = time.monotonic()
+    p = run("raise_handled_slowly", tmp_path, timeout_s="60")
+    assert p.returncode != 0
+    assert (tmp_path / "error.txt").exists(), p.stderr
+    text = open(tmp_path / "error.txt").read()
+    assert "ValueError: rank 1 gives up" in text, text
+    assert time.monotonic() - t0 < 9      # not the whole linger: rank 0's exit ended it
 
 
 @needs_mpi

@@ -50,15 +50,18 @@ def train(params_out, batch, steps, bucket_bytes, dtr=False, seed_by_rank=False,
     np.savez(params_out, *[p.numpy() for p in params])
 
 
-def _all_reduce_after_a_failure(x, out):
+def _all_reduce_after_a_failure(x, out, handling_s=0.0):
     """One more collective, which another rank's failure must end: write how long it took
-    and the error to out/error.txt, then fail too."""
+    and the error to out/error.txt (after `handling_s` seconds of handling it), then fail
+    too."""
     t0 = time.monotonic()
     try:
         dist.all_reduce(x).numpy()
     except RuntimeError as e:
+        seconds = time.monotonic() - t0
+        time.sleep(handling_s)
         with open(os.path.join(out, "error.txt"), "w") as f:
-            f.write(f"{time.monotonic() - t0:.2f}\n{e}\n{e.__cause__}")
+            f.write(f"{seconds:.2f}\n{e}\n{e.__cause__}")
         raise
 
 
@@ -81,12 +84,12 @@ def main():
             x = imp.Tensor(np.ones((64, 64), np.float32) * (rank + 1))
             y = dist.all_reduce(x @ x)
             (y * 2).numpy()
-    elif name == "raise":
+    elif name in ("raise", "raise_handled_slowly"):
         x = imp.Tensor(np.ones(1000, np.float32))
         dist.all_reduce(x).numpy()
         if rank == 1:
             raise ValueError("rank 1 gives up")
-        _all_reduce_after_a_failure(x, out)
+        _all_reduce_after_a_failure(x, out, 1.0 if name == "raise_handled_slowly" else 0.0)
     elif name == "kill":
         x = imp.Tensor(np.ones(1000, np.float32))
         dist.all_reduce(x).numpy()
