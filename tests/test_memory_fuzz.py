@@ -237,7 +237,8 @@ def recording(request):
         yield
 
 
-def test_recording_keeps_host_memory_flat_over_200k_tiny_ops(recording):
+def test_recording_keeps_host_memory_flat_over_200k_tiny_ops(earlier_objects_frozen,
+                                                            recording):
     """Checked after every block, so that growth fails in seconds rather than running on."""
     block = tiny_ops()
     block()                                   # warm-up: caches, pools, the first records

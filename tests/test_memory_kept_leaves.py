@@ -14,6 +14,8 @@ from imperative import F
 from test_memory_regimes import _dtr_budget
 
 N = 16384      # elements: 64 KiB float32
+# allocated() collects garbage after every random program (conftest.py)
+pytestmark = pytest.mark.usefixtures("earlier_objects_frozen")
 
 
 def allocated():
