@@ -279,6 +279,9 @@ def main(argv=None):
                         help="training programs: forward, backward and an SGD step")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.flaky < 0 or (args.flaky and not args.shrink):
+        parser.error(f"--flaky takes a number of runs >= 1 and goes with --shrink, "
+                     f"got --flaky {args.flaky}{'' if args.shrink else ' without --shrink'}")
     if args.shrink:
         return shrink(args.seed, args.grad, args.tighter, args.flaky)
     if args.child:
