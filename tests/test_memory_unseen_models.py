@@ -7,29 +7,16 @@ ten, tests/sixteenth_models.py's ten and tests/seventeenth_models.py's ten), whi
 the memory manager was tuned on: under a budget the losses are the unconstrained run's bit for
 bit, and the peak keeps issue 12's rule, max(budget, floor) + one op's outputs, and never passes
 the unconstrained peak by more than one op's outputs."""
+import importlib
 import os
 import sys
 
 import numpy as np
 import pytest
 
-import eighth_models
-import eleventh_models
-import fifteenth_models
-import fourteenth_models
 import fresh_models
-import heldout_models
 import imperative as imp
-import ninth_models
 import novel_models
-import seventeenth_models
-import seventh_models
-import sixteenth_models
-import sixth_models
-import tenth_models
-import thirteenth_models
-import twelfth_models
-import unseen_models
 from test_memory_regimes import _dtr_budget, _step_peak
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
@@ -39,10 +26,7 @@ sys.path.insert(0, TOOLS)
 import bench_dtr  # noqa: E402
 
 STEPS = 2
-SETS = (unseen_models, fresh_models, novel_models, heldout_models, sixth_models,
-        seventh_models, eighth_models, ninth_models, tenth_models, eleventh_models,
-        twelfth_models, thirteenth_models, fourteenth_models, fifteenth_models,
-        sixteenth_models, seventeenth_models)
+SETS = tuple(importlib.import_module(f"{name}_models") for name in bench_dtr.MODEL_SETS)
 MODELS = {name: models for models in SETS for name in models.CONFIGS}
 assert len(MODELS) == sum(len(models.CONFIGS) for models in SETS)      # no clash
 NAMES = sorted(MODELS)

@@ -115,7 +115,8 @@ import _harness  # noqa: E402
 _harness.one_blas_thread()     # (before numpy loads: the paired runs' processes inherit it)
 from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 
-# --unseen / --fresh / ...: a model set of tests/ (tests/<name>_models.py) instead of the zoo
+# --unseen / --fresh / ...: a model set of tests/ (tests/<name>_models.py) instead of the zoo;
+# the one list of the sets (tools/storm_sweep.py and tests/test_memory_unseen_models.py take it)
 MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth",
               "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth",
               "sixteenth", "seventeenth")

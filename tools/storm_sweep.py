@@ -28,12 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..")]
 
 import imperative as imp          # noqa: E402  (after the path set-up above)
-from bench_dtr import largest_op_outputs  # noqa: E402
+from bench_dtr import MODEL_SETS as SETS, largest_op_outputs  # noqa: E402
 from test_memory_regimes import _beside_reference  # noqa: E402
-
-SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth", "tenth",
-        "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth",
-        "seventeenth")
 
 
 def measure(make, fraction, minimum):
