@@ -426,6 +426,12 @@ cdef class MemoryManager:
             if victim.status == PRODUCED and ranking is None:   # it stayed (another thread
                 pool.remove(victim)          # reads it, or it could not be swapped out): not
                                              # again here (a ranking leaves it out itself)
+            # (taken again: an eviction that swaps out lets the GIL go, and an op beside
+            # may have stored its values and let its room go meanwhile; counted still, its
+            # bytes made a high water no op reached, under which later ops ran without
+            # evicting: 40 bytes past max(budget, floor) + one op's outputs, one run in
+            # two, tools/fuzz_memory.py --grad --seed 6020436)
+            needed = own + self.reserved
         if (device.stats.allocated + needed > limit and self.reserved_beside
                 and _waited_for_ops_beside(self)):
             self.eviction_seconds += (_now_ns() - t0) * 1e-9
