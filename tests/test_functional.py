@@ -316,6 +316,35 @@ def test_reduction_axis_errors():
         F.var(T(np.ones((2, 3))), -3)
 
 
+@pytest.mark.parametrize("bad, good", [(True, 1), (1.0, 1), (np.float64(2.0), 2),
+                                       ((0.0, 1), (0, 1)), ((False, 1), (0, 1))], ids=repr)
+def test_a_rejected_axis_leaves_every_later_reduction_working(bad, good):
+    # 1 == 1.0 == True hash alike: the op of a rejected axis was memoised and served
+    # every later valid call with an equal axis, in every tensor of the process
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    scalar_axis = not isinstance(good, tuple)
+    calls = [(m, (lambda t, a, m=m: getattr(t, m)(axis=a)), getattr(np, m))
+             for m in ("sum", "mean", "max", "min", "prod")]
+    calls += [("F." + f.__name__, f, REDUCTIONS[f]) for f in REDUCTIONS]
+    if scalar_axis:
+        calls += [(m, (lambda t, a, m=m: getattr(t, m)(axis=a)), getattr(np, m))
+                  for m in ("argmax", "argmin")]
+    for name, call, ref in calls:
+        with pytest.raises(TypeError, match="axis"):
+            call(T(x), bad)
+        with pytest.raises(TypeError):
+            ref(x, axis=bad)                         # numpy refuses them too
+        for shape in ((2, 3, 4), (3, 5, 2)):
+            y = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 1
+            expected = ref(y, axis=good)
+            got = call(T(y), good).numpy()
+            np.testing.assert_allclose(got, expected.astype(got.dtype), rtol=1e-6,
+                                       err_msg=name)
+        # and the other way round: a valid call first does not make the bad one pass
+        with pytest.raises(TypeError, match="axis"):
+            call(T(x), bad)
+
+
 # --------------------------------------------------------------------------- matmul and shapes
 
 

@@ -63,11 +63,43 @@ def _show(value):
         return repr(value)
 
 
-@functools.lru_cache(maxsize=4096)
 def cached_op(cls, *params):
     """`cls(*params)`, interned: ops are immutable values, and reusing one object lets the
-    core reuse its inference cache. Parameters must be hashable."""
+    core reuse its inference cache. Parameters must be hashable.
+
+    The key tells parameters of different types apart, inside tuples too: True == 1 == 1.0
+    hash alike, and an op made of a rejected `axis=1.0` (its infer raises) once served
+    every later `axis=1` of the process."""
+    for p in params:
+        if type(p) is tuple and not _plain_tuple(p):
+            return _interned_by_types(cls, _types_of(params), *params)
+    return _interned(cls, *params)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)      # (typed: 1, 1.0 and True differ)
+def _interned(cls, *params):
     return cls(*params)
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _interned_by_types(cls, types, *params):
+    return cls(*params)
+
+
+def _plain_tuple(values):
+    """Ints, strs, Nones and such tuples only: values equal to nothing of another type."""
+    for v in values:
+        tp = type(v)
+        if not (tp is int or tp is str or v is None or tp is tuple and _plain_tuple(v)):
+            return False
+    return True
+
+
+def _types_of(value):
+    """The types of `value`, tuple by tuple: a key that (0, 1) and (0.0, 1) differ in."""
+    if type(value) is tuple:
+        return tuple(_types_of(v) for v in value)
+    return type(value)
 
 
 def remember(memo, key, value, limit):
