@@ -268,12 +268,16 @@ def argmin(x: TensorLike, axis: AxisLike = None, keepdims: bool = False) -> Tens
 def var(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
     """Variance over `axis`, numpy.var: mean squared deviation, divided by N - ddof."""
     x = _as_tensor(x)
-    x = x.astype(float_dtype([x.dtype]))
+    dtype = float_dtype([x.dtype])
+    # float16 in float32, rounded once at the end (as PyTorch, and numpy's mean): in float16
+    # the sums of squares overflow, and a count past 65504 is inf (docs/api.md §2)
+    x = x.astype(np.float32 if dtype == np.float16 else dtype)
     axes = normalize_axes(_hashable(axis), x.ndim, "var")
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     deviation = x - mean(x, axes, keepdims=True)
     # N - ddof <= 0 divides by zero: inf or nan, as in numpy
-    return _reduce("SUM_SQR", deviation, axes, keepdims) / float(builtins.max(count - ddof, 0))
+    result = _reduce("SUM_SQR", deviation, axes, keepdims) / float(builtins.max(count - ddof, 0))
+    return result.astype(dtype)
 
 
 def std(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int = 0) -> Tensor:

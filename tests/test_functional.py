@@ -301,6 +301,67 @@ def test_var_std_match_numpy(axis, ddof):
     assert_same(F.var(T(np.array([1, 2, 3, 4], np.int8))), np.float32(1.25))
 
 
+FLOAT16_INPUTS = {
+    "100k uniform": lambda rng: rng.random(100000).astype(np.float16),
+    "70k halves": lambda rng: np.full((4, 70000), 0.5, np.float16),
+    "sum past 65504": lambda rng: np.full(1000, 100, np.float16),
+    "large values": lambda rng: np.full(3, 40000, np.float16),
+    "rows": lambda rng: (rng.random((37, 53)) * 100).astype(np.float16),
+    "long first axis": lambda rng: rng.random((3000, 4)).astype(np.float16),
+}
+
+
+@pytest.mark.parametrize("make", list(FLOAT16_INPUTS.values()), ids=list(FLOAT16_INPUTS))
+def test_float16_mean_var_std_accumulate_in_float32(make):
+    # the count was cast to float16 (inf past 65504: the mean of 100k values was 0) and
+    # the sums were float16 (inf past 65504)
+    x = make(np.random.default_rng(5))
+    for axis in [None] + list(range(x.ndim)):
+        # mean: numpy's algorithm (float32 sum and division, one rounding): its very bits
+        expected = np.mean(x, axis=axis)
+        for got in (T(x).mean(axis=axis), F.mean(T(x), axis)):
+            assert got.dtype == np.float16
+            np.testing.assert_array_equal(got.numpy(), expected)
+        # sum: float16, as numpy's (inf past 65504), no further from the float64 sum than
+        # numpy's by one float16 rounding (long leading axes are summed more exactly)
+        with np.errstate(over="ignore"):
+            theirs = np.sum(x, axis=axis)
+        exact, got = np.sum(x.astype(np.float64), axis=axis), T(x).sum(axis=axis).numpy()
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(theirs))
+        finite = np.isfinite(theirs)
+        assert np.all((np.abs(got - exact) <= np.abs(theirs - exact) + np.spacing(got))[finite])
+        # var, std: float32 throughout (numpy's var sums in float16, and overflows where
+        # these sums pass 65504): the float64 result to float16 rounding, and no further
+        # from it than numpy's (by one float16 rounding) wherever numpy's is finite
+        exact = np.var(x.astype(np.float64), axis=axis)
+        for fn, ref, want in ((F.var, np.var, exact), (F.std, np.std, np.sqrt(exact))):
+            got = fn(T(x), axis)
+            assert got.dtype == np.float16
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-3, atol=1e-7)
+            with np.errstate(over="ignore", invalid="ignore"):
+                theirs = ref(x, axis=axis)
+            finite = np.isfinite(theirs)
+            ours_off = np.abs(got.numpy().astype(np.float64) - want)[finite]
+            numpy_off = np.abs(theirs.astype(np.float64) - want)[finite]
+            assert np.all(ours_off <= numpy_off + np.spacing(np.float16(want[finite]))), axis
+
+
+def test_float16_mean_and_var_gradients_match_torch():
+    torch = pytest.importorskip("torch")
+    x = (np.random.default_rng(6).random(70000) * 3).astype(np.float16)
+    for fn, tfn in ((lambda t: t.mean(), lambda t: t.mean()),
+                    (F.var, lambda t: t.var(unbiased=False))):
+        w = imp.Parameter(x)
+        gm = imp.autodiff.GradManager().attach([w])
+        with gm:
+            gm.backward(fn(w))
+        tw = torch.tensor(x, requires_grad=True)
+        tfn(tw).backward()
+        assert w.grad.dtype == np.float16
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-2, atol=1e-7)
+        assert np.any(w.grad.numpy() != 0)
+
+
 def test_argmax_argmin_and_sum_dtypes():
     x = np.array([[3, 9, 1], [7, 2, 8]], np.int8)
     assert_same(F.argmax(T(x), 1), np.argmax(x, 1).astype(np.int32))

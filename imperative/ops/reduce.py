@@ -10,6 +10,7 @@ from .base import (Op, check_arity, normalize_axes, normalize_axis, reject_quant
 
 _INT32 = np.dtype(np.int32)
 _FLOAT32 = np.dtype(np.float32)
+_FLOAT16 = np.dtype(np.float16)
 
 
 def _reduce_with(ufunc):
@@ -114,12 +115,19 @@ def _sum_sqr(x, axis, keepdims, dtype):
     return _float_sum(np.square(x), axis, keepdims, dtype)
 
 
+def _mean_accumulator(dtype):
+    """The dtype a float mean sums and divides in: float32 for float16, as numpy's mean
+    (in float16 the sum overflows past 65504, and so does the count: n / inf gave 0)."""
+    return _FLOAT32 if dtype == _FLOAT16 else None
+
+
 def _mean(x, axis, keepdims, dtype):
     if x.dtype.kind != "f":
         return np.mean(x, axis=axis, keepdims=keepdims)
     count = int(np.prod([x.shape[a] for a in normalize_axes(axis, x.ndim, "mean")]))
+    total = _float_sum(x, axis, keepdims, _mean_accumulator(x.dtype))
     with np.errstate(invalid="ignore", divide="ignore"):   # an empty mean is nan, as numpy's
-        return np.true_divide(_float_sum(x, axis, keepdims, None), count, dtype=x.dtype)
+        return np.true_divide(total, count, dtype=total.dtype).astype(x.dtype, copy=False)
 
 
 # mode -> (kernel(x, axis, keepdims, accumulator dtype), needs a non-empty input, kind)
@@ -201,7 +209,7 @@ class Reduce(Op):
             return (np.maximum if self.mode == "MAX" else np.minimum), axis, None, out, None
         if kind == "mean" and dtype.kind == "f" and not own_sum:
             count = int(np.prod([shape[a] for a in axes]))
-            return (np.add, axis, None, out, count) if count else False
+            return (np.add, axis, _mean_accumulator(dtype), out, count) if count else False
         return False
 
     def direct_kernel(self, inputs):
@@ -234,8 +242,8 @@ class Reduce(Op):
         if plan:
             ufunc, axis, acc, out, count = plan
             r = ufunc.reduce(x, axis, acc, None, self.keepdims)   # (positional: parsed faster)
-            if count is not None:
-                r = np.true_divide(r, count, dtype=x.dtype)
+            if count is not None:           # (in the accumulator's dtype: _mean_accumulator)
+                r = np.true_divide(r, count, dtype=r.dtype)
             return r if r.dtype == out else r.astype(out)
         axis = (self.axis if isinstance(self.axis, int) and x.ndim
                 else normalize_axes(self.axis, x.ndim, self.mode))
