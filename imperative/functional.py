@@ -281,8 +281,14 @@ def var(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int 
 
 
 def std(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
-    """Standard deviation over `axis`: sqrt(var(x, axis, keepdims, ddof))."""
-    return sqrt(var(x, axis, keepdims, ddof))
+    """Standard deviation over `axis`: sqrt(var(x, axis, keepdims, ddof)). Its gradient
+    is 0 where the variance is 0 (a constant slice), as PyTorch's."""
+    variance = var(x, axis, keepdims, ddof)
+    # sqrt's gradient there is 1 / 0, times var's 0: nan. The root reads 1 there instead
+    # (where's gradient of the branch not taken is 0); nan and inf variances stay as sqrt
+    # gives them
+    zero = variance == 0
+    return where(zero, 0, sqrt(where(zero, 1, variance)))
 
 
 # ---------------------------------------------------------------------------------------

@@ -449,6 +449,55 @@ def test_elementwise_max_min_route_ties_and_nans_as_pytorch(mode):
     np.testing.assert_array_equal(gy, ty.grad.numpy())
 
 
+def _grad_and_torch_grad(fn, torch_fn, values):
+    torch = pytest.importorskip("torch")
+    w = imp.Parameter(np.array(values, np.float32))
+    gm = imp.autodiff.GradManager().attach([w])
+    with gm:
+        gm.backward(fn(w).sum())
+    tw = torch.tensor(np.array(values, np.float32), requires_grad=True)
+    torch_fn(tw).sum().backward()
+    return w.grad.numpy(), tw.grad.numpy()
+
+
+AT_ZERO = [0.0, 2.0, 0.0, 1.5]
+
+
+@pytest.mark.parametrize("ours, theirs, values", [
+    (lambda w: w ** 0, lambda t: t ** 0, AT_ZERO),
+    (lambda w: w ** 0.0, lambda t: t ** 0.0, AT_ZERO),
+    (lambda w: imp.F.pow(w, 0), lambda t: t.pow(0), AT_ZERO),
+    (lambda w: w ** imp.Tensor([0.0, 0.0, 1.0, 3.0]),
+     lambda t: t ** t.new_tensor([0.0, 0.0, 1.0, 3.0]), AT_ZERO),
+    (lambda w: w ** 3.5, lambda t: t ** 3.5, AT_ZERO),
+    (lambda w: w ** -1, lambda t: t ** -1, [1.0, 2.0, -0.5, 4.0])],
+    ids=["int 0", "float 0", "F.pow", "tensor exponent", "3.5", "-1"])
+def test_a_zero_exponent_has_a_zero_gradient_at_zero_as_pytorch(ours, theirs, values):
+    # y * x ** (y - 1) at x = 0, y = 0 was 0 * inf: nan
+    got, expected = _grad_and_torch_grad(ours, theirs, values)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("axis", [None, 1])
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_std_of_a_constant_slice_has_a_zero_gradient_as_pytorch(axis, ddof):
+    # sqrt's 1 / (2 * 0) times var's 0 was nan; PyTorch masks the zero-std case
+    values = [[1.0, 1.0, 1.0], [2.0, 3.0, 7.0]] if axis == 1 else [[1.0] * 3] * 2
+    ours, theirs = _grad_and_torch_grad(
+        lambda w: imp.F.std(w, axis, ddof=ddof),
+        lambda t: t.std(dim=axis, correction=ddof), values)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
+    ours, theirs = _grad_and_torch_grad(lambda w: imp.F.var(w, axis, ddof=ddof),
+                                        lambda t: t.var(dim=axis, correction=ddof), values)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
+    # the values are numpy's (nan where N - ddof is 0 stays nan)
+    x = np.array(values, np.float32)
+    np.testing.assert_allclose(imp.F.std(imp.Tensor(x), axis, ddof=ddof).numpy(),
+                               np.std(x, axis=axis, ddof=ddof), rtol=1e-6)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        assert np.isnan(imp.F.std(imp.Tensor([1.0]), ddof=1).numpy())
+
+
 def test_rules_declare_minimal_saves():
     def saved(op):
         rule = get_rule(op)

@@ -77,7 +77,9 @@ def _d_pow(dy, x, y, want_x, want_y):
     # rather than nan, as PyTorch does at x == 0. x**y is computed again (the same op on
     # the same inputs: the forward's bits) only for an exponent's gradient: keeping the
     # output for it kept the output of every `h ** 2` until backward.
-    gx = dy * y * x ** (y - 1) if want_x else None
+    # x ** 0 is constant: its gradient is 0 where y * x ** (y - 1) reads 0 * inf at x == 0
+    # (PyTorch masks the same case)
+    gx = F.where(y == 0, 0, dy * y * x ** (y - 1)) if want_x else None
     if not want_y:
         return gx, None
     return gx, dy * x ** y * F.log(F.where(x > 0, x, 1))
