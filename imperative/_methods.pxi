@@ -205,12 +205,13 @@ cdef object _last_astype_arg = None, _last_astype_in = None, _last_astype_op = N
 
 
 def tensor_astype(TensorBase self, dtype):
-    """This tensor converted to `dtype` (itself when it already has that dtype)."""
+    """This tensor converted to `dtype`; a new Tensor sharing the value when it already has
+    that dtype (as numpy's copy: in-place operators on either leave the other be)."""
     global _last_astype_arg, _last_astype_in, _last_astype_op
     cdef TensorInfo info = self._info
     if dtype is _last_astype_arg and info.dtype is _last_astype_in:
         op = _last_astype_op
-        return self if op is None else _cast(self, op)
+        return _wrap(self._info) if op is None else _cast(self, op)
     tp = type(dtype)
     cdef bint cacheable = not info.quantized and (
         tp is str or tp is type or (isinstance(dtype, _np_dtype) and dtype.metadata is None))
@@ -222,7 +223,7 @@ def tensor_astype(TensorBase self, dtype):
             _remember(_astype_ops, key, op)
     if cacheable:
         _last_astype_arg, _last_astype_in, _last_astype_op = dtype, info.dtype, op
-    return self if op is None else _cast(self, op)
+    return _wrap(self._info) if op is None else _cast(self, op)
 
 
 cdef object _cast(TensorBase x, object op):

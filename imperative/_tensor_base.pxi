@@ -549,7 +549,9 @@ cdef class TensorBase:
         return _unary(self, _NEGATE)
 
     def __pos__(self):
-        return self
+        # a new Tensor sharing the value, as numpy's `+a` is a new array: `u = +t; u += 1`
+        # rebinds u alone
+        return _wrap(self._info)
 
     def __abs__(self):
         return _unary(self, _ABS)

@@ -628,6 +628,37 @@ class TestMethods:
         # the source is unchanged
         np.testing.assert_array_equal(t.numpy(), a)
 
+    @pytest.mark.parametrize("alias", [lambda t: t.astype("float32"),
+                                       lambda t: t.astype(np.float32), lambda t: +t],
+                             ids=["astype str", "astype type", "unary plus"])
+    def test_same_dtype_astype_and_unary_plus_are_new_tensors(self, alias):
+        # they returned the very object: `snap = P.astype("float32"); snap += 10` changed P
+        a = np.array([1.0, 2.0, 3.0], np.float32)
+        p = imp.Parameter(a)
+        snap = alias(p)
+        assert snap is not p and type(snap) is imp.Tensor
+        np.testing.assert_array_equal(snap.numpy(), a)
+        snap += 10
+        snap *= 2
+        snap[0] = -1
+        np.testing.assert_array_equal(p.numpy(), a)             # as numpy's copies
+        np.testing.assert_array_equal(snap.numpy(), [-1.0, 24.0, 26.0])
+        # and the other way round: an optimizer step rebinds p alone
+        snap = alias(p)
+        gm = imp.autodiff.GradManager().attach([p])
+        opt = imp.optim.SGD([p], lr=0.5)
+        with gm:
+            gm.backward((alias(p) * alias(p)).sum())        # the gradient flows through
+        np.testing.assert_array_equal(p.grad.numpy(), 2 * a)
+        opt.step()
+        np.testing.assert_array_equal(p.numpy(), a - a)
+        np.testing.assert_array_equal(snap.numpy(), a)
+        t = imp.Tensor(a)
+        u = alias(t)
+        u -= 1
+        np.testing.assert_array_equal(t.numpy(), a)
+        np.testing.assert_array_equal(u.numpy(), a - 1)
+
     def test_astype_unsupported_dtype(self):
         with pytest.raises(TypeError, match="float64"):
             imp.Tensor([1.0]).astype("float64")
