@@ -168,15 +168,30 @@ def tensor_reshape(TensorBase self, *shape):
 
 
 def tensor_transpose(TensorBase self, *axes):
-    """Axes permuted: `transpose(1, 0, 2)`; no axes reverses them (as `.T`)."""
+    """Axes permuted: `transpose(1, 0, 2)`, negative ones counted from the end; no axes
+    reverses them (as `.T`)."""
     cdef TensorInfo info = self._info
-    if not axes:                            # (no axes: reversed, so the rank is read)
+    cdef bint cacheable = _memo_key(axes)
+    # no axes (reversed), negative ones or others than plain ints: the rank is read (and
+    # is in the key); plain non-negative ints make one op for every rank
+    cdef bint by_rank = not axes or not cacheable or _has_negative(axes)
+    if by_rank:
         if _tracing:
             _trace_read(info, READ_SHAPE)
         if info.shape is None:
             _channel.wait_produced(info, "shape")
-    key = (axes, -1 if axes else len(info.shape))
-    return _one(_memoised(_transpose_ops, key, _memo_key(axes), _make_transpose, key), self)
+    key = (axes, len(info.shape) if by_rank else -1)
+    return _one(_memoised(_transpose_ops, key, cacheable, _make_transpose, key), self)
+
+
+cdef bint _has_negative(tuple args):
+    """Whether plain ints `args`, or one tuple of them, hold a negative one."""
+    if len(args) == 1 and type(args[0]) is tuple:
+        args = <tuple>args[0]
+    for a in args:
+        if a < 0:
+            return True
+    return False
 
 
 # `.T`'s op by the tensor's rank, found without making and hashing a key (a tenth of the call)

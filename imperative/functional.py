@@ -8,7 +8,6 @@ stays int8, `int32 tensor + 1.5` is float32), arrays keep theirs (float64 -> flo
 """
 from __future__ import annotations
 
-import builtins
 import inspect
 from typing import Callable, Sequence
 
@@ -20,9 +19,8 @@ from . import random as _random
 from . import ops as O
 from ._core import TensorBase
 from .device import get_device
-from .ops.base import (cached_op, check_real, float_dtype, normalize_axes, normalize_axis,
-                       remember)
-from .ops.shape import check_int_tuple, check_shape_arg, roll_cuts
+from .ops.base import cached_op, check_real, float_dtype, normalize_axis, remember
+from .ops.shape import check_int_tuple, check_permutation, check_shape_arg, roll_cuts
 from .creation import (_as_tensor, arange, copy, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, zeros, zeros_like)
 from ._types import AxisLike, PairLike, ShapeLike, TensorLike
@@ -38,6 +36,7 @@ from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits,  # 
                      smooth_l1_loss)
 from .distances import cdist, cosine_similarity, normalize, pairwise_distance  # noqa: F401
 from .activations import glu, gumbel_softmax, logaddexp, logsigmoid, softsign  # noqa: F401
+from .norms import std, var  # noqa: F401
 from .tensor_ops import (argsort, cumprod, cumsum, einsum, flip, gather, index_add,  # noqa: F401
                          index_select, norm, outer, scatter, scatter_add, sort, topk, tril, triu)
 from .tensor import Tensor
@@ -265,32 +264,6 @@ def argmin(x: TensorLike, axis: AxisLike = None, keepdims: bool = False) -> Tens
     return _apply1(cached_op(O.Argmin, axis, bool(keepdims)), _as_tensor(x))
 
 
-def var(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
-    """Variance over `axis`, numpy.var: mean squared deviation, divided by N - ddof."""
-    x = _as_tensor(x)
-    dtype = float_dtype([x.dtype])
-    # float16 in float32, rounded once at the end (as PyTorch, and numpy's mean): in float16
-    # the sums of squares overflow, and a count past 65504 is inf (docs/api.md §2)
-    x = x.astype(np.float32 if dtype == np.float16 else dtype)
-    axes = normalize_axes(_hashable(axis), x.ndim, "var")
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    deviation = x - mean(x, axes, keepdims=True)
-    # N - ddof <= 0 divides by zero: inf or nan, as in numpy
-    result = _reduce("SUM_SQR", deviation, axes, keepdims) / float(builtins.max(count - ddof, 0))
-    return result.astype(dtype)
-
-
-def std(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
-    """Standard deviation over `axis`: sqrt(var(x, axis, keepdims, ddof)). Its gradient
-    is 0 where the variance is 0 (a constant slice), as PyTorch's."""
-    variance = var(x, axis, keepdims, ddof)
-    # sqrt's gradient there is 1 / 0, times var's 0: nan. The root reads 1 there instead
-    # (where's gradient of the branch not taken is 0); nan and inf variances stay as sqrt
-    # gives them
-    zero = variance == 0
-    return where(zero, 0, sqrt(where(zero, 1, variance)))
-
-
 # ---------------------------------------------------------------------------------------
 # Matrix products and shapes
 
@@ -309,7 +282,8 @@ def reshape(x: TensorLike, shape: ShapeLike) -> Tensor:
 def transpose(x: TensorLike, axes: Sequence[int] | None = None) -> Tensor:
     """Permute the axes (reverse them when axes is None), numpy.transpose."""
     x = _as_tensor(x)
-    axes = tuple(range(x.ndim))[::-1] if axes is None else check_int_tuple(axes, "transpose")
+    axes = (tuple(range(x.ndim))[::-1] if axes is None
+            else check_permutation(check_int_tuple(axes, "transpose"), x.ndim))
     return _apply1(cached_op(O.Dimshuffle, axes), x)
 
 

@@ -1,5 +1,5 @@
-"""F.norm: vector norms (torch.linalg.vector_norm, `axis` for `dim`), composed of abs, sums,
-max/min and sqrt, so gradients come with those ops."""
+"""F.norm: vector norms (torch.linalg.vector_norm, `axis` for `dim`), and F.var / F.std,
+composed of abs, sums, max/min and sqrt, so gradients come with those ops."""
 from __future__ import annotations
 
 import math
@@ -9,12 +9,12 @@ import numpy as np
 from . import _core
 from . import ops as O
 from ._types import AxisLike, TensorLike
-from ._compose import reduce
+from ._compose import reduce, sqrt, where
 from .creation import _as_tensor
 from .ops.base import cached_op, check_real, float_dtype, normalize_axes
 from .tensor import Tensor
 
-__all__ = ["norm"]
+__all__ = ["norm", "var", "std"]
 
 
 def _root(total, p):
@@ -53,3 +53,29 @@ def norm(x: TensorLike, ord: float = 2, axis: AxisLike = None,
         return reduce("SUM", abs(x), axes, keepdims)
     powered = x * x if p == 2 else abs(x) ** Tensor(np.asarray(p, x.dtype), device=x.device)
     return _root(reduce("SUM", powered, axes, keepdims), p)
+
+
+def var(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
+    """Variance over `axis`, numpy.var: mean squared deviation, divided by N - ddof."""
+    x = _as_tensor(x)
+    dtype = float_dtype([x.dtype])
+    # float16 in float32, rounded once at the end (as PyTorch, and numpy's mean): in float16
+    # the sums of squares overflow, and a count past 65504 is inf (docs/api.md §2)
+    x = x.astype(np.float32 if dtype == np.float16 else dtype)
+    axes = normalize_axes(tuple(axis) if isinstance(axis, list) else axis, x.ndim, "var")
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    deviation = x - reduce("MEAN", x, axes, True)
+    # N - ddof <= 0 divides by zero: inf or nan, as in numpy
+    result = reduce("SUM_SQR", deviation, axes, keepdims) / float(max(count - ddof, 0))
+    return result.astype(dtype)
+
+
+def std(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
+    """Standard deviation over `axis`: sqrt(var(x, axis, keepdims, ddof)). Its gradient
+    is 0 where the variance is 0 (a constant slice), as PyTorch's."""
+    variance = var(x, axis, keepdims, ddof)
+    # sqrt's gradient there is 1 / 0, times var's 0: nan. The root reads 1 there instead
+    # (where's gradient of the branch not taken is 0); nan and inf variances stay as sqrt
+    # gives them
+    zero = variance == 0
+    return where(zero, 0, sqrt(where(zero, 1, variance)))

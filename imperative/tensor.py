@@ -13,7 +13,7 @@ from . import dtype as D
 from . import ops as O
 from . import tensor_index
 from .ops.base import cached_op
-from .ops.shape import check_int_tuple, check_shape_arg
+from .ops.shape import check_int_tuple, check_permutation, check_shape_arg
 from .scope import auto_name
 from .torch_hints import (TENSOR_ATTRIBUTE_HINTS, PyTorchFlag, add_pytorch_names, keyword_error,
                           keyword_hints, tensor_attribute_error)
@@ -374,8 +374,12 @@ def _reshape_op(args):
 
 
 def _transpose_op(axes, ndim):
-    axes = _shape_args(axes, "transpose", check_int_tuple) or tuple(range(ndim))[::-1]
-    return cached_op(O.Dimshuffle, tuple(axes))
+    """The op of `transpose(*axes)`; `ndim` is -1 where the axes are non-negative ints (the
+    op is then the same for every rank, and inference checks it)."""
+    axes = _shape_args(axes, "transpose", check_int_tuple)
+    if not axes:
+        return cached_op(O.Dimshuffle, tuple(range(ndim))[::-1])
+    return cached_op(O.Dimshuffle, axes if ndim < 0 else check_permutation(axes, ndim))
 
 
 def _reduce_op(mode, axis, keepdims):

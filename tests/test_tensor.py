@@ -695,6 +695,44 @@ class TestMethods:
         with pytest.raises(ValueError):
             t.transpose(0, 1)
 
+    def test_transpose_takes_negative_axes_as_numpy(self):
+        # they were refused as "not a permutation"
+        a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+        b = np.arange(6, dtype=np.float32).reshape(2, 3)
+        for x, axes in [(a, (-1, 0, 1)), (a, (2, -3, -2)), (b, (-1, 0)), (b, (-1, -2)),
+                        (a, (0, 1, 2)), (b, (1, 0))]:
+            want = np.transpose(x, axes)
+            for got in (imp.Tensor(x).transpose(*axes), imp.Tensor(x).transpose(axes),
+                        imp.F.transpose(imp.Tensor(x), axes),
+                        imp.F.transpose(imp.Tensor(x), list(axes)),
+                        np.transpose(imp.Tensor(x), axes)):
+                assert isinstance(got, imp.Tensor)
+                np.testing.assert_array_equal(got.numpy(), want)
+        # the same negative axes on another rank (the memo is keyed by the rank too)
+        np.testing.assert_array_equal(imp.Tensor(a).transpose(-1, 0, 1).numpy(),
+                                      a.transpose(-1, 0, 1))
+        # the gradient follows the normalised permutation
+        w = imp.Parameter(a)
+        gm = imp.autodiff.GradManager().attach([w])
+        with gm:
+            gm.backward((w.transpose(-1, 0, 1) * imp.Tensor(a.transpose(2, 0, 1))).sum())
+        np.testing.assert_array_equal(w.grad.numpy(), a)
+        # repeated, out-of-range and too few axes are still refused, saying which
+        t = imp.Tensor(b)
+        for axes, match, np_error in [((0, -2), "repeated axis 0", ValueError),
+                                      ((-3, 0), "axis -3 .* out of range", ValueError),
+                                      ((2, 0), "axis 2 .* out of range", ValueError),
+                                      ((0,), "1 axes given", ValueError)]:
+            for call in (lambda axes=axes: t.transpose(*axes),
+                         lambda axes=axes: imp.F.transpose(t, axes)):
+                with pytest.raises(ValueError, match=match):
+                    call()
+            with pytest.raises(np_error):
+                b.transpose(axes)
+        with pytest.raises(ValueError, match="repeated axis"):
+            imp.apply(imp.ops.Dimshuffle((0, 0)), t)
+        np.testing.assert_array_equal(t.transpose(-1, 0).numpy(), b.T)   # still usable
+
     def test_flatten(self):
         a = np.arange(12, dtype=np.int16).reshape(3, 4)
         out = imp.Tensor(a).flatten()

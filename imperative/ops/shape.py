@@ -227,6 +227,25 @@ class Broadcast(Op):
         return np.broadcast_to(x, self.shape)
 
 
+def check_permutation(axes, ndim, shape=None):
+    """`axes` (ints) with negative ones counted from the end, as numpy's transpose: a
+    ValueError saying which axis is out of range or repeated, or that their number is not
+    the rank, unless they permute the `ndim` dimensions."""
+    of = f"the {ndim} dimensions" + ("" if shape is None else f" of shape {tuple(shape)}")
+    if len(axes) != ndim:
+        raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation of {of}: "
+                         f"{len(axes)} axes given")
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"transpose: axis {a} of {tuple(axes)} is out of range for {of}")
+        a = a + ndim if a < 0 else a
+        if a in out:
+            raise ValueError(f"transpose: repeated axis {a} in {tuple(axes)} ({of})")
+        out.append(a)
+    return tuple(out)
+
+
 class Dimshuffle(Op):
     """`Dimshuffle(pattern)`: a permutation of the axes (transpose)."""
 
@@ -240,8 +259,7 @@ class Dimshuffle(Op):
         check_arity(self, inputs, 1)
         shape = inputs[0].shape
         if sorted(self.pattern) != list(range(len(shape))):
-            raise ValueError(f"transpose: axes {self.pattern} are not a permutation of "
-                             f"the {len(shape)} dimensions of shape {shape}")
+            check_permutation(self.pattern, len(shape), shape)   # (raises, saying why)
         return ((tuple(shape[p] for p in self.pattern), inputs[0].dtype),)
 
     def kernel(self, x):
