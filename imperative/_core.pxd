@@ -176,6 +176,8 @@ cdef class TensorInfo:
     cdef public object scope           # [C] imperative.scope.ScopeNode it was made under
     cdef public object op              # [C] the op that produced it (None for data)
     cdef public int out_index          # [C] which output of `op`
+    cdef public object user_name       # [C] the `.name` last given a Tensor of it (None:
+                                       #     none), for the profile's memory events
     cdef object __weakref__
 
 

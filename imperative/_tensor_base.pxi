@@ -30,7 +30,7 @@ cdef inline TensorBase _wrap(TensorInfo info):
     cdef TensorBase t = <TensorBase>(<PyTypeObject*>_tensor_cls).tp_new(
         _tensor_cls, <PyObject*>_EMPTY_TUPLE, NULL)
     t._info = info
-    t.name = ""
+    t._user_name = ""
     info.tensor_refs += 1
     return t
 
@@ -42,6 +42,8 @@ cdef int _rebind(TensorBase t, TensorInfo info) except -1:
         _trace_rebind(t, old)
     t._info = info
     info.tensor_refs += 1
+    if t._user_name:                   # (the new value is still the named tensor's)
+        info.user_name = t._user_name
     if _channel._memory_on and (old is None or old.persistent or old.producer is None):
         # A new value of a leaf (a parameter's update, an optimizer's state, data written
         # in place) is persistent: its recipe would reach back through every earlier
@@ -357,7 +359,7 @@ cdef void _set_operator_ops(dict ops) except *:
 cdef class TensorBase:
     """The fast part of imperative.Tensor: its record and its operators."""
     cdef TensorInfo _info
-    cdef public object name          # user name
+    cdef object _user_name           # `.name` (None: never set, read as "")
     cdef public object _grad_slot    # used by autodiff
     cdef object __weakref__
 
@@ -430,6 +432,21 @@ cdef class TensorBase:
 
     def _use_cnt(self):
         return self._info.tensor_refs
+
+    @property
+    def name(self):
+        """The user's name for this tensor, a str ("" by default); the profile's memory
+        events name the value by it (§7)."""
+        return "" if self._user_name is None else self._user_name
+
+    @name.setter
+    def name(self, value):
+        if not isinstance(value, str):
+            raise TypeError(f"Tensor.name must be a str, got {type(value).__name__} "
+                            f"({value!r})")
+        self._user_name = value
+        if self._info is not None:
+            self._info.user_name = value
 
     def _isscalar(self):
         return self._info.shape == ()

@@ -28,7 +28,8 @@ cdef enum:
     _EV_SCOPE_PUSH = 4  # (kind, t, scope)
     _EV_SCOPE_POP = 5   # (kind, t, scope)
     _EV_INSTANT = 6     # (kind, t, name, args)
-    _EV_MEMORY = 7      # (kind, t0, t1, action, desc, reason): drop, swap, evict, recompute
+    _EV_MEMORY = 7      # (kind, t0, t1, action, desc, reason, (scope, op, out_index),
+    #                      user name): drop, swap, evict, recompute
 # descs are flat tuples: (shape0, dtype0, shape1, dtype1, ...); op and scope are indices
 # into the list returned with the records (scope -1: the root)
 
@@ -124,9 +125,10 @@ cdef class RecordBuffer:
                 j += 2
             elif kind == _EV_MEMORY:
                 out.append((kind, self.nums[i + 1], self.nums[i + 2], objs[j],
-                            (objs[j + 1], objs[j + 2]), objs[j + 3]))
+                            (objs[j + 1], objs[j + 2]), objs[j + 3],
+                            (objs[j + 4], objs[j + 5], objs[j + 6]), objs[j + 7]))
                 i += 3
-                j += 4
+                j += 8
             else:
                 raise RuntimeError(f"corrupt profile record kind {kind}")
         return out
@@ -206,7 +208,9 @@ def record_memory_event(long long t0, str action, TensorInfo info, str reason):
         buf.num(_EV_MEMORY)
         buf.num(t0)
         buf.num(_now_ns())
-        buf.objs.extend((action, info.shape, info.dtype, reason))
+        # (what names the tensor: its automatic name's parts, and its user name)
+        buf.objs.extend((action, info.shape, info.dtype, reason, info.scope, info.op,
+                         info.out_index, info.user_name))
 
 
 def now_ns():

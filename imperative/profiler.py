@@ -20,7 +20,7 @@ import warnings
 
 from . import _core
 from .profiler_summary import main, summarize
-from .scope import op_name
+from .scope import op_name, op_path
 
 __all__ = ["Profiler", "start_profile", "stop_profile", "summarize", "main"]
 
@@ -330,8 +330,11 @@ def _thread_events(b, tid, records, objects, executed, last_t):
                 ev["args"] = r[3]
             b.events.append(ev)
         elif kind == _core.EV_MEMORY:
-            _, t0, t1, action, desc, reason = r
-            b.slice(tid, f"{action} {_desc(*desc)}", t0, t1, "memory", {"reason": reason})
+            _, t0, t1, action, desc, reason, where, user_name = r
+            args = {"reason": reason, "tensor": op_path(*where)}     # the tensor's `_name`
+            if user_name:
+                args["name"] = user_name
+            b.slice(tid, f"{action} {_desc(*desc)}", t0, t1, "memory", args)
             worker_scopes.other(t0, t1)
     end = records[-1][2] if records and records[-1][0] in (0, 1, 2, 3, 7) else last_t
     while open_scopes:               # scopes still open when the profile stopped

@@ -70,8 +70,6 @@ class Tensor(TensorBase):
         if name is not None:
             self.name = str(name)
 
-    name = ""       # (a class attribute: a Tensor given no name makes no instance dict)
-
     # ---- PyTorch habits (imperative/torch_hints.py)
 
     # x.view, x.backward, ... (TENSOR_ATTRIBUTE_HINTS) are added after the class; this one

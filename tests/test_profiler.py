@@ -183,6 +183,54 @@ def test_profiler_as_a_decorator(tmp_path):
     assert os.path.exists(tmp_path / f"{os.getpid()}.chrome_timeline.json")
 
 
+def test_drop_and_recompute_slices_name_the_tensor(tmp_path):
+    # §7: they named only the shape and dtype, which several tensors shared
+    a = np.ones((64, 64), np.float32)
+    with imp.option("enable_drop", 1):
+        with imp.Profiler(path=str(tmp_path)) as prof:
+            with imp.scope("blk"):
+                x = imp.Tensor(a)
+                c = (x @ x + 1) * 2
+                e = (x @ x + 1) - 3                   # (another `_name`: Elemwise.SUB:0)
+                e.name = "mine"
+                c._drop()
+                e._drop()
+                d = c + 1
+                f = e + 1
+            d.numpy()
+            f.numpy()
+        np.testing.assert_array_equal(d.numpy(), (a @ a + 1) * 2 + 1)   # values unchanged
+        np.testing.assert_array_equal(f.numpy(), (a @ a + 1) - 3 + 1)
+    with open(prof.files[0]) as fh:
+        events = [ev for ev in json.load(fh)["traceEvents"] if ev.get("cat") == "memory"]
+    by_action = defaultdict(list)
+    for ev in events:
+        assert ev["name"].split(" ", 1)[1] == "float32(64, 64)"      # the name as it was
+        by_action[ev["name"].split(" ", 1)[0]].append(ev["args"])
+    assert sorted(by_action) == ["drop", "recompute"]
+    for action in ("drop", "recompute"):
+        # (the memory manager drops dead intermediates too: each named by its `_name`)
+        named = {args["tensor"]: args.get("name") for args in by_action[action]}
+        assert named[c._name] is None and named[e._name] == "mine", action
+        assert [n for n in named.values() if n] == ["mine"]
+        assert all(args["reason"] and args["tensor"] for args in by_action[action]), \
+            by_action[action]
+    assert c._name.endswith(".Elemwise.MUL:0") and c._name.startswith("blk")
+
+
+def test_tensor_names_are_strs():
+    t = imp.Tensor([1.0])
+    assert t.name == "" and (t + 1).name == "" and imp.Tensor([1.0], name="w").name == "w"
+    for bad in (3, None, b"w", ["w"]):
+        with pytest.raises(TypeError, match=f"name must be a str, got {type(bad).__name__}"):
+            t.name = bad
+        assert t.name == ""                                      # unchanged
+    t.name = "weights"
+    t += 1                                       # in place: still the named tensor
+    assert t.name == "weights"
+    np.testing.assert_array_equal(t.numpy(), [2.0])
+
+
 def test_summary_command_prints_busiest_ops_and_the_memory_peak(tmp_path):
     _, path = run_profiled_steps(tmp_path)
     r = subprocess.run([sys.executable, "-m", "imperative.profiler", "summary", path, "--json"],
