@@ -515,6 +515,10 @@ cdef class TensorBase:
         if type(other) is int or type(other) is float:
             if 2 <= other <= 4 and other == <int>other and self._info.dtype is _FLOAT32:
                 return _power_by_products(self, other)
+        if (isinstance(other, (int, np.integer)) and other < 0 and type(other) is not bool
+                and self._info.dtype.kind in "bi" and not self._info.quantized):
+            # numpy's error, at the call: the worker would raise it at the next sync only
+            raise ValueError("Integers to negative integer powers are not allowed.")
         return _binary(self, other, _POW, False)
 
     def __rpow__(self, other, mod=None):

@@ -140,8 +140,8 @@ _pow = _elemwise("POW", "pow", "x ** y")
 def pow(x: TensorLike, y: TensorLike) -> Tensor:
     """x ** y (Elemwise POW); a float32 Tensor to the power 2, 3 or 4 (a Python number) as
     products, as the operator computes it (docs/api.md)."""
-    if isinstance(x, TensorBase) and type(y) in (int, float):
-        return x ** y
+    if isinstance(x, TensorBase) and (type(y) in (int, float) or isinstance(y, np.integer)):
+        return x ** y           # (the operator: an int to a negative int raises at the call)
     return _pow(x, y)
 
 

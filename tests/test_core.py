@@ -187,6 +187,26 @@ def test_dispatch_errors_are_raised_at_the_call_at_every_level():
     assert live_handles() == live_handles()    # nothing half-made is left in the table
 
 
+@pytest.mark.parametrize("level", [0, 1, 2])
+@pytest.mark.parametrize("dtype, exponent", [(np.int32, -1), (np.int8, -2), (np.bool_, -1),
+                                             (np.int32, np.int64(-3))], ids=repr)
+def test_an_integer_to_a_negative_python_power_raises_at_the_call(level, dtype, exponent):
+    # known at the call, as in numpy; at level 2 it was an AsyncError at the next sync
+    a = (np.arange(BIG) % 5 + 1).astype(dtype)
+    with imp.option("async_level", level):
+        with pytest.raises(ValueError) as theirs:
+            a ** exponent
+        for x in (imp.Tensor(a), imp.Tensor(a[:3])):
+            with pytest.raises(ValueError, match=str(theirs.value)):
+                x ** exponent
+            with pytest.raises(ValueError, match=str(theirs.value)):
+                imp.F.pow(x, exponent)
+        imp.sync()                                # nothing was issued
+        x = imp.Tensor(a[:3])
+        np.testing.assert_array_equal((x ** 2).numpy(), a[:3] ** 2)       # still usable
+        np.testing.assert_allclose((x ** -1.0).numpy(), a[:3] ** -1.0, rtol=1e-6)
+
+
 def test_catch_worker_exception_0_lets_the_exception_escape_the_worker():
     code = """
         import numpy as np, imperative as imp
