@@ -67,7 +67,7 @@ def reduce(mode: str, x: Tensor, axis=None, keepdims: bool = False) -> Tensor:
 
 def along(op_class, x: Tensor, axis: int) -> Tensor:
     """The op of `op_class` (Softmax, LogSoftmax) along `axis`."""
-    return _apply1(cached_op(op_class, int(axis)), x)
+    return _apply1(cached_op(op_class, axis), x)
 
 
 def as_float(x, device=None) -> Tensor:

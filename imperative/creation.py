@@ -9,7 +9,7 @@ from . import ops as O
 from ._core import TensorBase, as_device
 from ._types import DTypeLike, DeviceLike, ShapeLike, TensorLike
 from .ops.base import cached_op
-from .ops.shape import check_shape_arg
+from .ops.creation import creation_shape
 from .tensor import Tensor
 
 _apply1 = _core.apply_one
@@ -37,20 +37,25 @@ def full(shape: ShapeLike, value: float, dtype: DTypeLike | None = None,
         device: DeviceLike | None = None) -> Tensor:
     """A tensor of `shape` filled with `value`; dtype None: from the value (bool, int ->
     int32, float -> float32)."""
-    return _apply1(cached_op(O.Fill, check_shape_arg(shape, "full"), value,
+    return _full(shape, value, dtype, device, "full")
+
+
+def _full(shape, value, dtype, device, what):
+    """`full`, its shape errors naming `what`, the function the user called."""
+    return _apply1(cached_op(O.Fill, creation_shape(shape, what), value,
                              _creation_dtype(dtype, value), _device_name(device)))
 
 
 def zeros(shape: ShapeLike, dtype: DTypeLike = "float32",
         device: DeviceLike | None = None) -> Tensor:
     """A tensor of zeros."""
-    return full(shape, 0, dtype, device)
+    return _full(shape, 0, dtype, device, "zeros")
 
 
 def ones(shape: ShapeLike, dtype: DTypeLike = "float32",
         device: DeviceLike | None = None) -> Tensor:
     """A tensor of ones."""
-    return full(shape, 1, dtype, device)
+    return _full(shape, 1, dtype, device, "ones")
 
 
 def full_like(x: TensorLike, value: float, dtype: DTypeLike | None = None,

@@ -6,6 +6,8 @@ imperative/quantized.py, whose public names this module re-exports. It depends o
 only.
 """
 
+import collections.abc
+
 import numpy as np
 
 from .quantized import (convert_from_qint4, convert_from_qint8, convert_from_qint32,
@@ -178,6 +180,10 @@ def array_target(dt):
 
 def as_tensor_data(data, dtype):
     """User data → (a fresh array the runtime owns, its dtype), by API.md §1's rules."""
+    if isinstance(data, collections.abc.Iterator):
+        # numpy makes a 0-d object array of it: "unsupported dtype object" named no cause
+        raise TypeError(f"Tensor(data): data is a {type(data).__name__} (an iterator), "
+                        f"not an array, number or sequence; pass list(data)")
     if dtype is not None:
         dt = canonical_dtype(dtype)
         if is_quantize(dt):

@@ -335,7 +335,7 @@ def concat(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
     """Join tensors along an existing axis (numpy.concatenate); dtypes are promoted."""
     op = _concat_ops.get(axis) if type(axis) is int else None
     if op is None:
-        op = cached_op(O.Concat, int(axis))
+        op = cached_op(O.Concat, axis)
         if type(axis) is int:
             remember(_concat_ops, axis, op, 64)
     out = _core.apply_tensors(op, tensors)       # (a list of Tensors: nothing to convert)
@@ -357,7 +357,7 @@ def stack(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
 def split(x: TensorLike, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
     """numpy.split: an int N gives N equal pieces; a sequence of indices gives the pieces
     between them. Returns a list of tensors (views of x)."""
-    op = cached_op(O.Split, int(axis), _hashable(indices_or_sections))
+    op = cached_op(O.Split, axis, _hashable(indices_or_sections))
     return list(_core.apply(op, _as_tensor(x)))
 
 
@@ -421,7 +421,7 @@ def elu(x: TensorLike, alpha: float = 1.0) -> Tensor:
 
 def _along(op_class, x, axis):
     """The op of `op_class` along `axis` on x: a Tensor straight to dispatch."""
-    op = cached_op(op_class, int(axis))
+    op = cached_op(op_class, axis)          # (the op checks the axis: an int)
     out = _unary(op, x)
     return out if out is not None else _apply1(op, _as_tensor(x))
 
@@ -450,7 +450,7 @@ def cross_entropy(logits: TensorLike, labels: TensorLike, axis: int = -1,
             or (labels.dtype.kind == "f" and labels.shape == logits.shape)):
         return composed_cross_entropy(logits, labels, axis, reduction, weight, ignore_index,
                                       label_smoothing)
-    return _apply1(cached_op(O.CrossEntropy, int(axis), reduction), logits, labels)
+    return _apply1(cached_op(O.CrossEntropy, axis, reduction), logits, labels)
 
 
 _MATMUL_WEIGHT_T = cached_op(O.MatrixMul, False, True)

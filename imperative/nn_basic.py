@@ -17,9 +17,19 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         super().__init__()
-        bound = 1.0 / math.sqrt(in_features)
-        self.weight = uniform_parameter((out_features, in_features), bound)
-        self.bias = uniform_parameter((out_features,), bound) if bias else None
+        for name, n in (("in_features", in_features), ("out_features", out_features)):
+            if isinstance(n, bool) or not hasattr(n, "__index__"):
+                raise TypeError(f"Linear: {name} must be an int, got {n!r} "
+                                f"({type(n).__name__})")
+            if n < 0:
+                raise ValueError(f"Linear: {name} must be >= 0, got {n!r}")
+        if in_features:
+            bound = 1.0 / math.sqrt(in_features)
+            self.weight = uniform_parameter((out_features, in_features), bound)
+            self.bias = uniform_parameter((out_features,), bound) if bias else None
+        else:       # as PyTorch: an empty weight, and a zero bias (its init bound is 0)
+            self.weight = Parameter(F.zeros((out_features, 0)))
+            self.bias = Parameter(F.zeros((out_features,))) if bias else None
 
     def forward(self, x: TensorLike) -> Tensor:
         return F.linear(x, self.weight, self.bias)

@@ -43,7 +43,11 @@ def load(path: str | os.PathLike[str] | IO[bytes]) -> Any:
     """Read what `save` wrote. Tensors come back as Tensors (Parameters as Parameters) on
     their saved device, numpy arrays as arrays, tuples as tuples."""
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):       # a plain .npy: one array
+            raise ValueError("it holds one numpy array, as np.save writes; read it with "
+                             "np.load")
+        with loaded as archive:
             arrays = {name: archive[name] for name in archive.files}
     except (zipfile.BadZipFile, ValueError, EOFError) as e:
         raise ValueError(f"imp.load: {path!r} is not a file written by imp.save ({e})") from None

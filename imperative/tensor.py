@@ -114,8 +114,9 @@ class Tensor(TensorBase):
         return self.shape[0]
 
     def __iter__(self):
-        for i in range(len(self)):
-            yield self[i]
+        if not self.shape:       # (numpy's words, raised by iter() itself as numpy's)
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
 
     def __array__(self, dtype=None, copy=None):
         arr = self.numpy()

@@ -560,7 +560,15 @@ def test_creation_ops_have_no_inputs_and_name_their_device():
 
 def test_creation_errors():
     with pytest.raises(ValueError, match="negative"):
-        F.zeros((2, -1))
+        np.zeros((2, -1))
+    # each names the function called (zeros and ones said `full:`)
+    for fn in (F.zeros, F.ones):
+        with pytest.raises(ValueError, match=f"^{fn.__name__}: negative"):
+            fn((2, -1))
+        with pytest.raises(TypeError, match=f"^{fn.__name__}: "):
+            fn((2, 1.5))
+    with pytest.raises(ValueError, match="^full: negative"):
+        F.full((2, -1), 3.0)
     with pytest.raises(ValueError, match="step"):
         F.arange(0, 5, 0)
     with pytest.raises(TypeError, match="float64"):
@@ -608,6 +616,53 @@ def test_softmax_functions_match_numpy():
         sm = e / e.sum(axis=axis, keepdims=True)
         assert_same(F.softmax(T(x), axis), sm, rtol=1e-5)
         assert_same(F.log_softmax(T(x), axis), np.log(sm), rtol=1e-5, atol=1e-5)
+
+
+def test_softmax_of_a_0d_tensor_names_its_0_dimensions():
+    # the 0-d input counted as 1-d: "out of range for a tensor with 1 dimension(s)"
+    for fn in (F.softmax, F.log_softmax):
+        with pytest.raises(IndexError, match="axis 1 is out of range for a tensor with 0 "):
+            fn(T(5.0), axis=1)
+        assert_same(fn(T(5.0), axis=-1), np.float32(1.0 if fn is F.softmax else 0.0))
+
+
+AXIS_TAKERS = {
+    "concat": lambda x, a: F.concat([x, x], axis=a),
+    "softmax": lambda x, a: F.softmax(x, a), "log_softmax": lambda x, a: F.log_softmax(x, a),
+    "expand_dims": lambda x, a: F.expand_dims(x, a),
+    "squeeze": lambda x, a: F.squeeze(F.expand_dims(x, 1), a),
+    "split": lambda x, a: F.split(x, 3, axis=a),
+    "cross_entropy": lambda x, a: F.cross_entropy(x[0], T(np.zeros(3, np.int32)), axis=a),
+}
+NUMPY_AXIS_TAKERS = {
+    "concat": lambda x, a: np.concatenate([x, x], axis=a),
+    "expand_dims": lambda x, a: np.expand_dims(x, a),
+    "squeeze": lambda x, a: np.squeeze(np.expand_dims(x, 1), a),
+    "split": lambda x, a: np.split(x, 3, axis=a),
+}
+
+
+@pytest.mark.parametrize("name", list(AXIS_TAKERS))
+@pytest.mark.parametrize("bad", [1.0, True, 1.5, (1.0,)], ids=repr)
+def test_non_integer_axes_are_type_errors(name, bad):
+    # F.concat, F.softmax and F.expand_dims took 1.0 (and True) as 1, as int() reads them
+    x = np.arange(18, dtype=np.float32).reshape(2, 3, 3)
+    call = AXIS_TAKERS[name]
+    if isinstance(bad, tuple) and name not in ("expand_dims", "squeeze"):
+        return
+    if (name in NUMPY_AXIS_TAKERS and type(bad) is float) or (
+            name == "expand_dims" and bad == (1.0,)):
+        with pytest.raises(TypeError):
+            NUMPY_AXIS_TAKERS[name](x, bad)                     # numpy refuses them too
+    with pytest.raises(TypeError, match="axis must be an int, got"):
+        call(T(x), bad)
+    got, good = call(T(x), 1), call(T(x), np.int64(1))            # and then works
+    if name in NUMPY_AXIS_TAKERS:
+        want = NUMPY_AXIS_TAKERS[name](x, 1)
+        for g in (got, good):
+            for a, b in zip(g if isinstance(g, list) else [g], want if isinstance(want, list)
+                            else [want]):
+                np.testing.assert_array_equal(a.numpy(), b)
 
 
 def test_cross_entropy_accepts_list_labels():

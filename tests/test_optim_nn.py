@@ -157,6 +157,21 @@ def test_linear_matches_numpy_and_train_eval_switch_dropout():
     assert not net.head[1].training and not net.block.training
 
 
+def test_linear_with_no_input_features_is_pytorchs():
+    # it was a ZeroDivisionError from the init bound
+    torch = pytest.importorskip("torch")
+    lin, theirs = nn.Linear(0, 3), torch.nn.Linear(0, 3)
+    assert lin.weight.shape == tuple(theirs.weight.shape) == (3, 0)
+    np.testing.assert_array_equal(lin.bias.numpy(), theirs.bias.detach().numpy())   # zeros
+    out = lin(imp.Tensor(np.zeros((2, 0), np.float32)))
+    np.testing.assert_array_equal(out.numpy(), theirs(torch.zeros(2, 0)).detach().numpy())
+    assert nn.Linear(np.int64(2), 3).weight.shape == (3, 2)
+    with pytest.raises(ValueError, match="in_features must be >= 0, got -1"):
+        nn.Linear(-1, 3)
+    with pytest.raises(TypeError, match=r"out_features must be an int, got 2\.5"):
+        nn.Linear(2, 2.5)
+
+
 def test_conv2d_and_batchnorm_modules():
     imp.random.seed(0)
     conv = nn.Conv2d(3, 4, 3, padding=1)

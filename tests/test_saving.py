@@ -161,3 +161,8 @@ def test_load_reports_foreign_files(tmp_path):
     with pytest.raises(ValueError, match="no structure record"):
         imp.load(tmp_path / "plain.npz")
     assert zipfile.is_zipfile(tmp_path / "plain.npz")
+    # a plain np.save file (one array): it said the array was no context manager
+    np.save(tmp_path / "plain.npy", np.arange(3))
+    with pytest.raises(ValueError, match=r"not a file written by imp.save .*one numpy array"):
+        imp.load(tmp_path / "plain.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "plain.npy"), np.arange(3))

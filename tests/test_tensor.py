@@ -127,6 +127,21 @@ class TestConstruction:
         with pytest.raises(TypeError, match=name):
             imp.Tensor([1.0, 2.0], dtype=dtype)
 
+    @pytest.mark.parametrize("make", [lambda: (x for x in range(3)), lambda: iter([1, 2]),
+                                      lambda: map(float, [1, 2])],
+                             ids=["generator", "list_iterator", "map"])
+    @pytest.mark.parametrize("dtype", [None, "float32"])
+    def test_an_iterator_as_data_is_a_type_error_saying_so(self, make, dtype):
+        # it said "unsupported dtype object" (numpy makes a 0-d object array of it)
+        assert np.array(make()).dtype == object
+        data = make()
+        with pytest.raises(TypeError, match=rf"data is a {type(data).__name__} \(an "
+                                            r"iterator\).*pass list\(data\)"):
+            imp.Tensor(data, dtype=dtype)
+        np.testing.assert_array_equal(imp.Tensor(list(make()), dtype=dtype).numpy(),
+                                      np.array(list(make()), dtype=dtype or None))
+        assert imp.Tensor(range(3)).shape == np.array(range(3)).shape     # a sequence
+
     def test_value_is_copied_at_construction(self):
         src = np.arange(6, dtype=np.float32).reshape(2, 3)
         t = imp.Tensor(src)
@@ -321,6 +336,16 @@ class TestConversions:
         scalars = list(imp.Tensor([1.5, 2.5]))
         assert all(isinstance(s, imp.Tensor) and s.shape == () for s in scalars)
         assert [s.item() for s in scalars] == [1.5, 2.5]
+
+    def test_iterating_a_0d_tensor_says_so_as_numpy(self):
+        # it said "len() of a 0-d tensor", a call the user never made, at the first next()
+        with pytest.raises(TypeError, match="iteration over a 0-d array") as theirs:
+            iter(np.array(1.0))
+        for call in (iter, list, tuple):
+            with pytest.raises(TypeError, match="^iteration over a 0-d tensor$"):
+                call(imp.Tensor(1.0))
+        assert str(theirs.value).replace("array", "tensor") == "iteration over a 0-d tensor"
+        assert [r.item() for r in imp.Tensor([[1.0], [2.0]])[:, 0]] == [1.0, 2.0]
 
     def test_repr_shows_values_dtype_device(self):
         r = repr(imp.Tensor([1, 2, 3], dtype="int16"))

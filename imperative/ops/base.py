@@ -150,6 +150,14 @@ def reject_quantized(op, inputs):
                             f"(input {i}); convert with astype('float32') first")
 
 
+def check_axis(axis, op):
+    """`axis` as an int, or a TypeError naming `op`, as numpy's for a bool or a float:
+    `int(axis)` took 1.0 and True as 1, and truncated 1.5."""
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    return int(axis)
+
+
 def normalize_axis(axis, ndim, op):
     """An int axis in [-ndim, ndim) as a non-negative int; IndexError otherwise."""
     if not isinstance(axis, int) or isinstance(axis, bool):

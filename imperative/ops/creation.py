@@ -35,7 +35,7 @@ def _check_number(value, what):
     return value
 
 
-def _creation_shape(shape, what):
+def creation_shape(shape, what):
     shape = check_shape_arg(shape, what)
     if any(s < 0 for s in shape):
         raise ValueError(f"{what}: negative dimension in shape {shape}")
@@ -71,7 +71,7 @@ class Fill(_Creation):
         except OverflowError:
             raise OverflowError(f"full: the fill value {value} does not fit "
                                 f"{D.dtype_name(dt)}") from None
-        self._set(shape=_creation_shape(shape, "full"), value=value, dtype=dt,
+        self._set(shape=creation_shape(shape, "full"), value=value, dtype=dt,
                   device=_device_name(device))
 
     def kernel(self):

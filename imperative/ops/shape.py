@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _kernels
 from .._core import ArraysAsOne
-from .base import (Op, check_arity, normalize_axis, promote_inputs, promoted_dtype,
+from .base import (Op, check_arity, check_axis, normalize_axis, promote_inputs, promoted_dtype,
                    remember)
 
 _INT32 = np.dtype(np.int32)
@@ -274,13 +274,17 @@ class _AxesOp(Op):
 
     _fields = ("axis",)
     ALIASES_INPUT = True
+    _what = None            # the function's name in errors
 
     def __init__(self, axis):
-        self._set(axis=tuple(axis) if isinstance(axis, (list, tuple)) else (int(axis),))
+        axes = axis if isinstance(axis, (list, tuple)) else (axis,)
+        self._set(axis=tuple(check_axis(a, self._what) for a in axes))
 
 
 class AddAxis(_AxesOp):
     """`AddAxis(axis)`: insert size-1 dimensions at the given positions of the output."""
+
+    _what = "expand_dims"
 
     def infer(self, inputs):
         check_arity(self, inputs, 1)
@@ -297,6 +301,8 @@ class AddAxis(_AxesOp):
 
 class RemoveAxis(_AxesOp):
     """`RemoveAxis(axis)`: drop size-1 dimensions."""
+
+    _what = "squeeze"
 
     def infer(self, inputs):
         check_arity(self, inputs, 1)
@@ -404,7 +410,7 @@ class Concat(Op):
     _fields = ("axis",)
 
     def __init__(self, axis=0):
-        self._set(axis=int(axis))
+        self._set(axis=check_axis(axis, "concat"))
 
     def infer(self, inputs):
         if not inputs:
@@ -469,7 +475,7 @@ class Split(Op):
         else:
             raise TypeError(f"split: indices_or_sections must be an int or a sequence of ints, "
                             f"got {sections_or_indices!r}")
-        self._set(axis=int(axis), sections_or_indices=spec)
+        self._set(axis=check_axis(axis, "split"), sections_or_indices=spec)
 
     def _pieces(self, shape):
         axis = normalize_axis(self.axis, len(shape), "split")

@@ -5,7 +5,7 @@ import functools
 import numpy as np
 
 from ..backend import native
-from .base import Op, check_arity, float_dtype, normalize_axis, reject_quantized
+from .base import Op, check_arity, check_axis, float_dtype, normalize_axis, reject_quantized
 from .nn_common import along_axis, check_int_dtype, compute_dtype
 
 _FLOAT16, _FLOAT32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -41,14 +41,14 @@ class _AlongAxis(Op):
     _native_or = None   # ... as a direct kernel with a fallback (backend.native), or None
 
     def __init__(self, axis=-1):
-        self._set(axis=int(axis))
+        self._set(axis=check_axis(axis, type(self).__name__.lower()))
 
     def infer(self, inputs):
         check_arity(self, inputs, 1)
         reject_quantized(self, inputs)
         (x,) = inputs
         # a 0-d tensor counts as one value along one axis (0 or -1), as in PyTorch
-        normalize_axis(self.axis, max(len(x.shape), 1), type(self).__name__.lower())
+        normalize_axis(self.axis, len(x.shape), type(self).__name__.lower())
         return ((x.shape, float_dtype([x.dtype])),)
 
     def kernel(self, x):
@@ -158,7 +158,7 @@ class CrossEntropy(Op):
         if reduction not in _REDUCTIONS:
             raise ValueError(f"cross_entropy: reduction must be one of {_REDUCTIONS}, "
                              f"got {reduction!r}")
-        self._set(axis=int(axis), reduction=reduction)
+        self._set(axis=check_axis(axis, "cross_entropy"), reduction=reduction)
 
     def infer(self, inputs):
         check_arity(self, inputs, 2)
