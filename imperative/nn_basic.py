@@ -55,8 +55,8 @@ class LayerNorm(Module):
 class Dropout(Module):
     def __init__(self, p: float = 0.5) -> None:
         super().__init__()
-        if not 0 <= p < 1:
-            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        if not 0 <= p <= 1:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
         self.p = p
 
     def forward(self, x: TensorLike) -> Tensor:

@@ -101,11 +101,14 @@ def _mask(x, p, dtype):
 
 def dropout(x, p=0.5, training=True):
     """Inverted dropout: zero each element with probability p and scale the rest by
-    1 / (1 - p), so the expectation is unchanged; `x` itself when not training."""
-    if not 0 <= p < 1:
-        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    1 / (1 - p), so the expectation is unchanged; `x` itself when not training. p = 1
+    zeroes everything, as PyTorch's (x * 0: its nans and infs give nan there too)."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     if not training:
         return x
+    if p == 1:
+        return x * 0.0          # (float32 for an integer x, as the general path gives)
     # A float x takes a boolean mask packed 8 to a byte, applied by one op (DropoutApply:
     # the product and quotient below in one pass), so that one bit an element must stay
     # for the backward (the mask is an RNG value: nothing may recompute it; PyTorch keeps a

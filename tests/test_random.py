@@ -148,14 +148,36 @@ def test_dropout_mask():
     lambda: R.permutation(-1),
     lambda: R.permutation(imp.Tensor(3)),
     lambda: R.seed(-1),
-    lambda: R.dropout(imp.Tensor([1.0]), 1.0),
+    lambda: R.dropout(imp.Tensor([1.0]), 1.5),
     lambda: R.dropout(imp.Tensor([1.0]), -0.1),
 ], ids=["size-1", "size(2,-3)", "std<0", "mean nan", "high==low", "high<low", "randint high==low",
         "randint(0)", "randint out of int8", "permutation(-1)", "permutation 0-d", "seed(-1)",
-        "dropout p=1", "dropout p<0"])
+        "dropout p>1", "dropout p<0"])
 def test_bad_arguments_raise_value_error_at_the_call(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_dropout_with_p_1_zeroes_everything_as_pytorch():
+    # it was refused (p must be in [0, 1)); PyTorch gives input * 0, its gradient 0
+    torch = pytest.importorskip("torch")
+    x = np.array([[1.5, -2.0, 0.0], [3.0, np.inf, 7.0]], np.float32)
+    for ours in (lambda t: imp.F.dropout(t, 1.0), imp.nn.Dropout(1.0), imp.nn.Dropout(p=1)):
+        w = imp.Parameter(x)
+        gm = imp.autodiff.GradManager().attach([w])
+        with gm:
+            y = ours(w)
+            gm.backward(y.sum())
+        t = torch.tensor(x, requires_grad=True)
+        ty = torch.nn.functional.dropout(t, 1.0)
+        ty.sum().backward()
+        assert y.dtype == np.float32 and y.shape == x.shape
+        np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())     # nan at the inf
+        np.testing.assert_array_equal(w.grad.numpy(), t.grad.numpy())
+    np.testing.assert_array_equal(imp.nn.Dropout(1.0).eval()(imp.Tensor(x)).numpy(), x)
+    assert imp.F.dropout(imp.Tensor([3, 4]), 1.0).dtype == np.float32      # as p < 1 gives
+    with pytest.raises(ValueError, match=r"p must be in \[0, 1\], got 1.5"):
+        imp.nn.Dropout(1.5)
 
 
 @pytest.mark.parametrize("call", [lambda: R.normal(size=2.5), lambda: R.uniform(dtype="int32"),
