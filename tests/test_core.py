@@ -354,7 +354,7 @@ def test_close_frees_everything_and_later_calls_raise():
         import numpy as np, imperative as imp
         a = imp.Tensor(np.ones(10000, np.float32)) * 3
         imp.close()
-        imp.close(); imp.sync()                   # no-ops
+        imp.close(); imp.sync(); imp.full_sync()  # no-ops (docs/api.md §3)
         for f in (lambda: a.numpy(), lambda: a + 1, lambda: imp.Tensor([1.0])):
             try:
                 f()
