@@ -744,9 +744,9 @@ class TestMethods:
         np.testing.assert_array_equal(w.grad.numpy(), a)
         # repeated, out-of-range and too few axes are still refused, saying which
         t = imp.Tensor(b)
-        for axes, match, np_error in [((0, -2), "repeated axis 0", ValueError),
-                                      ((-3, 0), "axis -3 .* out of range", ValueError),
-                                      ((2, 0), "axis 2 .* out of range", ValueError),
+        for axes, match, np_error in [((0, -2), "axis 0 is repeated", ValueError),
+                                      ((-3, 0), "axis -3 is out of range", ValueError),
+                                      ((2, 0), "axis 2 is out of range", ValueError),
                                       ((0,), "1 axes given", ValueError)]:
             for call in (lambda axes=axes: t.transpose(*axes),
                          lambda axes=axes: imp.F.transpose(t, axes)):
@@ -754,7 +754,7 @@ class TestMethods:
                     call()
             with pytest.raises(np_error):
                 b.transpose(axes)
-        with pytest.raises(ValueError, match="repeated axis"):
+        with pytest.raises(ValueError, match="not a permutation .*: axis 0 is repeated"):
             imp.apply(imp.ops.Dimshuffle((0, 0)), t)
         np.testing.assert_array_equal(t.transpose(-1, 0).numpy(), b.T)   # still usable
 

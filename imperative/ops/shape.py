@@ -231,17 +231,19 @@ def check_permutation(axes, ndim, shape=None):
     """`axes` (ints) with negative ones counted from the end, as numpy's transpose: a
     ValueError saying which axis is out of range or repeated, or that their number is not
     the rank, unless they permute the `ndim` dimensions."""
-    of = f"the {ndim} dimensions" + ("" if shape is None else f" of shape {tuple(shape)}")
+    def refuse(why):
+        of = f" of shape {tuple(shape)}" if shape is not None else ""
+        raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation of the {ndim} "
+                         f"dimensions{of}: {why}")
     if len(axes) != ndim:
-        raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation of {of}: "
-                         f"{len(axes)} axes given")
+        refuse(f"{len(axes)} axes given")
     out = []
     for a in axes:
         if not -ndim <= a < ndim:
-            raise ValueError(f"transpose: axis {a} of {tuple(axes)} is out of range for {of}")
+            refuse(f"axis {a} is out of range")
         a = a + ndim if a < 0 else a
         if a in out:
-            raise ValueError(f"transpose: repeated axis {a} in {tuple(axes)} ({of})")
+            refuse(f"axis {a} is repeated")
         out.append(a)
     return tuple(out)
 
