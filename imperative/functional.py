@@ -20,7 +20,8 @@ from . import ops as O
 from ._core import TensorBase
 from .device import get_device
 from .ops.base import cached_op, check_real, float_dtype, normalize_axis, remember
-from .ops.shape import check_int_tuple, check_permutation, check_shape_arg, roll_cuts
+from .ops.shape import check_int_tuple, check_shape_arg, roll_cuts
+from .ops.shape import check_permutation as _check_permutation   # (not an F function)
 from .creation import (_as_tensor, arange, copy, full, full_like, linspace, ones,  # noqa: F401
                        ones_like, zeros, zeros_like)
 from ._types import AxisLike, PairLike, ShapeLike, TensorLike
@@ -283,7 +284,7 @@ def transpose(x: TensorLike, axes: Sequence[int] | None = None) -> Tensor:
     """Permute the axes (reverse them when axes is None), numpy.transpose."""
     x = _as_tensor(x)
     axes = (tuple(range(x.ndim))[::-1] if axes is None
-            else check_permutation(check_int_tuple(axes, "transpose"), x.ndim))
+            else _check_permutation(check_int_tuple(axes, "transpose"), x.ndim))
     return _apply1(cached_op(O.Dimshuffle, axes), x)
 
 
