@@ -20,13 +20,15 @@ __all__ = ["norm", "var", "std"]
 def _root(total, p):
     """total ** (1 / p), with a zero gradient where total is 0 (as PyTorch's norm at a zero
     vector): the root reads 1 there, its branch is not taken, and where's gradient of the
-    branch not taken is 0, not 0 * inf."""
+    branch not taken is 0, not 0 * inf. Only a total of 0 is masked: a nan (a nan in the
+    vector) stays nan, as numpy's and PyTorch's norms give (masked on `total > 0`, it
+    read 0)."""
     where = cached_op(O.Where)
-    positive = total > 0
+    nonzero = total != 0
     one, zero = (Tensor(v, dtype=total.dtype, device=total.device) for v in (1, 0))
-    safe = _core.apply_one(where, positive, total, one)
+    safe = _core.apply_one(where, nonzero, total, one)
     root = _core.apply_one(cached_op(O.Elemwise, "SQRT"), safe) if p == 2 else safe ** (1 / p)
-    return _core.apply_one(where, positive, root, zero)
+    return _core.apply_one(where, nonzero, root, zero)
 
 
 def norm(x: TensorLike, ord: float = 2, axis: AxisLike = None,

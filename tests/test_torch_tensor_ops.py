@@ -356,6 +356,14 @@ def test_norm_of_a_zero_vector_has_a_zero_gradient_as_pytorch(ord):
     _compare(lambda t: F.norm(t, ord, 1), lambda t: torch.linalg.vector_norm(t, ord, 1), [x])
 
 
+@pytest.mark.parametrize("ord", [2, 3])
+def test_norm_of_a_vector_holding_nan_or_inf_is_nan_or_inf_as_pytorch(ord):
+    """Only a zero total is masked for the zero vector's gradient: a nan read 0 before."""
+    x = np.array([[np.nan, 1.0, 2.0], [np.inf, 1.0, 0.0], [0.0, 0.0, 0.0], [1.0, -2.0, 3.0]],
+                 np.float32)
+    _compare(lambda t: F.norm(t, ord, 1), lambda t: torch.linalg.vector_norm(t, ord, 1), [x])
+
+
 # ---------------------------------------------------------------------------------------
 # Each new op trains under a tight memory budget to the unconstrained bits
 
