@@ -9,7 +9,7 @@ import numpy as np
 from . import _core
 from . import ops as O
 from ._types import AxisLike, TensorLike
-from ._compose import reduce, sqrt, where
+from ._compose import reduce
 from .creation import _as_tensor
 from .ops.base import cached_op, check_real, float_dtype, normalize_axes
 from .tensor import Tensor
@@ -74,10 +74,6 @@ def var(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int 
 
 def std(x: TensorLike, axis: AxisLike = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
     """Standard deviation over `axis`: sqrt(var(x, axis, keepdims, ddof)). Its gradient
-    is 0 where the variance is 0 (a constant slice), as PyTorch's."""
-    variance = var(x, axis, keepdims, ddof)
-    # sqrt's gradient there is 1 / 0, times var's 0: nan. The root reads 1 there instead
-    # (where's gradient of the branch not taken is 0); nan and inf variances stay as sqrt
-    # gives them
-    zero = variance == 0
-    return where(zero, 0, sqrt(where(zero, 1, variance)))
+    is 0 where the variance is 0 (a constant slice), as PyTorch's: sqrt's 1 / 0 there,
+    times var's 0, was nan; _root masks it as the norm's at a zero vector."""
+    return _root(var(x, axis, keepdims, ddof), 2)
