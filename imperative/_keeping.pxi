@@ -135,6 +135,12 @@ cdef bint _keeping_leaf_pays(MemoryManager self, TensorInfo leaf, list frontier,
     many where only drops by hand could take them)."""
     cdef Py_ssize_t by_budget = more_candidates, by_hand = 0, cost
     _evictable_frontier_bytes(self, frontier, &by_budget, &by_hand)
+    # The other kept leaves only add to the cost: where the leaf's own bytes outweigh
+    # what keeping it buys, the walk that counts them is spared, for the same answer
+    # (a Python scalar's constant, dying as the small op reading it is issued, walked
+    # it at every op: a tenth of a small op's time with recording on).
+    if not _keeping_pays_at(self, leaf, by_budget, by_hand, leaf.size):
+        return False
     # What keeping it buys needs the other dead leaves those recipes read kept too: a
     # concatenation of two data batches is evictable only while both stay, for no byte
     # saved (a prototypical network's support and query sets, kept each for the
@@ -160,6 +166,12 @@ cdef bint _keeping_leaf_pays(MemoryManager self, TensorInfo leaf, list frontier,
     # stayed beside the next layer's gradient, four times its size, until that was read:
     # NeuralSort and an RNN transducer, tests/fifteenth_models.py, peaked 1.05-1.06x the
     # same step with enable_drop off.)
+    return _keeping_pays_at(self, leaf, by_budget, by_hand, cost)
+
+
+cdef inline bint _keeping_pays_at(MemoryManager self, TensorInfo leaf, Py_ssize_t by_budget,
+                                  Py_ssize_t by_hand, Py_ssize_t cost):
+    """_keeping_leaf_pays's rule for a leaf whose keeping costs `cost` bytes."""
     return (by_budget > cost and self.opts.budget) or (
         by_budget + by_hand >= 2 * cost and not leaf.recipe_cut)
 

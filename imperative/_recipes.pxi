@@ -202,6 +202,10 @@ cdef void _consumer_outputs(TensorInfo info, vector[PyObject*]& out):
 
 
 cdef long long _walks = 0              # walks made by _needed_by_evicted (their marks)
+# _needed_by_evicted's working vectors, kept between walks: two made per walk were allocated
+# at each one's first push, and a dying leaf walks at every op of an `x = f(x)` loop once
+# its records are cut (_MAX_DEAD_CHAIN)
+cdef vector[PyObject*] _walk_stack, _walk_outs
 
 
 cdef list _consumer_output_list(TensorInfo info):
@@ -233,20 +237,20 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
     a set of keys and a list, the walks from the bases a GRU keeps, through its unrolled
     sequence, were a third of its time choosing victims.)"""
     global _walks
-    cdef vector[PyObject*] stack, outs
     cdef TensorInfo r, out
     cdef size_t k
     _walks += 1
     cdef long long walk = _walks     # (no walk starts inside another: nothing here calls one)
-    stack.push_back(<PyObject*>leaf)
+    _walk_stack.clear()
+    _walk_stack.push_back(<PyObject*>leaf)
     leaf.walk_mark = walk
-    while not stack.empty() and most != 0:
+    while not _walk_stack.empty() and most != 0:
         most -= 1                    # (from -1 on: never 0)
-        r = <TensorInfo>stack.back()
-        stack.pop_back()
-        _consumer_outputs(r, outs)
-        for k in range(outs.size()):
-            out = <TensorInfo>outs[k]
+        r = <TensorInfo>_walk_stack.back()
+        _walk_stack.pop_back()
+        _consumer_outputs(r, _walk_outs)
+        for k in range(_walk_outs.size()):
+            out = <TensorInfo>_walk_outs[k]
             if out.walk_mark == walk:
                 continue
             out.walk_mark = walk
@@ -258,12 +262,12 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
                         return True
                     evicted.append(out)
                 else:
-                    stack.push_back(<PyObject*>out)
+                    _walk_stack.push_back(<PyObject*>out)
             elif _alive(out):
                 frontier.append(out)
             elif (past_resident and out.producer is not None and out.status != DELETED
                     and out.status != INVALID):
-                stack.push_back(<PyObject*>out)
+                _walk_stack.push_back(<PyObject*>out)
     return bool(evicted)
 
 
