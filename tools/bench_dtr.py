@@ -12,8 +12,18 @@ dropping).
                               [--unseen | --fresh | --novel | --heldout | --sixth | --seventh
                                | --eighth | --ninth | --tenth | --eleventh | --twelfth
                                | --thirteenth | --fourteenth | --fifteenth | --sixteenth
-                               | --seventeenth]
+                               | --seventeenth | --eighteenth]
 
+With --eighteenth they are the ten of tests/eighteenth_models.py (models picked for graph
+shapes the other sets lack, by a helper that had not read the memory manager: S4D's
+convolution kernel generated from its parameters every step and applied as a causal conv
+as long as the sequence, an xLSTM mLSTM's matrix memory updated token by token, DGCNN's
+k-nearest-neighbour graph rebuilt from the features at every layer, a StyleGAN2's
+per-sample modulated convolutions as one grouped conv, Instant-NGP's multiresolution hash
+encoding, a Decision Transformer's interleaved return, state and action tokens, FixMatch's
+masked pseudo-labels from a weak view, CLIP's two towers and learned temperature, a neural
+spline flow's rational-quadratic bins read by gathers, a domain-adversarial network's
+gradient reversal).
 With --seventeenth they are the ten of tests/seventeenth_models.py (models picked for graph
 shapes the other sets lack, by a helper that had not read the memory manager, most of them
 models users train every day: a physics-informed network whose residual needs u_xx from
@@ -119,7 +129,7 @@ from imperative.models import CONFIGS, config, describe, trainer  # noqa: E402
 # the one list of the sets (tools/storm_sweep.py and tests/test_memory_unseen_models.py take it)
 MODEL_SETS = ("unseen", "fresh", "novel", "heldout", "sixth", "seventh", "eighth", "ninth",
               "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth",
-              "sixteenth", "seventeenth")
+              "sixteenth", "seventeenth", "eighteenth")
 MODEL_SET = next((m for m in MODEL_SETS if f"--{m}" in sys.argv), None)
 UNSEEN = MODEL_SET is not None
 if UNSEEN:       # (before the paired runs start: their processes take this sys.path)
