@@ -55,6 +55,7 @@ cdef class Channel:
         self._pending = []
         self._errors = []
         self._notify_at = LLONG_MAX
+        self._ahead_epoch = 1
         self.default_device = as_device("cpu0")
         self._pid = os.getpid()
         values = _options_from_environment()
@@ -189,6 +190,8 @@ cdef class Channel:
             storage.refs -= 1
             if storage.refs == 0:
                 (<Device>storage.device).stats.allocated -= storage.nbytes
+                if storage.ahead_epoch == self._ahead_epoch:
+                    self._ahead_bytes -= storage.nbytes
 
     # ---- dispatch
 
@@ -299,7 +302,7 @@ cdef class Channel:
 
     cdef int _submit(self, Command cmd) except -1:
         cdef TensorInfo info
-        cdef bint ready = True
+        cdef bint ready = True, ahead
         cdef int level = self._opts[OPT_ASYNC_LEVEL]
         cdef Py_ssize_t n
         for info in cmd.inputs:
@@ -313,11 +316,11 @@ cdef class Channel:
             if level == 0 or (self._opts[OPT_HOST_COMPUTE]
                               and _small_enough(cmd.op, cmd.inputs, cmd.outputs, n,
                                                 not self._memory_on)
-                              and not (self._memory_on and _beside_the_worker_over_budget(
-                                  self, _outputs_bytes(cmd.outputs),
-                                  (<TensorInfo>cmd.outputs[0]).device if cmd.outputs
-                                  else None))):
+                              and _may_run_beside(self, cmd.outputs)):
+                ahead = _ahead_of_worker(self)
                 self._run_inline(cmd, level == 0, n)
+                if ahead:
+                    _count_made_ahead(self, cmd.inputs, cmd.outputs)
                 return 0
         for info in cmd.inputs:
             info.pending_uses += 1

@@ -117,6 +117,8 @@ cdef class Storage:
     cdef public bint exported     # [C/W] a zero-copy numpy view was handed out: never write in place
     cdef public object ghost_ref  # [C/W] weak reference to the largest dropped record whose
                                   #     value still lies here (its _Ghost), or None
+    cdef public long long ahead_epoch  # [C/W] made by an op run beside a busy worker in
+                                  #     that stretch of its work (Channel._ahead_epoch)
 
 
 cdef class ErrorRecord:
@@ -264,6 +266,9 @@ cdef class Channel:
     cdef int _n_waiters            # [C]
     cdef int _caller_running       # [C] a caller runs the queue's commands (_run_queue_here)
     cdef long long _run_by_caller  # [C] commands a waiting caller ran itself (a debug counter)
+    cdef Py_ssize_t _ahead_bytes   # [C/W] bytes of the storages ops run beside the busy
+    cdef long long _ahead_epoch    #     worker made and still hold, counted since it was
+                                   #     last idle (the epoch); _tiny.pxi: _ahead_fits
     cdef int _stopping             # [C]
     cdef int _discarding           # [C] at exit: the worker drops the commands left
     cdef str _closed_by            # [C] who called close(), for the errors after it

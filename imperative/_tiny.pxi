@@ -37,6 +37,67 @@ cdef inline bint _beside_the_worker_over_budget(Channel self, Py_ssize_t needed,
     return device.stats.allocated + self.mm.reserved + needed > self.mm.opts.budget
 
 
+# An op run beside a busy worker makes its values before the worker has run the ops issued
+# earlier, and the deletions queued behind those: a value so made exists from now until the
+# queued op that reads it runs, however far behind the worker is. An mLSTM's backward pass
+# made each time step's (8, 32, 8, 16) slice gradient here (zeros, then a setitem) while
+# the worker was a few hundred ops behind, and the sums that read them were queued: its
+# step peaked at 37.7 MiB against 11.7 at async level 0 (and under a budget of 0.5 P,
+# those values took the worker's room, which it made by evicting: 1,385 recomputations of
+# values already brought back, a step). Such values are allowed a small share of memory
+# (_ahead_fits).
+cdef Py_ssize_t _AHEAD_MIN_BYTES = 1 << 20    # ... or this much, for small programs
+
+
+cdef inline bint _ahead_of_worker(Channel self):
+    """Whether an op run now on the caller's thread runs ahead of the worker: commands wait
+    for it, queued or still in the caller's buffer. When none do, what was made ahead is
+    the program's own by now: the count starts afresh (a new epoch)."""
+    if self._processed != self._seq or len(self._buffer) != 0:
+        return True
+    if self._ahead_bytes:
+        self._ahead_epoch += 1
+        self._ahead_bytes = 0
+    return False
+
+
+cdef inline bint _ahead_fits(Channel self, Py_ssize_t needed, Device device):
+    """Whether `needed` more bytes made ahead of the worker keep the storages made so and
+    still held within a sixteenth of the bytes allocated on `device`, or _AHEAD_MIN_BYTES."""
+    if device is None:
+        device = self.default_device
+    return self._ahead_bytes + needed <= max(_AHEAD_MIN_BYTES, device.stats.allocated >> 4)
+
+
+cdef inline bint _may_run_beside(Channel self, list outputs):
+    """Whether an op making `outputs` may run now on the caller's thread, beside the worker
+    if it has work: _ahead_fits, and under a budget not _beside_the_worker_over_budget."""
+    cdef Py_ssize_t needed = _outputs_bytes(outputs)
+    cdef Device device = (<TensorInfo>outputs[0]).device if outputs else None
+    return (not _ahead_of_worker(self) or _ahead_fits(self, needed, device)) and not (
+        self._memory_on and _beside_the_worker_over_budget(self, needed, device))
+
+
+cdef void _count_made_ahead(Channel self, list inputs, list outputs):
+    """An op ran beside the busy worker: the storages it made (not a view's, which is an
+    input's) count as made ahead until freed (Channel._free_value) or the worker is idle."""
+    cdef TensorInfo info, i
+    cdef Storage st
+    cdef bint fresh
+    for info in outputs:
+        st = info.storage
+        if st is None or st.ahead_epoch == self._ahead_epoch:
+            continue
+        fresh = True
+        for i in inputs:
+            if i.storage is st:
+                fresh = False
+                break
+        if fresh:
+            st.ahead_epoch = self._ahead_epoch
+            self._ahead_bytes += st.nbytes
+
+
 cdef inline Py_ssize_t _host_elements(list inputs, list outputs, bint skip_first):
     """The elements of an op's inputs and outputs together, or -1 where an output's shape
     is not known (a value-dependent one). With skip_first, the first input counts for
@@ -170,11 +231,14 @@ cdef TensorInfo _host_run(Channel self, OpDef op, TensorInfo a, TensorInfo b, ob
     Under the memory manager as _run_tiny runs an op: the result's recipe recorded,
     run_managed's duties done around fn (None where the general path must run it)."""
     cdef bint managed = self._memory_on
+    cdef bint ahead = _ahead_of_worker(self)
     cdef list ins = None
     cdef long long start = 0
-    cdef Py_ssize_t reserved = 0, needed
+    cdef Py_ssize_t reserved = 0
+    cdef Py_ssize_t needed = _nbytes_of(_num_elements(shape), out_dtype, False)
+    if ahead and not _ahead_fits(self, needed, a.device):
+        return None
     if managed:
-        needed = _nbytes_of(_num_elements(shape), out_dtype, False)
         if (not op.recomputable or op.keeps_memo
                 or _beside_the_worker_over_budget(self, needed, a.device)
                 or (b is not None and b.status != PRODUCED)):
@@ -215,6 +279,8 @@ cdef TensorInfo _host_run(Channel self, OpDef op, TensorInfo a, TensorInfo b, ob
         if managed:           # (nothing pinned or reserved stays after an error)
             self.mm.ran_here(op, ins, outs, reserved,
                              -1 if outs is None else _now_ns() - start)
+    if ahead:
+        _count_made_ahead(self, [a] if b is None else [a, b], [info])
     if _profiling and t0:
         _record_host_op(t0, op, a, b, info)
     if _grad_hook is not None or _tracing:
@@ -269,13 +335,16 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
     cdef TensorInfo info
     cdef bint managed = self._memory_on
     cdef long long t0 = 0
-    cdef Py_ssize_t reserved = 0, needed = 0
-    cdef Device device = None
+    cdef Py_ssize_t reserved = 0, needed
+    cdef Device device
+    cdef bint ahead = _ahead_of_worker(self)
     if _profiling or not op.recomputable:
         return False
+    needed = _outputs_bytes(outputs)
+    device = (<TensorInfo>outputs[0]).device if outputs else None
+    if ahead and not _ahead_fits(self, needed, device):
+        return False
     if managed:
-        needed = _outputs_bytes(outputs)
-        device = (<TensorInfo>outputs[0]).device if outputs else None
         if op.keeps_memo or _beside_the_worker_over_budget(self, needed, device):
             return False
     for info in inputs:
@@ -312,4 +381,6 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
         _leave_pool(previous_allocator)
     if managed:
         self.mm.ran_here(op, inputs, outputs, reserved, _now_ns() - t0)
+    if ahead:
+        _count_made_ahead(self, inputs, outputs)
     return True
