@@ -247,6 +247,60 @@ def test_structures_kwargs_and_returned_arguments(rng):
             assert got["n"] == 3
 
 
+def same_results(got, want):
+    """Equal structures (same types) whose Tensors have the eager run's shape, bits and
+    `.shape`."""
+    assert type(got) is type(want)
+    if isinstance(want, imp.Tensor):
+        assert got.shape == want.shape
+        assert same_bits(got.numpy(), want.numpy())
+    elif isinstance(want, (tuple, list)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            same_results(g, w)
+    elif isinstance(want, dict):
+        assert list(got) == list(want)
+        for k in want:
+            same_results(got[k], want[k])
+    else:
+        assert got == want
+
+
+def replays_match_eager(f, symbolic, make_args, calls=3):
+    """`calls` calls of traced `f` (the first records) on fresh arguments, each the eager
+    run's results; returns the trace."""
+    traced = trace(f, symbolic=symbolic)
+    for k in range(calls):
+        same_results(traced(*make_args(k)), f(*make_args(k)))
+    return traced
+
+
+def _set(t, index, value):
+    t[index] = value
+    return t
+
+
+# 0-d constants of a compiled plan (a 0-d Python scalar or Tensor literal) must stay 0-d
+ZERO_D_CONSTANTS = {
+    "setitem of one element": lambda x: _set(x * 1.0, 0, 3.0),
+    "setitem of the last element": lambda x: _set(x * 1.0, -1, 3.0),
+    "setitem of one element from a 0-d Tensor": lambda x: _set(x * 1.0, 0, imp.Tensor(3.0)),
+    "setitem of one element of a matrix": lambda x: _set(x.reshape(2, 2) * 1.0, (0, 1), 3.0),
+    "where with a 0-d constant": lambda x: F.where(x.sum() > 0, x.sum(), 0.0),
+    "a 0-d constant cast": lambda x: (x * 2.0, imp.Tensor(3.0).astype("int32")),
+    "a 0-d constant reduced": lambda x: (x * 2.0, imp.Tensor(3.0).sum()),
+    "a stack of 0-d values": lambda x: F.stack([x.sum(), imp.Tensor(1.0)]),
+}
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+@pytest.mark.parametrize("case", list(ZERO_D_CONSTANTS))
+def test_zero_d_constants_stay_zero_d_in_a_compiled_replay(rng, symbolic, case):
+    xs = tensors(rng, (4,), 3)
+    traced = replays_match_eager(ZERO_D_CONSTANTS[case], symbolic, lambda k: (xs[k],))
+    assert traced.stats["records"] == 1
+
+
 @pytest.mark.parametrize("symbolic", [False, True])
 def test_an_argument_given_twice_is_part_of_the_signature(rng, symbolic):
     traced = trace(lambda a, b: a * 2.0 + b, symbolic=symbolic)

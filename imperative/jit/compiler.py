@@ -248,8 +248,10 @@ def _epilogue_fits(step, nxt, values, dies, index, following):
 
 def _readonly(array):
     # constants are shared by every call: a result viewing one must never be written in
-    # place by a later op (the core only overwrites writeable values)
-    array = np.ascontiguousarray(array)
+    # place by a later op (the core only overwrites writeable values). (Not
+    # np.ascontiguousarray: it makes a 0-d constant (1,), which a kernel then broadcasts
+    # or stacks as a vector.)
+    array = np.asarray(array, order="C")
     array.flags.writeable = False
     return array
 
