@@ -155,8 +155,9 @@ TENSOR = "T"     # a Tensor leaf's tag in a structure
 
 
 cpdef object flatten(object obj, list tensors):
-    """The hashable structure of `obj` (tuples, lists and dicts walked at any depth, other
-    values kept); its Tensors are appended to `tensors`."""
+    """The hashable structure of `obj` (tuples, lists and dicts walked at any depth, their
+    subclasses too, namedtuples included, with their type; other values kept); its Tensors
+    are appended to `tensors`."""
     if isinstance(obj, TensorBase):
         tensors.append(obj)
         return TENSOR
@@ -166,7 +167,14 @@ cpdef object flatten(object obj, list tensors):
     if kind is list:
         return ("list", tuple([flatten(x, tensors) for x in <list>obj]))
     if kind is dict:
-        return ("dict", tuple([(k, flatten(v, tensors)) for k, v in (<dict>obj).items()]))
+        return ("dict", _flatten_items(<dict>obj, tensors))
+    if isinstance(obj, (tuple, list)):
+        # (a namedtuple or another subclass: rebuilt with its own type, tree.py: unflatten)
+        return ("seq", kind, tuple([flatten(x, tensors) for x in obj]))
+    if isinstance(obj, dict):
+        # (a defaultdict's factory is part of what rebuilds it)
+        return ("map", kind, _flatten_items(obj, tensors),
+                getattr(obj, "default_factory", None))
     try:
         hash(obj)
     except TypeError:
@@ -174,6 +182,10 @@ cpdef object flatten(object obj, list tensors):
                         "neither a Tensor, a tuple, list or dict of them, nor hashable "
                         "(non-tensor arguments key the trace's cache)") from None
     return ("=", kind, obj)
+
+
+cdef tuple _flatten_items(object obj, list tensors):
+    return tuple([(k, flatten(v, tensors)) for k, v in obj.items()])
 
 
 cpdef tuple sharing(list tensors):

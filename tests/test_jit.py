@@ -2,10 +2,12 @@
 compiled replay (symbolic=True); mismatch and read errors, signatures, effects, training
 steps, threads, leaks. Every result is compared with the eager run of the same function,
 bit for bit, and with numpy where the function is numpy's."""
+import collections
 import gc
 import json
 import threading
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -299,6 +301,80 @@ def test_zero_d_constants_stay_zero_d_in_a_compiled_replay(rng, symbolic, case):
     xs = tensors(rng, (4,), 3)
     traced = replays_match_eager(ZERO_D_CONSTANTS[case], symbolic, lambda k: (xs[k],))
     assert traced.stats["records"] == 1
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class Items(list):
+    pass
+
+
+class TwoFields(tuple):
+    """A tuple subclass whose constructor takes its fields, not an iterable of them."""
+
+    def __new__(cls, a, b):
+        return super().__new__(cls, (a, b))
+
+
+class Box:
+    def __init__(self, t):
+        self.t = t
+
+
+CONTAINER_RESULTS = {
+    "namedtuple": lambda x: Pair(x * 2.0, x + 1.0),
+    "namedtuple in a dict": lambda x: {"p": Pair(x * 2.0, (x + 1.0, 3))},
+    "OrderedDict": lambda x: collections.OrderedDict([("b", x * 2.0), ("a", x + 1.0)]),
+    "defaultdict": lambda x: collections.defaultdict(list, {"a": x * 2.0}),
+    "list subclass": lambda x: Items([x * 2.0, x - 1.0]),
+}
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+@pytest.mark.parametrize("case", list(CONTAINER_RESULTS))
+def test_tuple_list_and_dict_subclasses_are_walked_in_results(rng, symbolic, case):
+    xs = tensors(rng, (3,), 3)
+    f = CONTAINER_RESULTS[case]
+    traced = replays_match_eager(f, symbolic, lambda k: (xs[k],))
+    assert traced.stats["records"] == 1 and traced.stats["replays"] == 2
+    if case == "defaultdict":
+        assert traced(xs[0]).default_factory is list
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_a_namedtuple_argument_is_walked_and_not_kept_by_the_cache(rng, symbolic):
+    def f(p):
+        return p.a * 10.0 + p.b
+
+    traced = trace(f, symbolic=symbolic)
+    refs = []
+    for _ in range(3):
+        p = Pair(*tensors(rng, (3,)))
+        refs.append(weakref.ref(p.a))
+        same_results(traced(p), f(p))
+    assert traced.stats["records"] == 1 and traced.stats["replays"] == 2
+    del p
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def test_a_result_that_cannot_be_rebuilt_or_keeps_tensors_is_refused_at_record(rng):
+    x = tensors(rng, (3,), 1)[0]
+    for f, name in [(lambda x: TwoFields(x * 2.0, x), "TwoFields"),
+                    (lambda x: Box(x * 2.0), "Box"), (lambda x: (Box(x), 1), "Box")]:
+        traced = trace(f, symbolic=True)
+        with pytest.raises(TypeError, match=name):
+            traced(x)
+        assert traced.stats["records"] == 0
+        traced = trace(f)                   # (the body runs at every call: nothing is kept)
+        assert traced(x) is not traced(x)
+    # an object holding only tensors the call did not make (a Module) is kept as it is
+    model = nn.Linear(3, 2)
+    traced = trace(lambda x: (model(x), model), symbolic=True)
+    for _ in range(3):
+        got, m = traced(x)
+        assert m is model and same_bits(got.numpy(), model(x).numpy())
 
 
 @pytest.mark.parametrize("symbolic", [False, True])

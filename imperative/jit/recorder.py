@@ -17,6 +17,7 @@ from ..ops.rng import same_but_seed
 from .bindings import ArgumentBinding, FixedBinding, GradBinding, TensorBinding
 from .errors import READ_MESSAGES, TraceMismatchError, TraceReadError, TraceValueReadWarning
 from .program import ARGUMENT, CONSTANT, EXTERNAL, INTERNAL, Program, Step
+from .tree import kept_objects, tensors_inside, unflatten
 
 _READ_FLAGS = {READ_SHAPE: "shape_read", READ_VALUE: "value_read", READ_DATA: "data_read"}
 
@@ -162,6 +163,8 @@ class Recorder(_core.RecordLog, _Tracer):
     # ---- the end of the call
 
     def finish(self, result_tensors, results_structure):
+        if self.symbolic:
+            self._check_rebuilds(result_tensors, results_structure)
         if self.value_read_at is not None:
             warnings.warn(f"imp.jit.trace(symbolic=True): the traced function read the value "
                           f"of a tensor it computed (at {self.value_read_at}); later calls do "
@@ -191,6 +194,23 @@ class Recorder(_core.RecordLog, _Tracer):
         self.forget_records()
         self.args = self.rebound = self.grad_writes = None
         return recording
+
+    def _check_rebuilds(self, result_tensors, structure):
+        """A symbolic replay rebuilds the results from their structure: TypeError now where
+        it could not (a container type whose constructor does not take its items), or where
+        it would hand back an object holding a Tensor of the recorded call (one made in it,
+        or an argument), which is kept as it is, not walked."""
+        unflatten(structure, iter(result_tensors))
+        for obj in kept_objects(structure):
+            for t in tensors_inside(obj):
+                vid = self.vid.get(t._record)
+                if vid is not None and self.kinds[vid] != EXTERNAL:
+                    raise TypeError(
+                        f"imp.jit.trace(symbolic=True): a result of type "
+                        f"{type(obj).__name__} holds a Tensor the call made or got as an "
+                        "argument; its replays would hand back this object with the recorded "
+                        "call's Tensors (only tuples, lists, dicts and their subclasses are "
+                        "rebuilt): return the Tensors in one of those, or use symbolic=False")
 
     def _rebinding_effect(self, tensor, old):
         old_vid = self.vid.get(old)
