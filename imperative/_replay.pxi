@@ -2,11 +2,12 @@
 # the base of imperative/jit/trace.py:trace; its __call__ first offers the call to the most
 # recently used recording's `FastReplay`, which checks the signature argument by argument
 # (positional arguments only: Tensors by shape, dtype and device; other values by type and
-# ==), binds the plan's inputs (arguments by position, Parameters and other held tensors
-# through their holder, fixed values), runs the plan (run_plan), applies the effects
-# (rebinding, .grad) and returns the results. Anything else it declines (FAST_MISS) and the
-# Python side takes the call: other signatures, keyword arguments, nested structures, a
-# replay the memory manager, the profiler or a gradient recording must see op by op.
+# ==, floats by their bits), binds the plan's inputs (arguments by position, Parameters and
+# other held tensors through their holder, fixed values), runs the plan (run_plan), applies
+# the effects (rebinding, .grad) and returns the results. Anything else it declines
+# (FAST_MISS) and the Python side takes the call: other signatures, keyword arguments,
+# nested structures, a replay the memory manager, the profiler or a gradient recording must
+# see op by op.
 
 cdef object FAST_MISS = object()
 
@@ -96,7 +97,7 @@ cdef class FastReplay:
                     return None
                 if not _shares_as_recorded(args, i, <Py_ssize_t>self.same_as[i], info):
                     return None
-            elif type(a) is not self.arg_a[i] or a != self.arg_b[i]:
+            elif type(a) is not self.arg_a[i] or not _same_leaf(a, self.arg_b[i]):
                 return None
         for kind, ref, _, empty in self.grads:
             holder = _bound_holder(kind, ref, args)
@@ -156,8 +157,8 @@ TENSOR = "T"     # a Tensor leaf's tag in a structure
 
 cpdef object flatten(object obj, list tensors):
     """The hashable structure of `obj` (tuples, lists and dicts walked at any depth, their
-    subclasses too, namedtuples included, with their type; other values kept); its Tensors
-    are appended to `tensors`."""
+    subclasses too, namedtuples included, with their type; other values kept, a float by
+    its bits: InexactLeaf); its Tensors are appended to `tensors`."""
     if isinstance(obj, TensorBase):
         tensors.append(obj)
         return TENSOR
@@ -168,6 +169,8 @@ cpdef object flatten(object obj, list tensors):
         return ("list", tuple([flatten(x, tensors) for x in <list>obj]))
     if kind is dict:
         return ("dict", _flatten_items(<dict>obj, tensors))
+    if kind is float or kind is complex or isinstance(obj, _INEXACT):
+        return ("~", InexactLeaf(obj))
     if isinstance(obj, (tuple, list)):
         # (a namedtuple or another subclass: rebuilt with its own type, tree.py: unflatten)
         return ("seq", kind, tuple([flatten(x, tensors) for x in obj]))
@@ -186,6 +189,54 @@ cpdef object flatten(object obj, list tensors):
 
 cdef tuple _flatten_items(object obj, list tensors):
     return tuple([(k, flatten(v, tensors)) for k, v in obj.items()])
+
+
+cdef tuple _INEXACT = (float, complex, np.inexact)
+
+
+@cython.final
+cdef class InexactLeaf:
+    """A float (complex, numpy floating) in a structure: equal to another of the same type
+    and bits only. By `==`, 0.0 and -0.0 would share a signature though `x * k` differs in
+    the sign of its zeros, and a NaN would never find its own."""
+    cdef readonly object value
+    cdef bytes bits
+
+    def __cinit__(self, object value):
+        self.value = value
+        self.bits = _bits(value)
+
+    def __eq__(self, other):
+        return (type(other) is InexactLeaf and type(self.value) is type(
+            (<InexactLeaf>other).value) and self.bits == (<InexactLeaf>other).bits)
+
+    def __hash__(self):
+        return hash(self.bits)
+
+    def __repr__(self):
+        return f"InexactLeaf({self.value!r})"
+
+
+cdef inline bytes _bits(object value):
+    cdef double d
+    if type(value) is float:
+        d = value
+        return (<char*>&d)[:sizeof(double)]
+    return np.asarray(value).tobytes()
+
+
+cdef inline bint _same_leaf(object a, object b):
+    """A non-tensor argument `a` is the recorded `b` (of a's type): floats by their bits."""
+    cdef double x, y
+    cdef unsigned long long bits_x, bits_y
+    if type(a) is float:
+        x, y = a, b
+        memcpy(&bits_x, &x, sizeof(double))
+        memcpy(&bits_y, &y, sizeof(double))
+        return bits_x == bits_y
+    if isinstance(a, _INEXACT):
+        return _bits(a) == _bits(b)
+    return a == b
 
 
 cpdef tuple sharing(list tensors):

@@ -99,6 +99,23 @@ def test_non_tensor_arguments_and_dtypes_key_the_cache(rng):
     assert traced.stats["records"] == 3
 
 
+@pytest.mark.parametrize("symbolic", [False, True])
+@pytest.mark.parametrize("by_keyword", [False, True])
+def test_floats_equal_by_value_but_not_by_bits_key_their_own_signatures(symbolic, by_keyword):
+    """0.0 and -0.0 are == but x * k differs in its zeros' signs; a NaN is not == itself
+    but must find its own record (the C fast path takes positional calls, the Python one
+    keyword calls)."""
+    traced = trace(lambda x, k: x * k, symbolic=symbolic)
+    x = imp.Tensor(np.array([1.0, -2.0], np.float32))
+    ks = [0.0, -0.0, 0.0, -0.0, float("nan"), float("nan"), np.float32(-0.0), np.float32(0.0),
+          np.float32(-0.0)]
+    for k in ks:
+        got = traced(x, k=k) if by_keyword else traced(x, k)
+        same_results(got, x * k)
+    assert traced.stats["records"] == 5 and traced.stats["replays"] == 4
+    assert traced.stats["mismatches"] == 0 and traced.stats["signatures"] == 5
+
+
 def test_mismatch_names_the_op_index_both_ops_and_the_line(rng):
     flip = {"on": False}
 

@@ -1,7 +1,8 @@
 """Arguments and results as a structure of leaves: tuples, lists and dicts are walked (any
 depth; their subclasses too, namedtuples included, rebuilt with their own type), Tensors
-become numbered leaves and everything else is kept in the structure, so that two calls
-with equal structures differ only in their Tensors."""
+become numbered leaves and everything else is kept in the structure (a float with its
+bits: 0.0 and -0.0 differ, a NaN equals itself), so that two calls with equal structures
+differ only in their Tensors."""
 # TENSOR (a Tensor leaf's tag), flatten(obj, tensors) (the hashable structure of `obj`, its
 # Tensors appended to `tensors`), sharing(tensors) (for each Tensor, the first position
 # holding its record) and call_signature(args, kwargs) are in the core
@@ -27,6 +28,8 @@ def unflatten(structure, tensors):
     tag = structure[0]
     if tag == "=":
         return structure[2]
+    if tag == "~":                  # (a float, kept with its bits: InexactLeaf)
+        return structure[1].value
     if tag == "dict":
         return {k: unflatten(v, tensors) for k, v in structure[1]}
     if tag == "seq":
