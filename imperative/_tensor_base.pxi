@@ -88,11 +88,15 @@ cdef list _checked_infos(object op, tuple tensors):
 
 def apply(op, *tensors):
     """Run one op on Tensors; returns a tuple of Tensors."""
+    if _traced_rule(op):
+        return op._apply_traced(tensors)
     return apply_infos(<OpDef>op, _checked_infos(op, tensors))
 
 
 def apply_one(op, *tensors):
     """Run one op on Tensors; returns its first output (functional's calls)."""
+    if _traced_rule(op):
+        return op._apply_traced(tensors)[0]
     cdef list infos = _checked_infos(op, tensors)
     return apply_infos(<OpDef>op, infos)[0]
 

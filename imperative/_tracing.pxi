@@ -90,6 +90,24 @@ def tracing_active():
     return bool(_tracing)
 
 
+cdef object _rule_op_type = None    # GenericPyOp (imperative/generic.py), once imported
+
+
+def register_rule_op_type(cls):
+    """`cls`'s ops run a Python rule that issues other ops (GenericPyOp): applied inside a
+    traced call, they run through `cls._apply_traced` (_traced_rule)."""
+    global _rule_op_type
+    _rule_op_type = cls
+
+
+cdef inline bint _traced_rule(object op):
+    """`imp.apply(op, ...)` of a rule op inside a traced call on this thread: the trace
+    must record the ops its rule issues, which a replay can run, not the op itself, whose
+    kernel only hands out what its dispatch computed (`_apply_traced` does that)."""
+    return (_tracing and _rule_op_type is not None and isinstance(op, _rule_op_type)
+            and _traced_here())
+
+
 cdef inline bint _traced_here():
     return _tracing and _tracing_thread == PyThread_get_thread_ident()
 

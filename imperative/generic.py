@@ -26,6 +26,9 @@ outputs. What that costs, and why each flag is set:
 * RECOMPUTABLE = False: the kernel cannot rebuild its outputs from its inputs alone.
 * The results are copied at dispatch: the outputs get storage of their own, so nothing can
   later write into an array that the rule's tensors still hold.
+
+Inside a traced call (imp.jit) `imp.apply` runs the rule as calling the op does, and the
+trace records the rule's ops (`_apply_traced`): a replay cannot run this op's kernel.
 """
 import threading
 
@@ -33,9 +36,11 @@ import numpy as np
 
 from . import _core
 from .ops.base import Op
+from .ops.shape import Identity
 
 
 _pending_lock = threading.Lock()   # guards every op's results between infer and kernel
+_IDENTITY = Identity()
 
 
 class GenericPyOp(Op):
@@ -68,12 +73,25 @@ class GenericPyOp(Op):
 
     def __call__(self, *inputs):
         """Run the rule on `inputs` now; returns what it returns (a Tensor or a tuple)."""
-        for t in inputs:
-            if not isinstance(t, _core.TensorBase):
-                raise TypeError(f"op {self.name} expects Tensor inputs, got {type(t).__name__}")
+        self._check_inputs(inputs)
         result = self._default_rule(*inputs)
         self._outputs_of(result)
         return tuple(result) if isinstance(result, list) else result
+
+    def _check_inputs(self, inputs):
+        for t in inputs:
+            if not isinstance(t, _core.TensorBase):
+                raise TypeError(f"op {self.name} expects Tensor inputs, got {type(t).__name__}")
+
+    def _apply_traced(self, inputs):
+        """`imp.apply(self, *inputs)` inside a traced call (imp.jit; the core sends it here):
+        the rule runs as `self(*inputs)` does, so the trace records the ops it issues, which
+        a replay runs; the op itself is not dispatched (its kernel could only hand out what
+        its dispatch computed, and a replay dispatches nothing). Each output is a new handle
+        on the rule's result (Identity), as the op's own outputs are new tensors."""
+        self._check_inputs(inputs)
+        outputs = self._outputs_of(self._default_rule(*inputs))
+        return tuple(_core.apply(_IDENTITY, out)[0] for out in outputs)
 
     def _outputs_of(self, result):
         """The rule's result as a tuple of Tensors (TypeError for anything else)."""
@@ -111,3 +129,6 @@ class GenericPyOp(Op):
                     del pending[i]
                     return tuple(values)
         raise RuntimeError(f"{self.name}: no result was computed at dispatch for these inputs")
+
+
+_core.register_rule_op_type(GenericPyOp)

@@ -251,6 +251,46 @@ def test_nested_traces_are_refused_and_errors_discard_the_record(rng):
                             "served": 0}
 
 
+class Twice(imp.GenericPyOp):
+    def _default_rule(self, x):
+        return x * 2.0
+
+
+class SumAndScaled(imp.GenericPyOp):
+    def __init__(self, k):
+        self.k = k
+
+    def _default_rule(self, x):
+        return x.sum(), x * self.k
+
+
+class Same(imp.GenericPyOp):
+    def _default_rule(self, x):
+        return x
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+@pytest.mark.parametrize("shared", [False, True])
+def test_apply_of_a_generic_py_op_in_a_trace_records_the_ops_of_its_rule(rng, symbolic, shared):
+    """imp.apply(GenericPyOp, ...) inside a traced call: the rule's ops are recorded (not
+    the op, whose kernel a replay cannot run), so an op made per call, equal or not to the
+    recorded one, checks and replays; its outputs stay new tensors (Same: an in-place
+    update of its output leaves its input alone)."""
+    twice = Twice()
+
+    def f(x):
+        (y,) = imp.apply(twice if shared else Twice(), x + 1.0)
+        total, scaled = imp.apply(SumAndScaled(3.0), y)
+        (z,) = imp.apply(Same(), scaled)
+        z += 1.0
+        return y - 1.0, total, scaled, z
+
+    xs = tensors(rng, (4,), 4)
+    traced = replays_match_eager(f, symbolic, lambda k: (xs[k],), calls=4)
+    assert traced.stats["records"] == 1 and traced.stats["replays"] == 3
+    assert not any(isinstance(step.op, imp.GenericPyOp) for step in traced._last.program.steps)
+
+
 def test_structures_kwargs_and_returned_arguments(rng):
     def f(pair, *, scale, extra=None):
         a, b = pair
