@@ -141,7 +141,8 @@ cdef class TraceBase:
 
     def __call__(self, *args, **kwargs):
         cdef FastReplay fast = self._fast
-        if fast is not None and not kwargs:
+        # (inside another trace's call on this thread: the Python side refuses the nesting)
+        if fast is not None and not kwargs and not _traced_here():
             result = fast.call(args)
             if result is not FAST_MISS:
                 self._fast_replays += 1

@@ -251,6 +251,26 @@ def test_nested_traces_are_refused_and_errors_discard_the_record(rng):
                             "served": 0}
 
 
+@pytest.mark.parametrize("outer_symbolic", [False, True])
+@pytest.mark.parametrize("by_keyword", [False, True])
+def test_a_symbolic_trace_that_would_replay_is_refused_inside_another(rng, outer_symbolic,
+                                                                      by_keyword):
+    """Nesting is refused whatever the inner trace would do: here replay (by the C fast
+    path for a positional call, the Python one for a keyword call)."""
+    inner = trace(lambda x: x + 1.0, symbolic=True)
+    call = (lambda x: inner(x=x)) if by_keyword else inner
+    x = tensors(rng, (3,), 1)[0]
+    call(x)
+    call(x)
+    outer = trace(lambda x: call(x) * 2.0, symbolic=outer_symbolic)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="nested"):
+            outer(x)
+    assert not imp._core.tracing_active() and outer.stats["signatures"] == 0
+    same_results(call(x), x + 1.0)                      # usable after
+    assert inner.stats["records"] == 1
+
+
 class Twice(imp.GenericPyOp):
     def _default_rule(self, x):
         return x * 2.0

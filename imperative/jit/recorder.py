@@ -398,6 +398,14 @@ def exclude_from_trace():
 _one_at_a_time = threading.Lock()   # the core has one tracer: other threads wait their turn
 
 
+def refuse_nesting():
+    """RuntimeError (the core's) where a trace records or checks a call on this thread: a
+    traced function called inside another's call, whatever it would do (record, check or
+    replay: a replay would be one opaque plan step of the outer record)."""
+    if getattr(_local, "tracer", None) is not None:
+        _core.start_tracing(None)      # raises: nested traces are not supported
+
+
 class tracing:
     """`with tracing(tracer):` makes `tracer` the core's for the body. A trace already
     active on this thread (a traced function called inside another) raises RuntimeError;
@@ -410,8 +418,7 @@ class tracing:
 
     def __enter__(self):
         tracer = self.tracer
-        if getattr(_local, "tracer", None) is not None:
-            _core.start_tracing(tracer)    # raises: nested traces are not supported
+        refuse_nesting()
         _one_at_a_time.acquire()
         try:
             _core.start_tracing(tracer)

@@ -15,7 +15,7 @@ from .. import _core
 from ..random import reseeded
 from .compiler import Plan, fast_replay
 from .errors import TraceMismatchError
-from .recorder import Checker, Recorder, tracing
+from .recorder import Checker, Recorder, refuse_nesting, tracing
 from .replay import StaleBinding, bound_inputs, finish_call, run_steps, served_values
 from .tree import call_signature, flatten
 
@@ -55,6 +55,7 @@ class trace(_core.TraceBase):
         return counts
 
     def _call(self, args, kwargs):
+        refuse_nesting()        # (the C fast path leaves such a call to this one)
         signature, tensors = call_signature(args, kwargs)
         recordings = self._cache.get(signature)
         if recordings is not None:
