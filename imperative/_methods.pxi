@@ -416,9 +416,9 @@ cdef bint _write_in_place(TensorInfo info, OpDef op, object number) except -1:
 cdef object _number(TensorBase x, object kind):
     """float(t), int(t), bool(t): the value of a one-element tensor (waits for it)."""
     cdef TensorInfo info = x._info
-    if _tracing:                # (what the facade's size and numpy() reported)
+    if _tracing:                # (what the facade's size and numpy() reported; the value
+        _trace_read(info, READ_VALUE)   # first: an unread one is what a check names)
         _trace_read(info, READ_SHAPE)
-        _trace_read(info, READ_VALUE)
     if info.shape is None:
         _channel.wait_produced(info, "shape")
     if _num_elements(info.shape) != 1:

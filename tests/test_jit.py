@@ -199,6 +199,21 @@ def test_reading_what_was_not_read_raises_trace_read_error(rng):
     reads["shape"], reads["value"] = True, True
     with pytest.raises(TraceReadError, match="value of this tensor"):
         traced(x)
+    # float(), int(), bool() of an unread one-element value read its value, and say so
+    for convert in (float, int, bool):
+        def g(x, convert=convert):
+            total = (x * 2.0).sum()
+            if reads["convert"]:
+                convert(total)
+            return total + 1.0
+
+        reads["convert"] = False
+        traced = trace(g)
+        traced(x)
+        traced(x)
+        reads["convert"] = True
+        with pytest.raises(TraceReadError, match="value of this tensor is not read in trace"):
+            traced(x)
     # arguments are not the trace's values: reading them is always fine
     assert same_bits(trace(lambda a: a * float(a.numpy().sum()))(x).numpy(),
                      (x * float(x.numpy().sum())).numpy())
