@@ -488,8 +488,20 @@ def test_a_symbolic_record_that_reads_a_computed_value_warns(rng):
 def test_bad_arguments_are_named():
     with pytest.raises(TypeError, match="function"):
         trace(3)
+    with pytest.raises(TypeError, match="function.*NoneType"):
+        trace(None)
     with pytest.raises(ValueError, match="cache_size"):
         trace(chain, cache_size=0)
+    # section 3's convention: a value of another type is a TypeError, at once in the
+    # decorator form too
+    for options in [dict(symbolic="yes"), dict(capture_as_const=1), dict(cache_size=1.5),
+                    dict(cache_size=True)]:
+        name = next(iter(options))
+        with pytest.raises(TypeError, match=name):
+            trace(chain, **options)
+        with pytest.raises(TypeError, match=name):
+            trace(**options)
+    assert trace(symbolic=np.bool_(True), cache_size=np.int64(2))(chain).symbolic is True
     traced = trace(lambda x, opts: x, symbolic=True)
     with pytest.raises(TypeError, match="hashable"):
         traced(imp.Tensor([1.0]), {1, 2})

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 
+import numpy as np
+
 from .. import _core
 from ..random import reseeded
 from .compiler import Plan, fast_replay
@@ -20,22 +22,42 @@ from .replay import StaleBinding, bound_inputs, finish_call, run_steps, served_v
 from .tree import call_signature, flatten
 
 
+_DECORATOR = object()      # trace's function when it is called as @trace(...), not trace(f)
+
+
+def _check_options(symbolic=False, capture_as_const=False, cache_size=8, **unknown):
+    """trace's options: flags are bools, cache_size an int >= 1 (API.md section 3's
+    convention: TypeError for a value of another type, ValueError for one out of range).
+    Unknown names are left to trace(), which names them when it is called."""
+    for name, flag in (("symbolic", symbolic), ("capture_as_const", capture_as_const)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"imp.jit.trace: {name} must be a bool, got "
+                            f"{type(flag).__name__} {flag!r}")
+    if isinstance(cache_size, (bool, np.bool_)) or not isinstance(cache_size, (int, np.integer)):
+        raise TypeError(f"imp.jit.trace: cache_size must be an int, got "
+                        f"{type(cache_size).__name__} {cache_size!r}")
+    if cache_size < 1:
+        raise ValueError(f"imp.jit.trace: cache_size must be >= 1, got {cache_size!r}")
+
+
 class trace(_core.TraceBase):
     """`@imp.jit.trace` or `@imp.jit.trace(symbolic=False, capture_as_const=False,
     cache_size=8)` on a function; the result is called like the function. (Its __call__
     is TraceBase's, in C: the most recent recording's fast replay, else `_call`.)"""
 
-    def __new__(cls, function=None, **options):
-        if function is None:                 # @trace(...): the decorator
+    def __new__(cls, function=_DECORATOR, **options):
+        if function is _DECORATOR:           # @trace(...): the decorator
+            _check_options(**options)
             return functools.partial(cls, **options)
         return super().__new__(cls)
 
-    def __init__(self, function=None, *, symbolic=False, capture_as_const=False, cache_size=8):
+    def __init__(self, function=_DECORATOR, *, symbolic=False, capture_as_const=False,
+                 cache_size=8):
         if not callable(function):
             raise TypeError(f"imp.jit.trace: expected a function to trace, got "
                             f"{type(function).__name__}")
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
-            raise ValueError(f"imp.jit.trace: cache_size must be an int >= 1, got {cache_size!r}")
+        _check_options(symbolic=symbolic, capture_as_const=capture_as_const,
+                       cache_size=cache_size)
         self.function = function
         self.symbolic = bool(symbolic)
         self.capture_as_const = bool(capture_as_const)
