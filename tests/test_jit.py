@@ -161,7 +161,7 @@ def test_missing_extra_op_and_other_wiring_are_mismatches(rng):
         traced(x, y)
     traced(x, y)                     # records n=2
     mode["swap"] = True
-    with pytest.raises(TraceMismatchError, match="input 1"):
+    with pytest.raises(TraceMismatchError, match="input 1.*recorded the argument tensor 'arg0'"):
         traced(x, y)
 
 
@@ -172,7 +172,21 @@ def test_constants_are_compared_by_value(rng):
     traced(x)
     traced(x)
     scale["k"] = 3.0
-    with pytest.raises(TraceMismatchError, match="input 1"):
+    with pytest.raises(TraceMismatchError, match="input 1") as info:
+        traced(x)
+    # what was issued and what was recorded, by value (not the program's value ids)
+    assert "tensor of value 3.0, recorded the constant 2.0" in str(info.value)
+    traced(x)
+    scale["k"] = -0.0                           # (a constant's bits, while served)
+    with pytest.raises(TraceMismatchError, match="value -0.0, recorded the constant 3.0"):
+        traced(x)
+    traced(x)
+    ones = {"data": np.ones(3, np.float32)}
+    traced = trace(lambda x: x + imp.Tensor(ones["data"]))
+    traced(x)
+    ones["data"] = np.arange(3, dtype=np.float32)
+    with pytest.raises(TraceMismatchError,
+                       match=r"value \[0.0, 1.0, 2.0\], recorded the constant \[1.0, 1.0, 1.0\]"):
         traced(x)
 
 

@@ -341,11 +341,24 @@ class Checker(_core.CheckLog, _Tracer):
         return True
 
     def _describe(self, info):
-        return f"a {info.shape} {info.dtype} tensor"
+        """What a checked op read: its shape and dtype, and its value where it is a
+        constant this call made."""
+        data = info.value if info.handle < 0 else self.puts.get(info)
+        text = f"a {info.shape} {info.dtype} tensor"
+        return text if data is None else f"{text} of value {_shown(data)}"
 
     def _describe_value(self, vid):
+        """What the record read there: the constant's value, the argument's or external
+        tensor's name, or which op made it (not the program's value id)."""
         value = self.program.values[vid]
-        return f"{value.kind} value {vid} {value.shape} {value.dtype}"
+        desc = f"{value.shape} {value.dtype}"
+        if value.kind == CONSTANT:
+            return f"the constant {_shown(value.data)} ({desc})"
+        if value.kind == INTERNAL:
+            made_by = next(k for k, step in enumerate(self.program.steps) if vid in step.outputs)
+            return f"the output of op {made_by} ({desc})"
+        name = f" {value.name!r}" if value.name else ""
+        return f"the {value.kind} tensor{name} ({desc})"
 
     def _mismatch(self, text, site=True):
         where = f" (issued at {_core.issue_site()})" if site else ""
@@ -365,6 +378,16 @@ def _check_tables(program):
             scalars[vid] = (v.data.dtype, v.data.tobytes())
     return ([s.op for s in steps], [s.inputs for s in steps], [s.outputs for s in steps],
             descs, scalars)
+
+
+def _shown(data, most=8):
+    """A constant's value for a message: its numbers (signs of zeros and NaNs as they are),
+    the first `most` of a larger one."""
+    flat = np.asarray(data).reshape(-1)
+    text = ", ".join(repr(x) for x in flat[:most].tolist())
+    if flat.size > most:
+        text += f", ... ({flat.size} values)"
+    return text if np.ndim(data) == 0 else f"[{text}]"
 
 
 def _same_array(a, b, bits=False):
