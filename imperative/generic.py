@@ -36,11 +36,12 @@ import numpy as np
 
 from . import _core
 from .ops.base import Op
-from .ops.shape import Identity
+from .autodiff.registry import get_rule
+from .ops.shape import FastpathCopy
 
 
 _pending_lock = threading.Lock()   # guards every op's results between infer and kernel
-_IDENTITY = Identity()
+_HANDLE = FastpathCopy()        # a new record on a value: _apply_traced's outputs
 
 
 class GenericPyOp(Op):
@@ -88,10 +89,16 @@ class GenericPyOp(Op):
         the rule runs as `self(*inputs)` does, so the trace records the ops it issues, which
         a replay runs; the op itself is not dispatched (its kernel could only hand out what
         its dispatch computed, and a replay dispatches nothing). Each output is a new handle
-        on the rule's result (Identity), as the op's own outputs are new tensors."""
+        on the rule's result, as the op's own outputs are new tensors; a FastpathCopy, which
+        gradients do not pass, as they do not pass the op (it has no gradient rule)."""
         self._check_inputs(inputs)
+        if _core.get_grad_hook() is not None and get_rule(self) is not None:
+            raise NotImplementedError(
+                f"imp.jit.trace: imp.apply({self!r}) inside a traced call that records "
+                "gradients: a replay runs the ops of its rule, not the op, so its own gradient "
+                "rule would not apply; call the op outside the trace, or record without it")
         outputs = self._outputs_of(self._default_rule(*inputs))
-        return tuple(_core.apply(_IDENTITY, out)[0] for out in outputs)
+        return tuple(_core.apply(_HANDLE, out)[0] for out in outputs)
 
     def _outputs_of(self, result):
         """The rule's result as a tuple of Tensors (TypeError for anything else)."""

@@ -340,6 +340,41 @@ def test_apply_of_a_generic_py_op_in_a_trace_records_the_ops_of_its_rule(rng, sy
     assert not any(isinstance(step.op, imp.GenericPyOp) for step in traced._last.program.steps)
 
 
+class OwnGradient(imp.GenericPyOp):
+    def _default_rule(self, x):
+        return x * 2.0
+
+
+@pytest.mark.parametrize("symbolic", [False, True])
+def test_apply_of_a_generic_py_op_in_a_traced_gradient_recording(symbolic):
+    """No gradient passes the op, as in eager (it has no rule); one with its own rule is
+    refused, as a replay could not apply that rule."""
+    from imperative.autodiff.registry import RULES, defgrad
+    w = imp.Parameter(np.ones(3, np.float32))
+
+    def step(op):
+        gm = GradManager().attach([w])
+        with gm:
+            (y,) = imp.apply(op, w * 3.0)
+            gm.backward((y + w).sum())
+        return y
+
+    traced = trace(lambda: step(Twice()), symbolic=symbolic)
+    for _ in range(3):
+        w.grad = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = traced()
+        assert same_bits(w.grad.numpy(), np.ones(3, np.float32))     # from `+ w` alone
+        assert same_bits(got.numpy(), np.full(3, 6.0, np.float32))
+    defgrad(OwnGradient)(lambda *args: None)
+    try:
+        with pytest.raises(NotImplementedError, match="gradient rule"):
+            trace(lambda: step(OwnGradient()), symbolic=symbolic)()
+    finally:
+        del RULES[OwnGradient]
+
+
 def test_structures_kwargs_and_returned_arguments(rng):
     def f(pair, *, scale, extra=None):
         a, b = pair
