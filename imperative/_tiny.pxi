@@ -234,10 +234,11 @@ cdef TensorInfo _host_run(Channel self, OpDef op, TensorInfo a, TensorInfo b, ob
     cdef bint ahead = _ahead_of_worker(self)
     cdef list ins = None
     cdef long long start = 0
-    cdef Py_ssize_t reserved = 0
-    cdef Py_ssize_t needed = _nbytes_of(_num_elements(shape), out_dtype, False)
-    if ahead and not _ahead_fits(self, needed, a.device):
-        return None
+    cdef Py_ssize_t reserved = 0, needed = 0
+    if ahead or managed:
+        needed = _nbytes_of(_num_elements(shape), out_dtype, False)
+        if ahead and not _ahead_fits(self, needed, a.device):
+            return None
     if managed:
         if (not op.recomputable or op.keeps_memo
                 or _beside_the_worker_over_budget(self, needed, a.device)
@@ -335,15 +336,16 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
     cdef TensorInfo info
     cdef bint managed = self._memory_on
     cdef long long t0 = 0
-    cdef Py_ssize_t reserved = 0, needed
-    cdef Device device
+    cdef Py_ssize_t reserved = 0, needed = 0
+    cdef Device device = None
     cdef bint ahead = _ahead_of_worker(self)
     if _profiling or not op.recomputable:
         return False
-    needed = _outputs_bytes(outputs)
-    device = (<TensorInfo>outputs[0]).device if outputs else None
-    if ahead and not _ahead_fits(self, needed, device):
-        return False
+    if ahead or managed:
+        needed = _outputs_bytes(outputs)
+        device = (<TensorInfo>outputs[0]).device if outputs else None
+        if ahead and not _ahead_fits(self, needed, device):
+            return False
     if managed:
         if op.keeps_memo or _beside_the_worker_over_budget(self, needed, device):
             return False
