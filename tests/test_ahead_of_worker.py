@@ -38,16 +38,23 @@ def _made_on_the_caller(kind, i, leaf):
     raise ValueError(kind)
 
 
-def _program(kind, seed):
-    """The sum of ROUNDS values made while the worker computes a large product, each read
-    only by the queued sum that follows it."""
+def _busy_worker(seed, n):
+    """An (n, n) matrix, its product with itself that the worker is computing (tens of ms)
+    and a resident (256, 256) leaf; the peak is reset and the RNG seeded after their data.
+    (The caller holds the matrix, as a program holds its data.)"""
     rng = np.random.default_rng(seed)
-    big = imp.Tensor(rng.standard_normal((1200, 1200), dtype=np.float32))
+    big = imp.Tensor(rng.standard_normal((n, n), dtype=np.float32))
     leaf = imp.Tensor(rng.standard_normal(SHAPE, dtype=np.float32))
     imp.sync()
     imp.reset_peak_memory_stats()
     imp.random.seed(seed)
-    busy = big @ big                                          # tens of ms on the worker
+    return big, big @ big, leaf
+
+
+def _program(kind, seed):
+    """The sum of ROUNDS values made while the worker computes a large product, each read
+    only by the queued sum that follows it."""
+    big, busy, leaf = _busy_worker(seed, 1200)
     total = busy[:256, :256] * 0
     for i in range(ROUNDS):
         total = total + _made_on_the_caller(kind, i, leaf)
@@ -117,13 +124,7 @@ def _random_program(steps, seed):
     """Values made on the caller (`steps`: kind, slot, whether a queued op reads it) while
     the worker computes, kept in slots or summed into the first, which waits for the
     worker; returns the slots' values and the peak."""
-    rng = np.random.default_rng(seed)
-    big = imp.Tensor(rng.standard_normal((1000, 1000), dtype=np.float32))
-    leaf = imp.Tensor(rng.standard_normal(SHAPE, dtype=np.float32))
-    imp.sync()
-    imp.reset_peak_memory_stats()
-    imp.random.seed(seed)
-    busy = big @ big
+    big, busy, leaf = _busy_worker(seed, 1000)
     slots = [busy[:256, :256] * 0, leaf * 1]
     for i, (kind, slot, summed) in enumerate(steps):
         made = _made_on_the_caller(kind, i, leaf)
