@@ -136,9 +136,9 @@ cdef bint _keeping_leaf_pays(MemoryManager self, TensorInfo leaf, list frontier,
     cdef Py_ssize_t by_budget = more_candidates, by_hand = 0, cost
     _evictable_frontier_bytes(self, frontier, &by_budget, &by_hand)
     # The other kept leaves only add to the cost: where the leaf's own bytes outweigh
-    # what keeping it buys, the walk that counts them is spared, for the same answer
-    # (a Python scalar's constant, dying as the small op reading it is issued, walked
-    # it at every op: a tenth of a small op's time with recording on).
+    # what keeping it buys, the walk that counts them is spared, for the same answer (in
+    # an `x = f(x)` loop every record past _MAX_DEAD_CHAIN is cut, and so dies a leaf,
+    # one an op: the walk was a tenth of a small op's time with recording on).
     if not _keeping_pays_at(self, leaf, by_budget, by_hand, leaf.size):
         return False
     # What keeping it buys needs the other dead leaves those recipes read kept too: a
