@@ -23,6 +23,24 @@ INTERNAL = "internal"   # made by a step of this program
 READ_SHAPE, READ_VALUE, READ_DATA = 0, 1, 2
 
 
+cdef str _frozen_read(int kind, str value_kind, bint data_shaped):
+    """What a symbolic record's read of a value freezes into its replays, which do not
+    run the Python that read it (None: nothing a later call could change): the value of a
+    tensor the call computed, of an argument or of a tensor from outside it (a later call
+    gets others); the shape of one whose shape depended on its data (`x[x > 0]`). A
+    constant's value is the same at every call, and an argument's shape is part of the
+    signature."""
+    if kind == READ_SHAPE:
+        return "the shape of a tensor whose shape depends on data" if data_shaped else None
+    if value_kind == INTERNAL:
+        return "the value of a tensor it computed"
+    if value_kind == ARGUMENT:
+        return "the value of an argument"
+    if value_kind == EXTERNAL:
+        return "the value of a tensor from outside the call"
+    return None
+
+
 cdef class RecordLog:
     """What a recording call has seen so far, value by value and op by op."""
     cdef public dict vid            # TensorInfo -> value id (while the call runs)
@@ -37,8 +55,12 @@ cdef class RecordLog:
     cdef public int excluded_depth  # > 0 inside exclude_from_trace()
     cdef public set excluded_records
     cdef public bint symbolic
-    cdef public object value_read_at  # where a symbolic record first read a computed value
+    cdef public object value_read_at  # where a symbolic record first read what its
+    cdef public str value_read_what   #     replays freeze, and what (_frozen_read)
     cdef public set read_by_excluded  # ids of recorded values an excluded op read
+    cdef public set data_shaped     # ids of values whose shape depends on data: a
+                                    #     value-dependent op's outputs (x[x > 0]) and,
+                                    #     but for 0-d ones, what is made from them
 
     def __cinit__(self, *args, **kwargs):
         self.vid, self.holders, self.names, self.data = {}, {}, {}, {}
@@ -46,6 +68,7 @@ cdef class RecordLog:
         self.ops, self.codes, self.offsets, self.scopes, self.wiring = [], [], [], [], []
         self.excluded_records = set()
         self.read_by_excluded = set()
+        self.data_shaped = set()
 
     def new_value(self, TensorInfo info, str kind, object name, object data):
         """A new value for `info`; returns its id."""
@@ -92,12 +115,19 @@ cdef class RecordLog:
                     self.read_by_excluded.add(found)
             return 0
         cdef list wiring = self.wiring
+        cdef bint shaped = op.value_dependent
+        cdef Py_ssize_t vid
         wiring.append(n)
         for info in inputs:
-            wiring.append(self._value_of(info))
+            vid = self._value_of(info)
+            wiring.append(vid)
+            shaped = shaped or vid in self.data_shaped
         wiring.append(len(outputs))
         for info in outputs:
-            wiring.append(self._new(info, INTERNAL, None, None))
+            vid = self._new(info, INTERNAL, None, None)
+            wiring.append(vid)
+            if shaped and (op.value_dependent or info.shape != ()):
+                self.data_shaped.add(vid)
         self.ops.append(op)
         self.codes.append(_user_code(&lasti))   # (file:line when the Program is built)
         self.offsets.append(lasti)
@@ -123,13 +153,18 @@ cdef class RecordLog:
     cdef int record_read(self, TensorInfo info, int kind) except -1:
         cdef int lasti = 0
         found = self.vid.get(info)
-        if found is None or self.excluded_depth:
+        if self.excluded_depth:
             return 0
-        cdef Py_ssize_t vid = <Py_ssize_t>found
-        self.reads[vid] = <int>self.reads[vid] | (1 << kind)
-        if (self.symbolic and kind != READ_SHAPE and self.kinds[vid] is INTERNAL
-                and self.value_read_at is None):
-            self.value_read_at = _where(_user_code(&lasti), lasti)
+        cdef Py_ssize_t vid = -1 if found is None else <Py_ssize_t>found
+        if vid >= 0:
+            self.reads[vid] = <int>self.reads[vid] | (1 << kind)
+        if self.symbolic and self.value_read_at is None:
+            # (unseen: a tensor from outside the call that no op of it has read yet)
+            what = (_frozen_read(kind, EXTERNAL, False) if vid < 0 else
+                    _frozen_read(kind, self.kinds[vid], vid in self.data_shaped))
+            if what is not None:
+                self.value_read_at = _where(_user_code(&lasti), lasti)
+                self.value_read_what = what
         return 0
 
     def outliving(self):

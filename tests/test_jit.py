@@ -824,3 +824,41 @@ def test_a_replayed_view_of_an_argument_shares_its_storage(rng, symbolic):
         assert same_bits(view.numpy(), x.numpy().reshape(-1))
         assert same_bits(doubled.numpy(), x.numpy() * np.float32(2.0))
         del view, doubled
+
+
+@pytest.mark.parametrize("read, what", [
+    (lambda x, y: x * 2.0 if y.numpy().sum() > 0 else x, "the value of an argument"),
+    (lambda x, y: x * float(WEIGHT.numpy().sum()), "the value of a tensor from outside"),
+    (lambda x, y: x[x > 0].sum() / x[x > 0].shape[0],
+     "the shape of a tensor whose shape depends on data"),
+    (lambda x, y: y * (x[x > 0] * 2.0).shape[0],
+     "the shape of a tensor whose shape depends on data"),
+])
+def test_a_symbolic_record_warns_of_each_read_its_replays_freeze(rng, read, what):
+    """Reads whose result a later call could change (an argument's value, an outside
+    tensor's, a data-dependent shape) are replayed as the first call read them: warned,
+    as a computed value's read is (the audit's D7: an argument's value read gave no
+    warning, and the replays computed with the first call's number)."""
+    from imperative.jit import TraceValueReadWarning
+    x, y = tensors(rng, (6,), 2)
+    with pytest.warns(TraceValueReadWarning, match=what):
+        trace(read, symbolic=True)(x, y)
+
+
+def test_a_symbolic_record_reading_shapes_of_arguments_or_constants_does_not_warn(rng):
+    """An argument's shape is part of the signature and a constant is the same at every
+    call: nothing to warn of."""
+    from imperative.jit import TraceValueReadWarning
+
+    def body(x):
+        scale = imp.Tensor(np.float32(2.0))
+        return x * float(scale) / x.shape[0]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TraceValueReadWarning)
+        traced = trace(body, symbolic=True)
+        x = tensors(rng, (5,), 1)[0]
+        assert same_bits(traced(x).numpy(), body(x).numpy())
+
+
+WEIGHT = imp.Tensor(np.arange(3, dtype=np.float32))

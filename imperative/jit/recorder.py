@@ -166,10 +166,10 @@ class Recorder(_core.RecordLog, _Tracer):
         if self.symbolic:
             self._check_rebuilds(result_tensors, results_structure)
         if self.value_read_at is not None:
-            warnings.warn(f"imp.jit.trace(symbolic=True): the traced function read the value "
-                          f"of a tensor it computed (at {self.value_read_at}); later calls do "
-                          "not run its Python body, so whatever it decided from that value "
-                          "is replayed as recorded (read it outside, or use symbolic=False)",
+            warnings.warn(f"imp.jit.trace(symbolic=True): the traced function read "
+                          f"{self.value_read_what} (at {self.value_read_at}); later calls do "
+                          "not run its Python body, so whatever it decided from it is "
+                          "replayed as recorded (read it outside, or use symbolic=False)",
                           TraceValueReadWarning, stacklevel=4)
         for t in result_tensors:
             info = t._record
