@@ -313,11 +313,11 @@ cdef class Channel:
             # (under the memory manager ops past the first limit go to the worker, where
             # a dying input's Del folds into its reader, which may write in place)
             n = _host_elements(cmd.inputs, cmd.outputs, cmd.op.cost_by_output)
+            ahead = _ahead_of_worker(self)
             if level == 0 or (self._opts[OPT_HOST_COMPUTE]
                               and _small_enough(cmd.op, cmd.inputs, cmd.outputs, n,
                                                 not self._memory_on)
-                              and _may_run_beside(self, cmd.outputs)):
-                ahead = _ahead_of_worker(self)
+                              and _may_run_beside(self, cmd.outputs, ahead)):
                 self._run_inline(cmd, level == 0, n)
                 if ahead:
                     _count_made_ahead(self, cmd.inputs, cmd.outputs)

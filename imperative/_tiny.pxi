@@ -69,12 +69,15 @@ cdef inline bint _ahead_fits(Channel self, Py_ssize_t needed, Device device):
     return self._ahead_bytes + needed <= max(_AHEAD_MIN_BYTES, device.stats.allocated >> 4)
 
 
-cdef inline bint _may_run_beside(Channel self, list outputs):
-    """Whether an op making `outputs` may run now on the caller's thread, beside the worker
-    if it has work: _ahead_fits, and under a budget not _beside_the_worker_over_budget."""
+cdef inline bint _may_run_beside(Channel self, list outputs, bint ahead):
+    """Whether an op making `outputs` may run now on the caller's thread (`ahead`: beside
+    the worker, which has work): _ahead_fits, and under a budget not
+    _beside_the_worker_over_budget. Its bytes are counted only where one of those asks."""
+    if not (ahead or self._memory_on):
+        return True
     cdef Py_ssize_t needed = _outputs_bytes(outputs)
     cdef Device device = (<TensorInfo>outputs[0]).device if outputs else None
-    return (not _ahead_of_worker(self) or _ahead_fits(self, needed, device)) and not (
+    return (not ahead or _ahead_fits(self, needed, device)) and not (
         self._memory_on and _beside_the_worker_over_budget(self, needed, device))
 
 

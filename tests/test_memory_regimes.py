@@ -879,7 +879,6 @@ def test_a_round_that_runs_out_of_victims_measures_the_floor_it_leaves(async_lev
         np.testing.assert_array_equal(v.numpy(), float(i))
 
 
-
 def test_a_restore_of_a_long_recurrence_counts_every_read_to_come(async_level):
     """An mLSTM of two blocks over 32 tokens (tests/eighteenth_models.py) under 0.5 P, 4 KiB
     evictee minimum: a restore behind one of its gradients replays both blocks'
@@ -894,4 +893,3 @@ def test_a_restore_of_a_long_recurrence_counts_every_read_to_come(async_level):
     assert 0 < recomputes <= ops // 2
     # (at level 2 the worker's timing moves the choices: 4-15% in runs of the suite)
     assert repeated <= recomputes // (8 if async_level == 0 else 4)
-
