@@ -106,6 +106,7 @@ cdef class Channel:
     cdef TensorInfo new_info(self, tuple shape, object dtype, Device device,
                              bint maybe_packed=True):
         cdef TensorInfo info = TensorInfo.__new__(TensorInfo)
+        info.birth = _next_birth()
         info.shape = shape
         info.dtype = dtype
         info.device = device

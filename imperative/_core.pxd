@@ -153,6 +153,8 @@ cdef class TensorInfo:
     cdef public Py_ssize_t size        # bytes the value occupies (from shape and dtype)
     cdef public double cost            # [W] seconds its producer took
     cdef public long long last_use     # [C/W] logical clock of its last access
+    cdef long long birth               # [C] when it was made (_births): a reader's record is
+                                       #     always born after its inputs' (_lengthen_chains)
     cdef long long walk_mark           # [C/W] the walk over recipes that last reached it
                                        #     (_needed_by_evicted)
     cdef public int pins               # [C/W] > 0 while an op is reading it: never evict

@@ -28,6 +28,8 @@ cimport cython
 cimport numpy as cnp
 from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
+from libcpp.queue cimport priority_queue
+from libcpp.utility cimport pair
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF, Py_REFCNT
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM

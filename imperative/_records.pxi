@@ -90,6 +90,16 @@ cdef class ErrorRecord:
         self.raised = False
 
 
+cdef long long _births = 0           # records made so far (TensorInfo.birth)
+
+
+cdef inline long long _next_birth():
+    """The next record's birth number (always with the GIL, which orders them)."""
+    global _births
+    _births += 1
+    return _births
+
+
 cdef class TensorInfo:
     def __dealloc__(self):
         # A record kept alive only by producers that read it (a leaf whose tensors are

@@ -141,6 +141,7 @@ cdef inline int _category(object dtype):
 cdef TensorInfo _scalar_info(object value, object dtype, Device device):
     """A resident 0-d constant for a Python scalar operand (no handle, never freed by Del)."""
     cdef TensorInfo info = TensorInfo.__new__(TensorInfo)
+    info.birth = _next_birth()
     info.handle = -1
     info.shape = ()
     info.dtype = dtype
