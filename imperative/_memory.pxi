@@ -67,6 +67,7 @@ cdef class MemoryManager:
             guard_signals(self.swap)
         if not self.opts.on:
             self.candidates.clear()    # nothing is evicted while off; hold no records
+            _forget_waiting_chains()
             self.sweep_kept()
             self.size_pool(0)
 
