@@ -69,16 +69,22 @@ cdef inline bint _ahead_fits(Channel self, Py_ssize_t needed, Device device):
     return self._ahead_bytes + needed <= max(_AHEAD_MIN_BYTES, device.stats.allocated >> 4)
 
 
-cdef inline bint _may_run_beside(Channel self, list outputs, bint ahead):
-    """Whether an op making `outputs` may run now on the caller's thread (`ahead`: beside
-    the worker, which has work): _ahead_fits, and under a budget not
-    _beside_the_worker_over_budget. Its bytes are counted only where one of those asks."""
-    if not (ahead or self._memory_on):
-        return True
-    cdef Py_ssize_t needed = _outputs_bytes(outputs)
-    cdef Device device = (<TensorInfo>outputs[0]).device if outputs else None
+cdef inline bint _room_beside(Channel self, Py_ssize_t needed, Device device, bint ahead):
+    """Whether an op making `needed` bytes on `device` may run now on the caller's thread
+    (`ahead`: beside the worker, which has work): _ahead_fits, and under a budget not
+    _beside_the_worker_over_budget. The one rule of _submit (_may_run_beside), _run_tiny
+    and _host_run."""
     return (not ahead or _ahead_fits(self, needed, device)) and not (
         self._memory_on and _beside_the_worker_over_budget(self, needed, device))
+
+
+cdef inline bint _may_run_beside(Channel self, list outputs, bint ahead):
+    """_room_beside for an op making `outputs`, whose bytes are counted only where the
+    rule asks."""
+    if not (ahead or self._memory_on):
+        return True
+    return _room_beside(self, _outputs_bytes(outputs),
+                        (<TensorInfo>outputs[0]).device if outputs else None, ahead)
 
 
 cdef void _count_made_ahead(Channel self, list inputs, list outputs):
@@ -240,11 +246,10 @@ cdef TensorInfo _host_run(Channel self, OpDef op, TensorInfo a, TensorInfo b, ob
     cdef Py_ssize_t reserved = 0, needed = 0
     if ahead or managed:
         needed = _nbytes_of(_num_elements(shape), out_dtype, False)
-        if ahead and not _ahead_fits(self, needed, a.device):
+        if not _room_beside(self, needed, a.device, ahead):
             return None
     if managed:
         if (not op.recomputable or op.keeps_memo
-                or _beside_the_worker_over_budget(self, needed, a.device)
                 or (b is not None and b.status != PRODUCED)):
             return None
         ins = [a] if b is None else [a, b]
@@ -347,10 +352,7 @@ cdef bint _run_tiny(Channel self, OpDef op, list inputs, list outputs, bint fast
     if ahead or managed:
         needed = _outputs_bytes(outputs)
         device = (<TensorInfo>outputs[0]).device if outputs else None
-        if ahead and not _ahead_fits(self, needed, device):
-            return False
-    if managed:
-        if op.keeps_memo or _beside_the_worker_over_budget(self, needed, device):
+        if not _room_beside(self, needed, device, ahead) or (managed and op.keeps_memo):
             return False
     for info in inputs:
         if info.status != PRODUCED or info.packed:
