@@ -136,8 +136,14 @@ cdef double _estimate_cost(OpDef op, list inputs, list outputs):
     return max(_op_flops(op, inputs, outputs) / _FLOPS_PER_S, nbytes / _MEMORY_BYTES_PER_S)
 
 
+cdef inline Py_ssize_t _pointer(object o):
+    """id(o) without its call (which raises an audit event: a hot walk spent as long in
+    the audit as in its sets)."""
+    return <Py_ssize_t><void*>o
+
+
 cdef inline Py_ssize_t _key(TensorInfo info):
-    return <Py_ssize_t><void*>info
+    return _pointer(info)
 
 
 cdef inline bint _alive(TensorInfo info):

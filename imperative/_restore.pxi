@@ -221,8 +221,8 @@ cdef long long _room_for_dead_pins(MemoryManager self, Device device):
             if info.producer is None or not (<OpDef>(<Producer>info.producer).op).aliases_input:
                 evicted += info.size
         elif (info.status == PRODUCED and info.storage is not None
-              and id(info.storage) not in storages):
-            storages.add(id(info.storage))
+              and _pointer(info.storage) not in storages):
+            storages.add(_pointer(info.storage))
             resident += info.storage.nbytes
     self.live_high = max(self.live_high, resident + evicted)
     return self.live_high - resident

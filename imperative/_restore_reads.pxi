@@ -105,11 +105,11 @@ cdef class _ReadsToCome:
             # dropped after the first gate and recomputed, with the recurrence behind it,
             # for each of the others (a pointer network whose gates are under the evictee
             # minimum: 5.4-9.4 recomputations an op, 4.8-8.7 of them repeats; now 1.3-1.6).
-            if _alive(t) and id(t.producer) in ran:
+            if _alive(t) and _pointer(t.producer) in ran:
                 continue
-            ran.add(id(t.producer))
-            if counted is not None and counted.get(id(t.producer), 0) > 0:
-                counted[id(t.producer)] -= 1
+            ran.add(_pointer(t.producer))
+            if counted is not None and counted.get(_pointer(t.producer), 0) > 0:
+                counted[_pointer(t.producer)] -= 1
             else:
                 self.count_reads(<Producer>t.producer)
             for i in (<Producer>t.producer).inputs:
@@ -125,7 +125,7 @@ cdef class _ReadsToCome:
     cdef void count_reads(self, Producer p):
         """One run of `p` to come: each of its inputs has one read more to come."""
         cdef TensorInfo i
-        self.pending[id(p)] = self.pending.get(id(p), 0) + 1
+        self.pending[_pointer(p)] = self.pending.get(_pointer(p), 0) + 1
         for i in p.inputs:
             self.counts[_key(i)] = self.counts.get(_key(i), 0) + 1
             self.values[_key(i)] = i
@@ -136,8 +136,8 @@ cdef class _ReadsToCome:
         until its last read is let go after it."""
         cdef TensorInfo i
         cdef Py_ssize_t k
-        if self.pending.get(id(p), 0) > 0:
-            self.pending[id(p)] -= 1
+        if self.pending.get(_pointer(p), 0) > 0:
+            self.pending[_pointer(p)] -= 1
         for k in range(p.n_outputs()):
             if p.output(k) is not None:
                 self.again.discard(_key(p.output(k)))    # (back: walked again if evicted)
