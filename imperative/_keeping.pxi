@@ -133,20 +133,25 @@ cdef bint _keeping_leaf_pays(MemoryManager self, TensorInfo leaf, list frontier,
     `more_candidates` bytes of evicted ones about to come back as candidates) could be
     evicted for more bytes than it holds with the other kept leaves they read (twice as
     many where only drops by hand could take them)."""
-    cdef Py_ssize_t by_budget = more_candidates, by_hand = 0, cost
-    _evictable_frontier_bytes(self, frontier, &by_budget, &by_hand)
+    cdef Py_ssize_t by_budget = more_candidates, by_hand = 0, cost = leaf.size
+    cdef Py_ssize_t counted = _evictable_frontier_bytes(self, leaf, cost, frontier, 0,
+                                                        &by_budget, &by_hand)
     # The other kept leaves only add to the cost: where the leaf's own bytes outweigh
     # what keeping it buys, the walk that counts them is spared, for the same answer (in
     # an `x = f(x)` loop every record past _MAX_DEAD_CHAIN is cut, and so dies a leaf,
     # one an op: the walk was a tenth of a small op's time with recording on).
-    if not _keeping_pays_at(self, leaf, by_budget, by_hand, leaf.size):
+    if not _keeping_pays_at(self, leaf, by_budget, by_hand, cost):
         return False
     # What keeping it buys needs the other dead leaves those recipes read kept too: a
     # concatenation of two data batches is evictable only while both stay, for no byte
     # saved (a prototypical network's support and query sets, kept each for the
     # concatenation the encoder reads: 1.07x the step's peak under a budget never
     # reached).
-    cost = leaf.size + _kept_leaves_read(self, frontier, leaf)
+    cdef Py_ssize_t kept_read = _kept_leaves_read(self, frontier, leaf)
+    if kept_read < 0:
+        return False
+    cost += kept_read
+    _evictable_frontier_bytes(self, leaf, cost, frontier, counted, &by_budget, &by_hand)
     # Under a budget the manager evicts its candidates itself once it binds. Dropped by
     # hand alone, nothing says they ever will be: such tensors count only where dropping
     # them would free at least twice the leaf's bytes, so that what it may buy is at least
@@ -240,33 +245,43 @@ cdef bint _readers_brought_back(MemoryManager self, TensorInfo leaf) except -1:
             info.pins -= 1
 
 
-cdef int _KEPT_WALK = 64        # records _kept_leaves_read looks at, at most
+cdef int _KEPT_WALK = 64        # records _kept_leaves_read takes, at most
+cdef int _KEPT_INPUTS = 256     # their recipes' inputs it reads, at most
 
 
 cdef Py_ssize_t _kept_leaves_read(MemoryManager self, list frontier, TensorInfo besides):
     """Bytes of the kept leaves (dead, resident, held for recipes) other than `besides`
     that recomputing the `frontier` would read: its recipes' inputs, and those of the
     dead records they would recompute on the way. Each producer's inputs are read once:
-    the outputs of one op share them (an AdamStep over a model's parameters, whose
-    hundreds of outputs were each the frontier of an old parameter it released, read its
-    hundreds of inputs 64 times over at each release: DINO's step with enable_drop at
-    async level 0 spent a quarter of its time here)."""
-    cdef list todo = list(frontier)
-    cdef set seen = {_key(besides)}
-    cdef set producers = set()
+    the outputs of one op share them. -1 where the recipes read more than _KEPT_INPUTS
+    records: keeping a leaf for a recomputation that needs so many back is taken not to
+    pay. (An AdamStep over a model's parameters reads four tensors a parameter, and its
+    outputs are the frontier of each old parameter, moment and count it releases: the
+    releases read its inputs a quadratic number of times in all, 64 times over each
+    before producers were told apart. DINO's step with enable_drop at async level 0:
+    178 ms, then 91; off, 84-91.)"""
+    cdef list todo = []             # taken before the frontier's next, as a stack would
+    cdef Py_ssize_t next_in_frontier = len(frontier) - 1
+    cdef unordered_set[Py_ssize_t] seen, producers
     cdef Py_ssize_t total = 0
-    cdef int looked = 0
+    cdef int looked = 0, inputs_read = 0
     cdef TensorInfo t, i
-    while todo and looked < _KEPT_WALK:
-        t = <TensorInfo>todo.pop()
+    seen.insert(_key(besides))
+    while (todo or next_in_frontier >= 0) and looked < _KEPT_WALK:
+        if todo:
+            t = <TensorInfo>todo.pop()
+        else:
+            t = <TensorInfo>frontier[next_in_frontier]
+            next_in_frontier -= 1
         looked += 1
-        if t.producer is None or _pointer(t.producer) in producers:
+        if t.producer is None or not producers.insert(_pointer(t.producer)).second:
             continue
-        producers.add(_pointer(t.producer))
+        inputs_read += len((<Producer>t.producer).inputs)
+        if inputs_read > _KEPT_INPUTS:
+            return -1
         for i in (<Producer>t.producer).inputs:
-            if _key(i) in seen or _alive(i):
+            if _alive(i) or not seen.insert(_key(i)).second:
                 continue
-            seen.add(_key(i))
             if i.producer is not None:
                 todo.append(i)
             elif i.status == PRODUCED and _key(i) in self.kept:
@@ -274,20 +289,30 @@ cdef Py_ssize_t _kept_leaves_read(MemoryManager self, list frontier, TensorInfo 
     return total
 
 
-cdef void _evictable_frontier_bytes(MemoryManager self, list frontier,
-                                    Py_ssize_t* by_budget, Py_ssize_t* by_hand):
-    """Bytes of the held records that could be evicted now: the candidates, which a budget
-    evicts (`by_budget`), and with enable_drop the other resident ones with a recipe,
-    which only `_drop()` takes (any size: `by_hand`). (Not those still to be made: the
-    output of the op that reads a dying leaf last had better take the leaf's memory in
-    place, as it does with recording off.)"""
+cdef Py_ssize_t _evictable_frontier_bytes(
+        MemoryManager self, TensorInfo leaf, Py_ssize_t cost, list frontier,
+        Py_ssize_t start, Py_ssize_t* by_budget, Py_ssize_t* by_hand) except -1:
+    """Adds to the sums the bytes of the held records from frontier[start] on that could
+    be evicted now: the candidates, which a budget evicts (`by_budget`), and with
+    enable_drop the other resident ones with a recipe, which only `_drop()` takes (any
+    size: `by_hand`). (Not those still to be made: the output of the op that reads a dying
+    leaf last had better take the leaf's memory in place, as it does with recording off.)
+    It stops where keeping `leaf` at `cost` pays (_keeping_pays_at), since more bytes
+    cannot change that, and returns the index it stopped at: an AdamStep's hundreds of
+    outputs are the frontier of each old parameter it releases, and summing them all at
+    each release made the optimizer step quadratic in the parameters."""
     cdef TensorInfo info
     cdef bint dropping = self.opts.drop
-    for info in frontier:
+    cdef Py_ssize_t k, n = len(frontier)
+    for k in range(start, n):
+        if _keeping_pays_at(self, leaf, by_budget[0], by_hand[0], cost):
+            return k
+        info = <TensorInfo>frontier[k]
         if _key(info) in self.candidates:
             by_budget[0] += info.size
         elif dropping and info.status == PRODUCED and info.producer is not None:
             by_hand[0] += info.size
+    return n
 
 
 cdef int _let_idle_leaves_go(MemoryManager self, Device device) except -1:
