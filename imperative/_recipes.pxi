@@ -107,10 +107,17 @@ cdef void _unlink_output(TensorInfo info):
             p.outs[k] = NULL
 
 
+# Recipes let go of so far: a path of recipes between two records that stand now stays
+# while this count does (their records are held by the recipes that read them)
+cdef long long _recipes_let_go = 0
+
+
 cdef inline void _let_go_of_producer(TensorInfo info):
     """`info` stops being recomputable: its producer forgets it, and it the producer."""
+    global _recipes_let_go
     _unlink_output(info)
     info.producer = None
+    _recipes_let_go += 1
 
 
 cdef inline void _out_of_collectors_sight(TensorInfo dead):
@@ -212,6 +219,10 @@ cdef long long _walks = 0              # walks made by _needed_by_evicted (their
 # at each one's first push, and a dying leaf walks at every op of an `x = f(x)` loop once
 # its records are cut (_MAX_DEAD_CHAIN)
 cdef vector[PyObject*] _walk_stack, _walk_outs
+# The record that made _needed_by_evicted's last walk answer True (an evicted tensor that
+# needs the leaf, or with `busy_for` an evictable one in its frontier), NULL where it had
+# none: a borrowed pointer, to read at once
+cdef PyObject* _walk_witness = NULL
 
 
 cdef list _consumer_output_list(TensorInfo info):
@@ -228,7 +239,8 @@ cdef list _consumer_output_list(TensorInfo info):
 
 cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
                              Py_ssize_t* gone_bytes=NULL, bint past_resident=True,
-                             Py_ssize_t most=-1) except -1:
+                             Py_ssize_t most=-1, MemoryManager busy_for=None,
+                             Device device=None) except -1:
     """Walk forward from `leaf` over the recipes that read it, through dead records (which
     would be recomputed on the way), to the records something still holds. True when one
     of those is evicted (dropped or swapped out): it needs `leaf` to come back. Otherwise
@@ -237,14 +249,19 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
     given) gets the bytes of every record it passed that is not resident: at most what
     bringing them all back would hold. Without `past_resident` the walk passes dropped
     dead records only (a resident one cuts it: what lies beyond needs that record, not
-    `leaf`); with `most` >= 0 it looks at that many records at most. (The walk keeps
+    `leaf`); with `most` >= 0 it looks at that many records at most. With `busy_for`,
+    True as soon as the frontier holds more bytes than `leaf` or a record that manager
+    could evict from `device` now. Where True came from one record, _walk_witness
+    points to it. (The walk keeps
     borrowed pointers in a C vector,
     as _consumer_outputs allows, and marks the records it reached with its number: with
     a set of keys and a list, the walks from the bases a GRU keeps, through its unrolled
     sequence, were a third of its time choosing victims.)"""
-    global _walks
+    global _walks, _walk_witness
     cdef TensorInfo r, out
     cdef size_t k
+    cdef Py_ssize_t held_bytes = 0
+    _walk_witness = NULL
     _walks += 1
     cdef long long walk = _walks     # (no walk starts inside another: nothing here calls one)
     _walk_stack.clear()
@@ -265,12 +282,20 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
                     gone_bytes[0] += out.size
                 if _alive(out):
                     if evicted is None:
+                        _walk_witness = <PyObject*>out
                         return True
                     evicted.append(out)
                 else:
                     _walk_stack.push_back(<PyObject*>out)
             elif _alive(out):
                 frontier.append(out)
+                if busy_for is not None:
+                    held_bytes += out.size
+                    if busy_for.evictable(out, device):
+                        _walk_witness = <PyObject*>out
+                        return True
+                    if held_bytes > leaf.size:
+                        return True
             elif (past_resident and out.producer is not None and out.status != DELETED
                     and out.status != INVALID):
                 _walk_stack.push_back(<PyObject*>out)
