@@ -192,6 +192,34 @@ def test_a_leaf_the_manager_cut_goes_as_it_dies_whatever_reads_it(async_level):
     gc.collect()
 
 
+def test_a_python_numbers_constant_dying_in_backward_leaves_its_readers_recomputable(
+        async_level):
+    """A product's Python number is a 0-d constant saved for its backward pass, and dies
+    there. Its value is shared and counted nowhere: it stays for the recipes that read it
+    (without the walk over their region a dying leaf makes), so that those stay
+    recomputable and its death frees no count."""
+    from imperative.autodiff import GradManager
+    data = np.linspace(-1, 1, N, dtype=np.float32)
+    with imp.option("async_level", async_level), imp.option("enable_drop", 1):
+        x = imp.Parameter(data)
+        gm = GradManager().attach([x])
+        with gm:
+            scaled = x * 2.5
+            mid = scaled * 0.75          # two constants: each saved for its product's backward
+            gm.backward((mid * mid).sum())
+        before = allocated()
+        gm = None                        # (the backward pass's records go)
+        assert allocated() == before
+        scaled._drop()
+        mid._drop()
+        np.testing.assert_array_equal(scaled.numpy(), data * np.float32(2.5))
+        np.testing.assert_array_equal(mid.numpy(), data * np.float32(2.5) * np.float32(0.75))
+        np.testing.assert_array_equal(x.grad.numpy(),
+                                      (data * np.float32(2.5) * np.float32(0.75) * 2)
+                                      * np.float32(0.75) * np.float32(2.5))
+    gc.collect()
+
+
 def _adam_steps(layers, steps=3, width=32):
     """The parameters after `steps` Adam steps of a ReLU stack of `layers` Linear layers
     (two parameters each), and the peak tensor memory of the last step."""
