@@ -252,11 +252,10 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
     `leaf`); with `most` >= 0 it looks at that many records at most. With `busy_for`,
     True as soon as the frontier holds more bytes than `leaf` or a record that manager
     could evict from `device` now. Where True came from one record, _walk_witness
-    points to it. (The walk keeps
-    borrowed pointers in a C vector,
-    as _consumer_outputs allows, and marks the records it reached with its number: with
-    a set of keys and a list, the walks from the bases a GRU keeps, through its unrolled
-    sequence, were a third of its time choosing victims.)"""
+    points to it. (The walk keeps borrowed pointers in a C vector, as _consumer_outputs
+    allows, and marks the records it reached with its number: with a set of keys and a
+    list, the walks from the bases a GRU keeps, through its unrolled sequence, were a
+    third of its time choosing victims.)"""
     global _walks, _walk_witness
     cdef TensorInfo r, out
     cdef size_t k
