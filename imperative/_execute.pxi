@@ -291,18 +291,22 @@ cdef int _store_results(Channel self, OpDef op, list inputs, list outputs, objec
             raise RuntimeError(f"kernel of {op!r} produced shape {r.shape}, "
                                f"infer declared {out.shape}")
         arrays.append(r)
-    for i in range(len(arrays)):
-        out = outputs[i]
-        if out is None:
-            continue
-        r = arrays[i]
-        if out.shape is None:       # value-dependent shape: known now
-            out.shape = r.shape
-            out.numel = _num_elements(out.shape)
-            out.size = _nbytes_of(out.numel, out.dtype, out.packed)
-        if out.packed:
-            r = _pack_4bit(r)
-        _store_result(self, op, out, r, inputs, recomputed)
+    _chain_memo_begin()
+    try:
+        for i in range(len(arrays)):
+            out = outputs[i]
+            if out is None:
+                continue
+            r = arrays[i]
+            if out.shape is None:       # value-dependent shape: known now
+                out.shape = r.shape
+                out.numel = _num_elements(out.shape)
+                out.size = _nbytes_of(out.numel, out.dtype, out.packed)
+            if out.packed:
+                r = _pack_4bit(r)
+            _store_result(self, op, out, r, inputs, recomputed)
+    finally:
+        _chain_memo_end()
     return 0
 
 

@@ -233,7 +233,6 @@ cdef class MemoryManager:
 
     cdef void on_produced(self, TensorInfo info):
         """A value became resident: maybe an eviction candidate."""
-        cdef TensorInfo i
         info.last_use = self.clock
         info.read_since_produced = False
         if info.producer is None or info.persistent:
@@ -242,10 +241,7 @@ cdef class MemoryManager:
             _let_go_of_producer(info)
             self.consider_swapping(info)
             return
-        info.dead_chain = 0
-        for i in (<Producer>info.producer).inputs:
-            if not _alive(i) and (i.status == DROPPED or i.status == SWAPPED):
-                info.dead_chain = max(info.dead_chain, i.dead_chain + 1)
+        info.dead_chain = _dead_chain_behind(<Producer>info.producer)
         if info.dead_chain > _MAX_DEAD_CHAIN:
             self.cut(info)
         elif info.size >= self.opts.min_evictee and (<OpDef>(<Producer>info.producer).op).recomputable:
