@@ -109,13 +109,9 @@ cdef class MemoryManager:
         if _read_by_a_recipe(info):
             self.forget(info)
             if info.storage is None and info.status == PRODUCED:
-                # A Python number's 0-d constant, its value a shared read-only array that no
-                # memory count holds: it stays for the recipes that read it, as long as they
-                # do, without release_leaf's walk over them. (Saved for the backward pass of
-                # each product it scales, each died there and walked the whole dead forward
-                # region after its readers, with nothing held at its end: a latent ODE's
-                # Dormand-Prince weights, 1,240 records a death, three quarters of what its
-                # walks took.)
+                # A Python number's constant (a shared array no count holds) stays for its
+                # readers without release_leaf's walk: dying in a backward pass, each walked
+                # the dead forward region (a latent ODE's step weights, 1,240 records each)
                 return False
             if not self.release_leaf(info):
                 if self.opts.budget:
