@@ -29,7 +29,6 @@ cimport numpy as cnp
 from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
 from libcpp.queue cimport priority_queue
-from libcpp.unordered_set cimport unordered_set
 from libcpp.utility cimport pair
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF, Py_REFCNT

@@ -259,14 +259,19 @@ cdef Py_ssize_t _kept_leaves_read(MemoryManager self, list frontier, TensorInfo 
     outputs are the frontier of each old parameter, moment and count it releases: the
     releases read its inputs a quadratic number of times in all, 64 times over each
     before producers were told apart. DINO's step with enable_drop at async level 0:
-    178 ms, then 91; off, 84-91.)"""
+    178 ms, then 91; off, 84-91.) The producers and inputs read are marked with the
+    walk's number: C++ sets of them allocated a node an insert, half of this walk's time,
+    and the walk was 5% of an xLSTM's step at 0.5 P."""
+    global _walks
     cdef list todo = []             # taken before the frontier's next, as a stack would
     cdef Py_ssize_t next_in_frontier = len(frontier) - 1
-    cdef unordered_set[Py_ssize_t] seen, producers
     cdef Py_ssize_t total = 0
     cdef int looked = 0, inputs_read = 0
     cdef TensorInfo t, i
-    seen.insert(_key(besides))
+    cdef Producer p
+    _walks += 1
+    cdef long long walk = _walks     # (no other walk runs inside this one)
+    besides.walk_mark = walk
     while (todo or next_in_frontier >= 0) and looked < _KEPT_WALK:
         if todo:
             t = <TensorInfo>todo.pop()
@@ -274,14 +279,17 @@ cdef Py_ssize_t _kept_leaves_read(MemoryManager self, list frontier, TensorInfo 
             t = <TensorInfo>frontier[next_in_frontier]
             next_in_frontier -= 1
         looked += 1
-        if t.producer is None or not producers.insert(_pointer(t.producer)).second:
+        p = <Producer>t.producer
+        if p is None or p.walk_mark == walk:
             continue
-        inputs_read += len((<Producer>t.producer).inputs)
+        p.walk_mark = walk
+        inputs_read += len(p.inputs)
         if inputs_read > _KEPT_INPUTS:
             return -1
-        for i in (<Producer>t.producer).inputs:
-            if _alive(i) or not seen.insert(_key(i)).second:
+        for i in p.inputs:
+            if _alive(i) or i.walk_mark == walk:
                 continue
+            i.walk_mark = walk
             if i.producer is not None:
                 todo.append(i)
             elif i.status == PRODUCED and _key(i) in self.kept:
@@ -416,7 +424,11 @@ cdef void _forget_waiting_chains():
 cdef int _lengthen_waiting_chains(MemoryManager self) except -1:
     """_lengthen_chains for the deaths waiting, those still dead and dropped (or swapped
     out). The records are taken earliest born first: a reader is born after what it reads, so
-    each is taken once, once every path of the walk to it is counted. Taken in the order
+    each is taken once, once every path of the walk to it is counted. A path is counted up
+    to _MAX_DEAD_CHAIN + 1, all the rule needs: past it, a death near the start of a long
+    dead region (a backward pass letting a recurrence's saved values go, last made first)
+    walked the whole region again to count each path one longer (an xLSTM's step at 0.5 P,
+    5% of it here). Taken in the order
     a stack gave, a record was lengthened, and its readers walked again, once for each
     longer path found: a latent ODE's backward pass, whose saved values die last made
     first behind the Dormand-Prince stages that read them all, walked 2.5 records for
@@ -430,6 +442,7 @@ cdef int _lengthen_waiting_chains(MemoryManager self) except -1:
     cdef vector[PyObject*] too_long
     cdef size_t k
     cdef Py_ssize_t j
+    cdef int longer
     cdef list sources = []           # (held to the end of the walk)
     for ref in _chains_waiting:
         d = ref()
@@ -456,9 +469,10 @@ cdef int _lengthen_waiting_chains(MemoryManager self) except -1:
                 if rec == NULL or rec == <PyObject*>d:
                     continue
                 out = <TensorInfo>rec
-                if out.dead_chain > d.dead_chain:
+                longer = min(d.dead_chain + 1, _MAX_DEAD_CHAIN + 1)
+                if out.dead_chain >= longer:
                     continue
-                out.dead_chain = d.dead_chain + 1
+                out.dead_chain = longer
                 if out.status == DROPPED or out.status == SWAPPED:
                     if not _alive(out):
                         out.walk_mark = 0        # (taken already, out of birth order: again)

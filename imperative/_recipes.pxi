@@ -30,6 +30,7 @@ cdef class Producer:
     cdef readonly list inputs
     cdef vector[PyObject*] outs      # NULL where the output record died
     cdef readonly double cost
+    cdef long long walk_mark         # the walk that last read its inputs (_kept_leaves_read)
     cdef object memo                 # what the op's recorded run kept to recompute with less
                                      #     work (OpDef.keeps_memo: a normalisation's
                                      #     statistics)
