@@ -416,6 +416,15 @@ cdef int _lengthen_chains(MemoryManager self, TensorInfo dead) except -1:
     return 0
 
 
+cdef long long _chain_records_taken = 0     # by _lengthen_waiting_chains (tests)
+
+
+def chain_records_taken():
+    """Debugging and tests: how many records the walks lengthening dead chains have taken
+    (_lengthen_waiting_chains) since the module was loaded."""
+    return _chain_records_taken
+
+
 cdef void _forget_waiting_chains():
     """The manager was turned off: no record is its to walk or cut."""
     _chains_waiting.clear()
@@ -435,7 +444,7 @@ cdef int _lengthen_waiting_chains(MemoryManager self) except -1:
     each one reached, 540 a death (the step's time: _lengthen_chains).
     (A record given a recipe after its birth is taken again where a later walk lengthens
     it: the order saves work, it decides nothing.)"""
-    global _walks, _chains_waiting
+    global _walks, _chains_waiting, _chain_records_taken
     cdef TensorInfo d, out
     cdef Producer user
     cdef PyObject* rec
@@ -462,6 +471,7 @@ cdef int _lengthen_waiting_chains(MemoryManager self) except -1:
         if d.walk_mark == walk:
             continue                 # (pushed by each reader that lengthened it: taken)
         d.walk_mark = walk
+        _chain_records_taken += 1
         for k in range(d.users.size()):
             user = <Producer>d.users[k]
             for j in range(user.n_outputs()):
