@@ -146,8 +146,8 @@ cdef class TensorInfo:
     cdef vector[PyObject*] users       # [C/W] the Producers reading it, borrowed: each leaves
                                        #     as it dies (_recipes.pxi)
     cdef public int dead_chain         # [C/W] dead evicted records its recomputation would
-                                       #     have to recompute first (approximate; past
-                                       #     _MAX_DEAD_CHAIN, one more than it)
+                                       #     have to recompute first (approximate; counted
+                                       #     to one past _MAX_DEAD_CHAIN: _one_longer)
     cdef public bint recipe_cut        # [C/W] the manager let go of its recipe
                                        #     (MemoryManager.cut): a leaf made so
     cdef public Py_ssize_t numel       # number of elements (from shape)

@@ -479,7 +479,7 @@ cdef int _lengthen_waiting_chains(MemoryManager self) except -1:
                 if rec == NULL or rec == <PyObject*>d:
                     continue
                 out = <TensorInfo>rec
-                longer = min(d.dead_chain + 1, _MAX_DEAD_CHAIN + 1)
+                longer = _one_longer(d.dead_chain)
                 if out.dead_chain >= longer:
                     continue
                 out.dead_chain = longer

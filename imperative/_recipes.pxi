@@ -142,6 +142,12 @@ cdef void _chain_memo_end():
     _chain_memo_of = NULL
 
 
+cdef inline int _one_longer(int chain):
+    """A dead path one record longer than `chain`, counted only to one past
+    _MAX_DEAD_CHAIN: every rule that reads a path compares it with that cap."""
+    return min(chain + 1, _MAX_DEAD_CHAIN + 1)
+
+
 cdef int _dead_chain_behind(Producer p):
     """The dead chain of each output `p` makes: one more than the longest of its inputs'
     that are dead and dropped or swapped out (0 where none is). Worked out once for all the
@@ -156,7 +162,7 @@ cdef int _dead_chain_behind(Producer p):
         return _chain_memo
     for i in p.inputs:
         if not _alive(i) and (i.status == DROPPED or i.status == SWAPPED):
-            chain = max(chain, i.dead_chain + 1)
+            chain = max(chain, _one_longer(i.dead_chain))
     if _chain_memo_on:
         _chain_memo_of = <PyObject*>p
         _chain_memo = chain
@@ -257,7 +263,7 @@ cdef void _consumer_outputs(TensorInfo info, vector[PyObject*]& out):
                 out.push_back(rec)
 
 
-cdef long long _walks = 0              # walks made by _needed_by_evicted (their marks)
+cdef long long _walks = 0              # walks over records so far (each marks with its number)
 # _needed_by_evicted's working vectors, kept between walks: two made per walk were allocated
 # at each one's first push, and a dying leaf walks at every op of an `x = f(x)` loop once
 # its records are cut (_MAX_DEAD_CHAIN)

@@ -11,6 +11,7 @@ import pytest
 
 import imperative as imp
 from imperative import F
+from test_memory_regimes import _dtr_budget
 
 N = 50000      # elements: 200 KB float32
 
@@ -647,24 +648,19 @@ def test_deaths_behind_a_long_dead_region_walk_it_a_bounded_number_of_times(asyn
     value comes back with its bits."""
     n = 600
     with imp.option("async_level", async_level), imp.option("enable_drop", 1), \
-            imp.option("dtr_eviction_threshold", 1 << 40), \
-            imp.option("dtr_evictee_minimum_size", 0):
-        imp.dtr.enable()
-        try:
-            xs = [imp.Tensor(np.linspace(0, 1, 16, dtype=np.float32))]
-            want = xs[0].numpy()
-            for _ in range(n):
-                xs.append(xs[-1] * 1.0001 + 0.5)
-                want = want * np.float32(1.0001) + np.float32(0.5)
-            last = xs.pop()
-            last._drop()             # (held, evicted: no cut ends the region behind it)
-            imp.sync()
-            before = imp._core.chain_records_taken()
-            while xs:
-                xs.pop()
-            imp.sync()
-            taken = imp._core.chain_records_taken() - before
-            np.testing.assert_array_equal(last.numpy(), want)
-        finally:
-            imp.dtr.disable()
+            _dtr_budget(1 << 40, 0):
+        xs = [imp.Tensor(np.linspace(0, 1, 16, dtype=np.float32))]
+        want = xs[0].numpy()
+        for _ in range(n):
+            xs.append(xs[-1] * 1.0001 + 0.5)
+            want = want * np.float32(1.0001) + np.float32(0.5)
+        last = xs.pop()
+        last._drop()             # (held, evicted: no cut ends the region behind it)
+        imp.sync()
+        before = imp._core.chain_records_taken()
+        while xs:
+            xs.pop()
+        imp.sync()
+        taken = imp._core.chain_records_taken() - before
+        np.testing.assert_array_equal(last.numpy(), want)
     assert taken <= 2 * n * 66
