@@ -28,6 +28,7 @@ cimport cython
 cimport numpy as cnp
 from libc.limits cimport LLONG_MAX
 from libcpp.vector cimport vector
+from libcpp.algorithm cimport sort as _sort, binary_search as _binary_search
 from libcpp.queue cimport priority_queue
 from libcpp.utility cimport pair
 from cpython.object cimport PyTypeObject

@@ -323,24 +323,20 @@ cdef Py_ssize_t _evictable_frontier_bytes(
     return n
 
 
-# _let_idle_leaves_go's kept leaves that stayed for one record, by key: (the kept dict's
-# weak reference to the leaf, a weak reference to the record, _recipes_let_go then)
+# _let_idle_leaves_go's kept leaves that stayed for one record, by key (_witnessed)
 cdef dict _kept_leaf_witnesses = {}
 
 
-cdef bint _still_keeps(MemoryManager self, tuple witnessed, object leaf_ref,
+cdef bint _still_keeps(MemoryManager self, tuple witnessed, TensorInfo leaf,
                        Device device) except -1:
     """The record that made a kept leaf stay (_walk_witness) would make it stay again: no
     recipe was let go since (so the path of recipes between them stands), and it is held,
     and evicted or evictable now. (Asked before each eviction of every kept leaf, the walk
     was all but the whole cost under a budget below the floor: a web of Runge-Kutta
     stages of 64-float values, 48 steps under 4 KiB, took 5.1-5.6 s, 0.9 s now.)"""
-    cdef TensorInfo w
-    if witnessed[0] is not leaf_ref or witnessed[2] != _recipes_let_go:
-        return False
-    w = witnessed[1]()
-    return w is not None and _alive(w) and (w.status == DROPPED or w.status == SWAPPED
-                                            or self.evictable(w, device))
+    cdef TensorInfo w = _standing_witness(witnessed, leaf)
+    return w is not None and (w.status == DROPPED or w.status == SWAPPED
+                              or self.evictable(w, device))
 
 
 cdef int _let_idle_leaves_go(MemoryManager self, Device device) except -1:
@@ -370,13 +366,13 @@ cdef int _let_idle_leaves_go(MemoryManager self, Device device) except -1:
                 or leaf.size < self.opts.min_evictee):
             continue
         entry = before.get(key)
-        if entry is not None and _still_keeps(self, <tuple>entry, ref, device):
+        if entry is not None and _still_keeps(self, <tuple>entry, leaf, device):
             witnesses[key] = entry
             continue
         frontier = []
         if _needed_by_evicted(leaf, frontier, None, NULL, True, -1, self, device):
             if _walk_witness != NULL:
-                witnesses[key] = (ref, _weakref.ref(<object>_walk_witness), _recipes_let_go)
+                witnesses[key] = _witnessed(leaf)
             continue
         if _decision_hook is not None:
             _decision_hook("let_go", leaf, self.clock)

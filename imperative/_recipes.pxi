@@ -232,6 +232,42 @@ cdef bint _read_on_the_stack(TensorInfo info, list stack):
     return False
 
 
+@cython.final
+cdef class _StackReaders:
+    """_read_on_the_stack for many values against one stack: the recipes of the tensors
+    waiting on it, sorted by address (borrowed: the tensors hold them), so that each value
+    costs a lookup per recipe that reads it instead of a pass over the stack. Taken again
+    once a recipe was let go (a tensor's recipe may have changed). A restore asks it of
+    every dead value it keeps after each recomputation: in an xLSTM's storm at 0.5 P,
+    1,600 recomputations a step, stacks hundreds deep, the passes took 4% of the step."""
+    cdef list stack
+    cdef vector[PyObject*] recipes
+    cdef long long let_go            # _recipes_let_go when taken
+
+    def __cinit__(self, list stack):
+        self.stack = stack
+        self.take()
+
+    cdef void take(self):
+        cdef TensorInfo t
+        self.recipes.clear()
+        for t in self.stack:
+            if t.producer is not None:
+                self.recipes.push_back(<PyObject*>t.producer)
+        _sort(self.recipes.begin(), self.recipes.end())
+        self.let_go = _recipes_let_go
+
+    cdef bint read(self, TensorInfo info):
+        """_read_on_the_stack(info, stack): a recipe that reads `info` is in the stack's."""
+        cdef size_t k
+        if self.let_go != _recipes_let_go:
+            self.take()
+        for k in range(info.users.size()):
+            if _binary_search(self.recipes.begin(), self.recipes.end(), info.users[k]):
+                return True
+        return False
+
+
 cdef bint _only_on_the_way(Storage storage, list inputs):
     """`storage` is held only by inputs that are dead records brought back for a
     recomputation (not by a live leaf or another view: a copy would then save nothing)."""
@@ -272,6 +308,24 @@ cdef vector[PyObject*] _walk_stack, _walk_outs
 # needs the leaf, or with `busy_for` an evictable one in its frontier), NULL where it had
 # none: a borrowed pointer, to read at once
 cdef PyObject* _walk_witness = NULL
+
+
+cdef tuple _witnessed(TensorInfo value):
+    """What _needed_by_evicted's last walk, from `value`, found (_walk_witness, not NULL):
+    (weak references to `value` and to that record, _recipes_let_go then), for
+    _standing_witness."""
+    return (_weakref.ref(value), _weakref.ref(<object>_walk_witness), _recipes_let_go)
+
+
+cdef TensorInfo _standing_witness(tuple witnessed, TensorInfo value):
+    """The record of `witnessed` (_witnessed, from `value`) when the path of recipes
+    between them still stands and something holds it; otherwise None. No recipe let go
+    since keeps the path: its records are held by the recipes that read them, and stay
+    dead (a walk passes dead records whatever their status)."""
+    if witnessed[2] != _recipes_let_go or witnessed[0]() is not value:
+        return None
+    cdef TensorInfo w = witnessed[1]()
+    return w if w is not None and _alive(w) else None
 
 
 cdef list _consumer_output_list(TensorInfo info):
