@@ -300,6 +300,7 @@ cdef void _consumer_outputs(TensorInfo info, vector[PyObject*]& out):
 
 
 cdef long long _walks = 0              # walks over records so far (each marks with its number)
+cdef long long _walk_records_taken = 0  # records _needed_by_evicted's walks took (tests)
 # _needed_by_evicted's working vectors, kept between walks: two made per walk were allocated
 # at each one's first push, and a dying leaf walks at every op of an `x = f(x)` loop once
 # its records are cut (_MAX_DEAD_CHAIN)
@@ -308,6 +309,12 @@ cdef vector[PyObject*] _walk_stack, _walk_outs
 # needs the leaf, or with `busy_for` an evictable one in its frontier), NULL where it had
 # none: a borrowed pointer, to read at once
 cdef PyObject* _walk_witness = NULL
+
+
+def walk_records_taken():
+    """Debugging and tests: how many records the walks forward over recipes that read a
+    value (_needed_by_evicted) have taken since the module was loaded."""
+    return _walk_records_taken
 
 
 cdef tuple _witnessed(TensorInfo value):
@@ -359,7 +366,7 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
     allows, and marks the records it reached with its number: with a set of keys and a
     list, the walks from the bases a GRU keeps, through its unrolled sequence, were a
     third of its time choosing victims.)"""
-    global _walks, _walk_witness
+    global _walks, _walk_witness, _walk_records_taken
     cdef TensorInfo r, out
     cdef size_t k
     cdef Py_ssize_t held_bytes = 0
@@ -373,6 +380,7 @@ cdef bint _needed_by_evicted(TensorInfo leaf, list frontier, list evicted=None,
         most -= 1                    # (from -1 on: never 0)
         r = <TensorInfo>_walk_stack.back()
         _walk_stack.pop_back()
+        _walk_records_taken += 1
         _consumer_outputs(r, _walk_outs)
         for k in range(_walk_outs.size()):
             out = <TensorInfo>_walk_outs[k]
