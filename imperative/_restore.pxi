@@ -413,6 +413,7 @@ cdef int _recompute(MemoryManager self, Producer p, TensorInfo wanted, list stac
                 sum((<TensorInfo>o).size for o in outs if o is not None)
                 - (reuse.size if reuse is not None else 0),
                 (<TensorInfo>p.inputs[0]).device if p.inputs else self.ch.default_device)
+            _check_held(p.inputs, op)
             t_run = _now_ns()
             values = [_unpacked_value(i) for i in p.inputs]
             if reuse is not None:
