@@ -671,8 +671,8 @@ def test_a_restore_asks_once_why_it_keeps_a_value_while_that_reason_stands(async
     a side output g that stays evicted: bringing the last h back recomputes every step and
     keeps each d for its g. After each recomputation the restore asks again of every d it
     kept whether it stays; the answer stands while that g is still evicted and no recipe
-    was let go, and is no longer walked for again: the records walked grow with n, not
-    with n * n (299 records for n = 300, 89,401 before). Every value comes back with its bits."""
+    was let go, so each d is walked from once: the records walked grow with n, not with
+    n * n (299 records for n = 300, 89,401 before). Every value comes back with its bits."""
     n = 300
     with imp.option("async_level", async_level), imp.option("enable_drop", 1), \
             _dtr_budget(1 << 40, 0):
