@@ -136,6 +136,7 @@ cdef class MemoryManager:
             for info in cmd.inputs:
                 if info.status == DROPPED or info.status == SWAPPED:
                     _restore(self, info)
+            _check_held(cmd.inputs, cmd.op)
             if cmd.outputs:
                 reserved = self.reserve(_bytes_to_allocate(self.ch, cmd),
                                         (<TensorInfo>cmd.outputs[0]).device)

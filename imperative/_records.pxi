@@ -258,17 +258,18 @@ cdef inline object _unpacked_value(TensorInfo info):
 
 
 cdef int _check_held(list inputs, object op) except -1:
-    """Every input of `op`, about to be recomputed, holds a value. One that does not (a
-    race, or a rule that let it go too early) is named with its state here, where the
-    kernel would fail on None with no clue to why: seen once in hundreds of runs, a Glow's
-    weight gradient at async level 2 ("'NoneType' object has no attribute 'dtype'")."""
+    """[memory manager] Every input of `op`, about to run or be recomputed, holds a value.
+    One that does not (a race, or a rule that let it go too early) is named with its state
+    here, where the kernel would fail on None with no clue to why: seen once in hundreds of
+    runs, a Glow's weight gradient at async level 2 ("'NoneType' object has no attribute
+    'dtype'")."""
     cdef TensorInfo info
     cdef Py_ssize_t k
     for k in range(len(inputs)):
         info = inputs[k]
         if info.value is None:
             raise RuntimeError(
-                f"internal error: input {k} of a recomputation of {op!r} holds no value: "
+                f"internal error: input {k} of {op!r}, about to run, holds no value: "
                 f"{info!r}, pins {info.pins}, tensor_refs {info.tensor_refs}, pending_uses "
                 f"{info.pending_uses}, {'a leaf' if info.producer is None else 'recomputable'}"
                 f", storage {'gone' if info.storage is None else 'held'}")
