@@ -242,11 +242,13 @@ cdef class _StackReaders:
     1,600 recomputations a step, stacks hundreds deep, the passes took 4% of the step."""
     cdef list stack
     cdef vector[PyObject*] recipes
-    cdef long long let_go            # _recipes_let_go when taken
+    cdef long long let_go            # _recipes_let_go when taken (-1: not yet, taken at the
+                                     #     first question: a step whose kept values are all
+                                     #     held or pinned asks none)
 
     def __cinit__(self, list stack):
         self.stack = stack
-        self.take()
+        self.let_go = -1
 
     cdef void take(self):
         cdef TensorInfo t
